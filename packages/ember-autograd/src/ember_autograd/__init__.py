@@ -1,0 +1,1 @@
+from ember_autograd.__about__ import __version__

@@ -1,0 +1,1 @@
+from ember_capture.__about__ import __version__

@@ -1,0 +1,1 @@
+from ember_inductor.__about__ import __version__

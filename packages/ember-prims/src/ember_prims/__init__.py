@@ -1,0 +1,1 @@
+from ember_prims.__about__ import __version__

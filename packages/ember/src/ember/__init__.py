@@ -1,0 +1,1 @@
+from ember.__about__ import __version__
