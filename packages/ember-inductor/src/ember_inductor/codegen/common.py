@@ -1,0 +1,316 @@
+"""The renderer interface: what a code generation backend receives, and what it returns.
+
+Note [Kernel description]
+    The scheduler hands each backend one `KernelSpec` per fused kernel. A kernel iterates an
+    outer space `ranges` (variables x0, x1, ...: independent, parallel) and, for reduction
+    kernels, an inner space `reduction_ranges` (variables r0, r1, ...). Ranges are exact
+    (static sympy Integers now, symbolic later); tails and masks are the backend's business
+    (a Triton block masks `x < xnumel`, the C++ loop has a scalar tail).
+
+    `ops` is the kernel body as an SSA DAG in topological order: every value is computed once,
+    named by its `id`, and the backend renders it as the variable `tmp{id}`. Index expressions
+    are sympy expressions over x*, r* and, for indirect indexing (gather, index), symbols
+    `tmp{id}` naming int64 values of the kernel (those ids are also listed in `args`, so the
+    DAG order covers them). Indices are in elements of the buffer's storage (offsets folded in).
+
+    Where each op runs is decided once, here, for every backend (`stages`): a reduction kernel
+    alternates outer stages (once per outer index) and inner loops (over the reduction ranges);
+    a `reduce` op's value is available from the next outer stage on. An inner op may be needed
+    by several inner loops (softmax reads x in three): it is listed in each and recomputed
+    there. A pointwise kernel is a single outer stage.
+
+The backend returns `KernelSource` objects from `render` and, from `build`, one launcher per
+kernel: `launcher(*tensors)` with tensors in `KernelSpec.args` order. A new backend is one
+module defining a `Backend` subclass plus one line in `BACKENDS` below.
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Sequence
+
+import sympy
+import torch
+
+# ---------------------------------------------------------------------------------------------
+# Kernel description
+# ---------------------------------------------------------------------------------------------
+
+# kind -> meaning of (target, args, index)
+OP_KINDS = {
+    "load": "target=buffer name, index=element index -> value of the buffer's dtype",
+    "store": "target=buffer name, index=element index, args=(value,) -> no value",
+    "const": "target=Python scalar (bool/int/float, may be inf/nan) -> value of dtype",
+    "index": "index=sympy expr over x*/r* -> int64 value (iota, argmax positions)",
+    "pointwise": "target=prim name ('add', 'sin', 'where', ...), args=operands -> value of dtype",
+    "convert": "target=None, args=(value,) -> value converted to dtype (C-style, bool: != 0)",
+    "reduce": "target='sum'|'prod'|'amax'|'amin'|'any'|'argmax'|'argmin', args=(value,) or "
+              "(value, position) for arg-reductions -> value over the reduction ranges",
+    "rand": "target='uniform'|'normal', args=(seed, offset) int64 -> Philox4x32-10 float32, "
+            "bit-identical to triton tl.rand/tl.randn(seed, offset)",
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    id: int
+    kind: str
+    target: object
+    args: tuple[int, ...]
+    dtype: torch.dtype | None  # None for stores
+    index: sympy.Expr | None = None
+
+    @property
+    def name(self) -> str:
+        return f"tmp{self.id}"
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    name: str              # buffer name in the wrapper
+    dtype: torch.dtype
+    role: str              # "in" | "out" | "inout"
+
+
+@dataclass(frozen=True)
+class Stage:
+    inner: bool            # True: an inner loop over reduction_ranges
+    ops: tuple[int, ...]   # op ids, in order
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    ranges: tuple[sympy.Expr, ...]
+    reduction_ranges: tuple[sympy.Expr, ...]
+    args: tuple[KernelArg, ...]
+    ops: tuple[Op, ...]
+    origins: tuple[str, ...] = ()   # graph nodes this kernel computes (for comments)
+    stages: tuple[Stage, ...] = field(default=(), compare=False)
+
+    @property
+    def range_vars(self) -> tuple[sympy.Symbol, ...]:
+        return tuple(range_var(i) for i in range(len(self.ranges)))
+
+    @property
+    def reduction_vars(self) -> tuple[sympy.Symbol, ...]:
+        return tuple(reduction_var(i) for i in range(len(self.reduction_ranges)))
+
+    @property
+    def is_reduction(self) -> bool:
+        return bool(self.reduction_ranges)
+
+    def op(self, op_id: int) -> Op:
+        return self._by_id[op_id]
+
+    @property
+    def _by_id(self) -> dict[int, Op]:
+        cache = self.__dict__.get("_by_id_cache")
+        if cache is None:
+            cache = {o.id: o for o in self.ops}
+            object.__setattr__(self, "_by_id_cache", cache)
+        return cache
+
+    def with_stages(self) -> "KernelSpec":
+        return KernelSpec(self.name, self.ranges, self.reduction_ranges, self.args, self.ops,
+                          self.origins, compute_stages(self.ops))
+
+    def __str__(self) -> str:
+        return format_kernel(self)
+
+
+def range_var(i: int) -> sympy.Symbol:
+    return sympy.Symbol(f"x{i}", integer=True, nonnegative=True)
+
+
+def reduction_var(i: int) -> sympy.Symbol:
+    return sympy.Symbol(f"r{i}", integer=True, nonnegative=True)
+
+
+def value_symbol(op_id: int) -> sympy.Symbol:
+    """The symbol by which an index expression refers to the int64 value `tmp{op_id}`."""
+    return sympy.Symbol(f"tmp{op_id}", integer=True)
+
+
+def _is_inner_index(expr) -> bool:
+    return expr is not None and any(s.name.startswith("r") for s in expr.free_symbols)
+
+
+def compute_stages(ops: Sequence[Op]) -> tuple[Stage, ...]:
+    """Place ops in alternating outer stages / inner loops (see Note [Kernel description])."""
+    level: dict[int, tuple[bool, int]] = {}  # id -> (inner, k)
+    for op in ops:
+        inner = _is_inner_index(op.index)
+        k = 0
+        for a in op.args:
+            a_inner, a_k = level[a]
+            inner |= a_inner
+            k = max(k, a_k)
+        if op.kind == "reduce":
+            inner, k = False, k + 1  # available in the outer stage after its loop
+        level[op.id] = (inner, k)
+    if not any(inner for inner, _ in level.values()):
+        return (Stage(False, tuple(o.id for o in ops)),)
+    n_loops = 1 + max(k for inner, k in level.values() if inner)
+    by_id = {o.id: o for o in ops}
+    stages = []
+    for k in range(n_loops + 1):
+        outer = tuple(o.id for o in ops if level[o.id] == (False, k))
+        if outer:
+            stages.append(Stage(False, outer))
+        if k == n_loops:
+            break
+        # roots of loop k: inner ops placed there, and reduce ops fed from it
+        needed: set[int] = set()
+        stack = [o.id for o in ops if level[o.id] == (True, k)]
+        stack += [a for o in ops if o.kind == "reduce" and level[o.id][1] == k + 1 for a in o.args]
+        while stack:
+            i = stack.pop()
+            if i in needed or not level[i][0]:
+                continue
+            needed.add(i)
+            stack.extend(by_id[i].args)
+        stages.append(Stage(True, tuple(o.id for o in ops if o.id in needed)))
+    return tuple(stages)
+
+
+def format_kernel(k: KernelSpec) -> str:
+    """A readable dump of a kernel description (golden tests, traces)."""
+    lines = [f"kernel {k.name}: ranges={list(k.ranges)} reduction_ranges={list(k.reduction_ranges)}"]
+    lines.append("  args: " + ", ".join(f"{a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
+                                        for a in k.args))
+    for op in k.ops:
+        args = ", ".join(f"tmp{a}" for a in op.args)
+        dt = str(op.dtype).removeprefix("torch.") if op.dtype is not None else "-"
+        idx = f" [{op.index}]" if op.index is not None else ""
+        tgt = op.target if not isinstance(op.target, str) else op.target
+        lines.append(f"  {op.name} = {op.kind} {tgt}{idx}({args}) : {dt}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend plug-ins
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    backend: str
+    source: str                    # the text that is built (and hashed for the cache)
+    kernel: KernelSpec
+    meta: dict = field(default_factory=dict, compare=False)  # backend specifics (grid, ...)
+
+
+class Backend(abc.ABC):
+    """A code generator: renders KernelSpecs and builds launchers.
+
+    Capabilities are class attributes; the scheduler reads them.
+    """
+
+    name: ClassVar[str]
+    device_types: ClassVar[tuple[str, ...]]
+    # prim name -> format function(*operand_strings, dtype=torch.dtype) -> expression string
+    table: ClassVar[dict[str, Callable[..., str]]]
+    # dtypes this backend loads/stores natively; others are computed in float
+    supports_multi_stage_reductions: ClassVar[bool] = True
+
+    def supports(self, op: Op) -> bool:
+        """Whether this backend can render `op` (the scheduler falls back to extern otherwise)."""
+        return op.kind != "pointwise" or op.target in self.table
+
+    @abc.abstractmethod
+    def render(self, kernel: KernelSpec, options) -> KernelSource:
+        """Kernel description -> source text (no compilation here)."""
+
+    @abc.abstractmethod
+    def build(self, sources: Sequence[KernelSource], options) -> list[Callable[..., None]]:
+        """Compile (in parallel, cached on disk under options.cache_dir) and load.
+
+        Returns one launcher per source: `launcher(*tensors)`, tensors in kernel.args order.
+        Raises `BuildError` with the compiler's output when compilation fails.
+        """
+
+
+class BuildError(RuntimeError):
+    """A kernel failed to build; the message holds the compiler's output."""
+
+
+# name -> "module:Class" (imported on first use, so a missing triton never breaks the CPU path)
+BACKENDS: dict[str, str] = {
+    "cpp": "ember_inductor.codegen.cpp:CppBackend",
+    "triton": "ember_inductor.codegen.triton:TritonBackend",
+}
+_INSTANCES: dict[str, Backend] = {}
+
+
+def get_backend(name: str) -> Backend:
+    if name not in _INSTANCES:
+        if name not in BACKENDS:
+            raise ValueError(f"unknown backend {name!r}; known: {sorted(BACKENDS)}")
+        module, cls = BACKENDS[name].split(":")
+        _INSTANCES[name] = getattr(importlib.import_module(module), cls)()
+    return _INSTANCES[name]
+
+
+def choose_backend(requested: str, device: torch.device) -> str:
+    """'auto' -> triton for CUDA tensors, cpp for CPU tensors."""
+    if requested != "auto":
+        return requested
+    return "triton" if device.type == "cuda" else "cpp"
+
+
+# ---------------------------------------------------------------------------------------------
+# Index expressions
+# ---------------------------------------------------------------------------------------------
+
+class FloorDiv(sympy.Function):
+    """a // b for non-negative integer index arithmetic."""
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+
+
+class ModIndex(sympy.Function):
+    """a % b for non-negative integer index arithmetic."""
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+
+
+class IndexPrinter:
+    """Prints index expressions as C-like integer arithmetic; backends override the hooks."""
+
+    floordiv = "({a} / {b})"
+    mod = "({a} % {b})"
+
+    def __call__(self, expr) -> str:
+        return self.print(sympy.sympify(expr))
+
+    def print(self, e) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            return e.name
+        if isinstance(e, FloorDiv):
+            return self.floordiv.format(a=self.print(e.args[0]), b=self.print(e.args[1]))
+        if isinstance(e, ModIndex):
+            return self.mod.format(a=self.print(e.args[0]), b=self.print(e.args[1]))
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
+            return "(" + " + ".join(self.print(t) for t in terms) + ")"
+        if e.is_Mul:
+            return "(" + "*".join(self.print(t) for t in e.args) + ")"
+        raise NotImplementedError(f"index expression {e!r} ({type(e).__name__})")

@@ -1,0 +1,93 @@
+"""The inductor's configuration: one frozen, validated dataclass, passed in (never a global).
+
+Environment variables are read by the facade, once; this module never reads them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+BACKENDS = ("auto", "cpp", "triton")
+LOG_KINDS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
+
+
+@dataclass(frozen=True)
+class InductorOptions:
+    """Options of `ember_inductor.compile_graph`.
+
+    >>> InductorOptions.from_dict({"trace.enabled": True}).trace_enabled
+    True
+    """
+
+    backend: str = "auto"              # auto: triton for CUDA tensors, cpp for CPU tensors
+    cache_dir: str = "~/.cache/ember"  # compiled kernels, keyed by source hash
+    trace_enabled: bool = False        # write IR and code of each compile to trace_dir
+    trace_dir: str | None = None       # default: <cache_dir>/trace
+    autotune: bool = False             # triton: benchmark a few block sizes
+    cudagraphs: bool = False           # triton: replay the wrapper as a CUDA graph
+    debug_verify: bool = False         # check the input graph's spec and each pass's output
+    max_fusion_size: int = 64          # most graph nodes fused into one kernel
+    logs: frozenset = field(default_factory=frozenset)  # e.g. {"output_code"}; see LOG_KINDS
+    cpp_compiler: str = "g++"
+    cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
+    num_threads: int | None = None     # OpenMP threads in C++ kernels (None: OpenMP default)
+    compile_workers: int = 4           # kernels compiled in parallel
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ValueError(f"InductorOptions.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if isinstance(self.logs, (set, list, tuple)):
+            object.__setattr__(self, "logs", frozenset(self.logs))
+        if isinstance(self.logs, str):
+            object.__setattr__(self, "logs", frozenset(s for s in self.logs.split(",") if s))
+        if isinstance(self.cpp_flags, list):
+            object.__setattr__(self, "cpp_flags", tuple(self.cpp_flags))
+        unknown = set(self.logs) - LOG_KINDS
+        if unknown:
+            raise ValueError(f"unknown log kinds {sorted(unknown)}; valid: {sorted(LOG_KINDS)}")
+        for f in dataclasses.fields(self):
+            _check_type(f.name, getattr(self, f.name), f.type)
+        if self.max_fusion_size < 1:
+            raise ValueError("InductorOptions.max_fusion_size must be >= 1")
+
+    @classmethod
+    def from_dict(cls, options: dict | None = None, **overrides) -> "InductorOptions":
+        """Build from a user dict; "trace.enabled" and "trace_enabled" both name one field."""
+        valid = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in {**(options or {}), **overrides}.items():
+            name = key.replace(".", "_")
+            if name not in valid:
+                dotted = sorted(n.replace("trace_", "trace.") for n in valid)
+                raise ValueError(f"unknown inductor option {key!r}; valid options: {', '.join(dotted)}")
+            kwargs[name] = value
+        return cls(**kwargs)
+
+    def replace(self, **changes) -> "InductorOptions":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def resolved_cache_dir(self) -> str:
+        return os.path.expanduser(self.cache_dir)
+
+    @property
+    def resolved_trace_dir(self) -> str:
+        return os.path.expanduser(self.trace_dir or os.path.join(self.cache_dir, "trace"))
+
+    def cache_key(self) -> tuple:
+        """The fields that change generated code or built binaries (they enter the cache key)."""
+        return (self.cpp_compiler, self.cpp_flags, self.autotune)
+
+
+_TYPES = {"str": str, "bool": bool, "int": int, "frozenset": frozenset, "tuple": tuple}
+
+
+def _check_type(name, value, annotation):
+    allowed = [_TYPES[t.strip()] for t in str(annotation).split("|") if t.strip() in _TYPES]
+    if "None" in str(annotation) and value is None:
+        return
+    if bool in allowed and int not in allowed and not isinstance(value, bool):
+        raise TypeError(f"InductorOptions.{name} must be bool, got {value!r}")
+    if allowed and not isinstance(value, tuple(allowed)):
+        raise TypeError(f"InductorOptions.{name} must be {annotation}, got {value!r}")
