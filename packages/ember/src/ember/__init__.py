@@ -1,1 +1,18 @@
+"""ember: a compiler for PyTorch programs.
+
+    import torch, ember
+    model = torch.nn.Linear(4, 4)
+    fast = ember.compile(model)   # same signature as torch.compile
+
+See docs/quickstart.md.
+"""
 from ember.__about__ import __version__
+from ember.api import compile, disable, explain, reset
+from ember.backends import list_backends, register_backend
+from ember.errors import BackendCompilerFailed, BackendUnavailable, EmberError, InvalidArgument
+from ember.module import OptimizedModule
+
+__all__ = [
+    "BackendCompilerFailed", "BackendUnavailable", "EmberError", "InvalidArgument", "OptimizedModule",
+    "__version__", "compile", "disable", "explain", "list_backends", "register_backend", "reset",
+]

@@ -1,0 +1,82 @@
+"""Validated settings of one `ember.compile` call: a frozen dataclass made once, passed down.
+
+Environment variables are read here and nowhere else (STYLE.md rule 6):
+  EMBER_LOGS       comma-separated log names: capture's (graph_breaks, recompiles, guards, graph),
+                   the inductor's (output_code, ir, schedule, fallback, timings), or all
+  EMBER_CACHE_DIR  where compiled kernels are cached on disk (default ~/.cache/ember)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ember.errors import InvalidArgument
+
+MODES: dict[str | None, dict[str, Any]] = {
+    # mode -> inductor option overrides it implies
+    None: {},
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"autotune": True},
+}
+
+CAPTURE_LOGS = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
+INDUCTOR_LOGS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
+LOG_NAMES = CAPTURE_LOGS | INDUCTOR_LOGS | {"all"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    backend_name: str  # the registry name, or the callable's __name__ for custom backends
+    fullgraph: bool
+    dynamic: bool | None
+    mode: str | None
+    options: Mapping[str, Any]  # user options merged with the mode's; validated by the backend
+    logs: frozenset[str]
+    cache_dir: str
+
+
+def _check_type(name: str, value: Any, types: tuple[type, ...], valid: str) -> None:
+    if not isinstance(value, types):
+        raise InvalidArgument(f"ember.compile: {name}={value!r} is a {type(value).__name__}; valid: {valid}")
+
+
+def read_logs(env: Mapping[str, str]) -> frozenset[str]:
+    raw = env.get("EMBER_LOGS", "")
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
+    unknown = names - LOG_NAMES
+    if unknown:
+        raise InvalidArgument(
+            f"EMBER_LOGS names unknown logs {sorted(unknown)}; valid: {', '.join(sorted(LOG_NAMES))}")
+    if "all" in names:
+        return LOG_NAMES - {"all"}
+    return names
+
+
+def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any, options: Any,
+                  env: Mapping[str, str] | None = None) -> Settings:
+    """Validate compile()'s arguments; raise InvalidArgument naming the valid choices."""
+    env = os.environ if env is None else env
+    _check_type("fullgraph", fullgraph, (bool,), "True or False")
+    if dynamic is not None:
+        _check_type("dynamic", dynamic, (bool,), "None, True or False")
+    if mode is not None:
+        _check_type("mode", mode, (str,), f"None or one of {sorted(m for m in MODES if m)}")
+        if mode not in MODES:
+            raise InvalidArgument(
+                f"ember.compile: unknown mode {mode!r}; valid modes: {sorted(m for m in MODES if m)}")
+    if options is not None:
+        _check_type("options", options, (dict,), "a dict of backend options, or None")
+        bad_keys = [k for k in options if not isinstance(k, str)]
+        if bad_keys:
+            raise InvalidArgument(f"ember.compile: option keys must be strings, got {bad_keys!r}")
+    if mode is not None and options is not None:
+        raise InvalidArgument("ember.compile: give either mode or options, not both "
+                              "(a mode is a named set of options)")
+    merged = dict(MODES[mode]) if mode is not None else dict(options or {})
+    cache_dir = env.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
+    return Settings(backend_name=backend_name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                    options=merged, logs=read_logs(env), cache_dir=cache_dir)
