@@ -1,1 +1,19 @@
+"""ember_prims: a small closed set of primitive ops and the ATen decompositions into them.
+
+    >>> import torch, ember_prims
+    >>> ember_prims.PRIMS["add"].category
+    'elementwise_binary'
+"""
 from ember_prims.__about__ import __version__
+from ember_prims._library import (  # noqa: F401
+    BINARY, CAST, CATEGORIES, CREATION, EXTERN, INDEXING, RANDOM, REDUCTION, TERNARY, UNARY, VIEW,
+    PRIMS, PrimInfo, is_prim,
+)
+from ember_prims import prims as _prims  # noqa: F401  (defines the ops)
+from ember_prims.externs import EXTERN_OPS
+
+import torch as _torch
+
+ops = _torch.ops.ember_prims
+
+__all__ = ["__version__", "ops", "PRIMS", "PrimInfo", "EXTERN_OPS", "CATEGORIES", "is_prim"]
