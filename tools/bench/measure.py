@@ -1,0 +1,184 @@
+"""How one call is timed, how peak memory is read, and how outputs are compared with eager.
+
+Timing (per call, then the median):
+- CUDA: `torch.cuda.synchronize()`, then a CUDA event before and after the call and
+  `end.synchronize()`. The GPU is idle when the start event is recorded, so the interval covers
+  the host's launch overhead as well as the kernels: a launch-bound workload is not flattered.
+- CPU: `time.perf_counter()` around the call.
+
+Peak memory is measured on separate calls after the timed ones, so the sampler never perturbs a
+timing:
+- CUDA: `torch.cuda.max_memory_allocated()` after `reset_peak_memory_stats()`: the absolute peak
+  of the caching allocator, weights and inputs included.
+- CPU: peak resident set size *above the baseline* just before those calls, sampled every
+  millisecond from /proc/self/statm by a thread (no tracemalloc: torch's CPU allocations do not go
+  through Python's allocator). Large tensors are mmap'ed and returned to the OS on free, so the
+  figure follows the live working set; the allocator's retained small blocks are not counted.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+# Largest accepted max-relative-error against eager, per dtype: outputs / gradients after a step.
+# Gradients go through twice as many kernels (and reductions reordered by fusion), hence 10x.
+TOLERANCE = {
+    torch.float32: 1e-3,
+    torch.float64: 1e-7,
+    torch.bfloat16: 3e-2,
+    torch.float16: 1e-2,
+}
+GRAD_TOLERANCE_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How many calls: `warmup`, then between `min_reps` and `max_reps` timed calls, aiming at
+    `target_s` seconds in all; `pool` distinct input batches are cycled through."""
+
+    warmup: int = 5
+    min_reps: int = 10
+    max_reps: int = 200
+    target_s: float = 3.0
+    pool: int = 4
+    memory_calls: int = 2
+
+    @classmethod
+    def quick(cls) -> "RunConfig":
+        return cls(warmup=2, min_reps=3, max_reps=30, target_s=0.5, pool=2, memory_calls=1)
+
+
+class Timer:
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def wall(self, thunk: Callable[[], Any]) -> tuple[float, Any]:
+        """Seconds for one call including its host-side work (used for the compiling first call)."""
+        self.sync()
+        t0 = time.perf_counter()
+        out = thunk()
+        self.sync()
+        return time.perf_counter() - t0, out
+
+    def call(self, thunk: Callable[[], Any]) -> float:
+        """Seconds for one steady-state call."""
+        if not self.cuda:
+            t0 = time.perf_counter()
+            thunk()
+            return time.perf_counter() - t0
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        thunk()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
+def time_calls(timer: Timer, step: Callable[[int], Any], cfg: RunConfig, start: int = 0) -> tuple[float, int]:
+    """Warm up, then time calls `step(i)` (i picks the input batch); returns (median seconds, reps)."""
+    warm = [timer.call(lambda i=i: step(i)) for i in range(start, start + cfg.warmup)]
+    estimate = statistics.median(warm) if warm else 0.0
+    reps = cfg.max_reps if estimate <= 0 else int(cfg.target_s / estimate)
+    reps = max(cfg.min_reps, min(cfg.max_reps, reps))
+    first = start + cfg.warmup
+    times = [timer.call(lambda i=i: step(i)) for i in range(first, first + reps)]
+    return statistics.median(times), reps
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _RssSampler:
+    def __init__(self, period_s: float = 1e-3):
+        self.period_s = period_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _rss_bytes())
+            time.sleep(self.period_s)
+
+    def __enter__(self):
+        self.peak = _rss_bytes()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+
+def peak_memory_mb(device: torch.device, run: Callable[[], Any]) -> float | None:
+    """Peak memory while `run()` executes, in MiB (see the module docstring for what it means)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 2**20
+    if not os.path.exists("/proc/self/statm"):
+        return None
+    base = _rss_bytes()
+    with _RssSampler() as sampler:
+        run()
+    return max(0, sampler.peak - base) / 2**20
+
+
+# --------------------------------------------------------------------------- comparison
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors inside an output, in a stable order (tuples, lists, dicts, HF ModelOutputs)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in value for t in tensors_of(value[k])]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def detach_cpu(value: Any) -> list[torch.Tensor]:
+    return [t.detach().to("cpu", copy=True) for t in tensors_of(value)]
+
+
+def max_rel_error(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
+    """max over tensors of  max|got - ref| / max|ref|  (a per-tensor, scale-aware relative error;
+    an elementwise ratio would blow up wherever the reference crosses zero)."""
+    if len(got) != len(ref):
+        return math.inf
+    worst = 0.0
+    for g, r in zip(got, ref):
+        if g.shape != r.shape:
+            return math.inf
+        g, r = g.detach().double().cpu(), r.detach().double().cpu()
+        if g.numel() == 0:
+            continue
+        if not torch.isfinite(g).all() and not torch.equal(g.isnan(), r.isnan()):
+            return math.inf
+        diff = (g - r).abs().nan_to_num(0.0).max().item()
+        scale = r.abs().nan_to_num(0.0).max().item()
+        worst = max(worst, diff / scale if scale > 0 else diff)
+    return worst
+
+
+def tolerance(dtype: torch.dtype, grads: bool = False) -> float:
+    tol = TOLERANCE.get(dtype, 1e-3)
+    return tol * GRAD_TOLERANCE_FACTOR if grads else tol
