@@ -1,0 +1,414 @@
+"""The Triton backend: KernelSpec -> Triton source -> launcher (compiled on GPU, interpreted on CPU).
+
+Layouts (chosen per kernel in `_choose_layout`):
+  * pointwise: a 1-D block over the flattened outer space, `xindex = pid * XBLOCK + arange`.
+  * tiled: a 2-D [YBLOCK, XBLOCK] block when some access is contiguous along another variable
+    than the last (a transpose), so that both the read and the write are coalesced.
+  * persistent: a reduction whose row fits one block (RBLOCK = next_pow2(rnumel) <= 8192,
+    fixed in the source): each program loads its rows once and keeps them in registers, so
+    softmax and layer_norm read x once however many reductions they chain.
+  * looped: longer rows; each inner stage is a `for roffset in range(0, rnumel, RBLOCK)` loop with
+    an elementwise accumulator of shape [XBLOCK, RBLOCK], reduced once after the loop.
+Masks guard every ragged tail; indices are 64-bit when any index can pass 2**31 - 1.
+Sizes are literals in the source (static shapes), so a kernel's text is its cache key.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import sympy
+import torch
+
+from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource, KernelSpec, Op, Stage
+from ember_inductor.codegen.triton_autotune import candidates, next_pow2
+from ember_inductor.codegen.triton_helpers import helper_sources
+from ember_inductor.codegen.triton_launch import TritonLauncher
+from ember_inductor.codegen.triton_prims import (
+    ARG_REDUCTIONS, REDUCTIONS, TL_DTYPE, TRITON_EXPR, ExprCtx, acc_dtype, render,
+)
+
+PERSISTENT_MAX_RBLOCK = 8192
+INT32_MAX = 2**31 - 1
+
+
+class TritonPrinter(IndexPrinter):
+    floordiv = "({a} // {b})"
+    mod = "({a} % {b})"
+
+
+_print = TritonPrinter()
+
+
+def _prod(sizes) -> int:
+    return math.prod(int(s) for s in sizes)
+
+
+def _const(value, dtype: torch.dtype) -> str:
+    if isinstance(value, bool) or dtype == torch.bool:
+        return f"tl.full([1], {int(bool(value))}, tl.int1)"
+    if isinstance(value, float) and not math.isfinite(value):
+        value = f"float('{value}')"
+    elif dtype.is_floating_point:
+        value = repr(float(value))
+    else:
+        value = str(int(value))
+    return f"tl.full([1], {value}, {TL_DTYPE[dtype]})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: how the block maps onto the kernel's variables
+# ---------------------------------------------------------------------------------------------
+
+def _coeffs(expr, syms) -> dict:
+    """Coefficient of each symbol in an affine index (None where the index is not affine)."""
+    try:
+        poly = sympy.Poly(expr, *syms)
+    except (sympy.PolynomialError, sympy.GeneratorsNeeded):
+        return {}
+    if poly.total_degree() > 1:
+        return {}
+    return {s: poly.coeff_monomial(s) for s in syms}
+
+
+def _transposed_var(k: KernelSpec):
+    """For pointwise kernels of rank >= 2: the variable another access is contiguous along, if
+    it is not the last one (then a tiled layout keeps both accesses coalesced)."""
+    xs = k.range_vars
+    if len(xs) < 2 or int(k.ranges[-1]) < 16:
+        return None
+    for op in k.ops:
+        if op.kind not in ("load", "store") or op.index is None:
+            continue
+        c = _coeffs(op.index, xs)
+        if not c or c[xs[-1]] == 1:
+            continue
+        for i, s in enumerate(xs[:-1]):
+            if c[s] == 1 and int(k.ranges[i]) >= 16:
+                return i
+    return None
+
+
+def _needs_int64(k: KernelSpec) -> bool:
+    """Whether some index can exceed int32: the iteration space, or an access at its corners."""
+    if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
+        return True
+    sizes = dict(zip(k.range_vars + k.reduction_vars, list(k.ranges) + list(k.reduction_ranges)))
+    for op in k.ops:
+        if op.index is None:
+            continue
+        hi = {s: int(sizes[s]) - 1 for s in op.index.free_symbols if s in sizes}
+        try:
+            bound = op.index.subs(hi)
+        except Exception:
+            return True
+        if not bound.is_Integer:  # indirect indices (tmp symbols): be safe
+            if any(s.name.startswith("tmp") for s in bound.free_symbols):
+                continue
+            return True
+        if abs(int(bound)) > INT32_MAX:
+            return True
+    return False
+
+
+def _decompose(index: str, syms, sizes, order) -> list[str]:
+    """Lines defining each variable in `order` (outermost first) from a flat `index`."""
+    lines, stride = [], 1
+    strides = {}
+    for i in reversed(order):
+        strides[i] = stride
+        stride *= int(sizes[i])
+    for pos, i in enumerate(order):
+        expr = index if strides[i] == 1 else f"({index} // {strides[i]})"
+        if pos != 0:
+            expr = f"({expr} % {int(sizes[i])})"
+        lines.append(f"{syms[i].name} = {expr}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+
+class _KernelWriter:
+    """Renders one KernelSpec; `source()` returns the kernel file's text."""
+
+    def __init__(self, k: KernelSpec):
+        self.k = k if k.stages else k.with_stages()
+        self.lines: list[str] = []
+        self.indent = 1
+        self.xnumel = _prod(k.ranges)
+        self.rnumel = _prod(k.reduction_ranges) if k.is_reduction else 1
+        self.int64 = _needs_int64(k)
+        self.params = {a.name: f"p{i}" for i, a in enumerate(k.args)}
+        self.buf_dtype = {a.name: a.dtype for a in k.args}
+        self.used = set().union(*(o.index.free_symbols for o in k.ops if o.index is not None))
+        self.inner_ids = {i for st in self.k.stages if st.inner for i in st.ops}
+        self.layout, self.tile_var = self._choose_layout()
+
+    def _choose_layout(self):
+        if not self.k.is_reduction:
+            t = _transposed_var(self.k)
+            if t is not None:
+                ynumel = self.xnumel // int(self.k.ranges[-1])
+                if ynumel // 16 <= 65535:  # grid dim 1 limit at the smallest YBLOCK
+                    return "tiled", t
+            return "pointwise", None
+        if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK:
+            return "persistent", None
+        return "looped", None
+
+    # -- helpers --
+    def emit(self, line: str = ""):
+        self.lines.append("    " * self.indent + line if line else "")
+
+    def meta(self) -> dict:
+        m = {"layout": self.layout, "xnumel": self.xnumel, "rnumel": self.rnumel,
+             "int64": self.int64}
+        if self.layout == "tiled":
+            m["xnumel"] = int(self.k.ranges[-1])
+            m["ynumel"] = self.xnumel // int(self.k.ranges[-1])
+        if self.layout == "persistent":
+            m["rblock"] = next_pow2(self.rnumel)
+        m["configs"] = candidates(m)
+        return m
+
+    def _mask_for(self, op: Op) -> str | None:
+        if op.id in self.inner_ids:
+            return "omask & rmask"
+        return "omask" if op.index is not None and op.index.free_symbols else None
+
+    def _ctx(self, op: Op) -> ExprCtx:
+        in_dt = tuple(self.k.op(a).dtype for a in op.args)
+        return ExprCtx(in_dt, op.dtype)
+
+    # -- prologue: program ids, block indices, masks, variable definitions --
+    def _prologue(self):
+        k, emit = self.k, self.emit
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        xs = k.range_vars
+        if self.layout == "pointwise":
+            emit(f"xnumel: tl.constexpr = {self.xnumel}")
+            emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
+            emit("omask = xindex < xnumel")
+            self._defs("xindex", xs, k.ranges, range(len(xs)))
+        elif self.layout == "tiled":
+            n = len(xs)
+            order = [i for i in range(n - 1) if i != self.tile_var] + [self.tile_var]
+            pid1 = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
+            emit(f"xnumel: tl.constexpr = {int(k.ranges[-1])}")
+            emit(f"ynumel: tl.constexpr = {self.xnumel // int(k.ranges[-1])}")
+            emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[None, :]")
+            emit(f"yindex = {pid1} * YBLOCK + tl.arange(0, YBLOCK)[:, None]")
+            emit("omask = (xindex < xnumel) & (yindex < ynumel)")
+            if xs[-1] in self.used:
+                emit(f"{xs[-1].name} = xindex")
+            self._defs("yindex", xs, k.ranges, order)
+        else:
+            emit(f"xnumel: tl.constexpr = {self.xnumel}")
+            emit(f"rnumel: tl.constexpr = {self.rnumel}")
+            if self.layout == "persistent":
+                emit(f"RBLOCK: tl.constexpr = {next_pow2(self.rnumel)}")
+            emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+            emit("omask = xindex < xnumel")
+            emit("rbase = tl.arange(0, RBLOCK)[None, :]")
+            self._defs("xindex", xs, k.ranges, range(len(xs)))
+            if self.layout == "persistent":
+                self._rdefs("rbase")
+
+    def _defs(self, index: str, syms, sizes, order):
+        for line in _decompose(index, syms, sizes, list(order)):
+            if sympy.Symbol(line.split(" = ")[0], integer=True, nonnegative=True) in self.used:
+                self.emit(line)
+
+    def _rdefs(self, rindex: str):
+        self.emit(f"rindex = {rindex}")
+        self.emit("rmask = rindex < rnumel")
+        rs = self.k.reduction_vars
+        self._defs("rindex", rs, self.k.reduction_ranges, range(len(rs)))
+
+    # -- ops --
+    def _op(self, op: Op):
+        emit, name = self.emit, op.name
+        if op.kind == "load":
+            mask = self._mask_for(op)
+            ptr = f"{self.params[op.target]} + {_print(op.index)}"
+            emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''})")
+        elif op.kind == "store":
+            self._store(op)
+        elif op.kind == "const":
+            emit(f"{name} = {_const(op.target, op.dtype)}")
+        elif op.kind == "index":
+            emit(f"{name} = ({_print(op.index)} + tl.zeros([1], tl.int64))")
+        elif op.kind == "pointwise":
+            args = [self.k.op(a).name for a in op.args]
+            emit(f"{name} = {render(op.target, self._ctx(op), *args)}")
+        elif op.kind == "convert":
+            emit(f"{name} = {render('convert_element_type', self._ctx(op), self.k.op(op.args[0]).name)}")
+        elif op.kind == "rand":
+            seed, offset = (self.k.op(a).name for a in op.args)
+            emit(f"{name} = {render(op.target, self._ctx(op), seed, offset)}")
+        elif op.kind == "reduce":
+            self._reduce_persistent(op)
+        else:
+            raise NotImplementedError(f"Triton backend: op kind {op.kind!r}")
+
+    def _store(self, op: Op):
+        value = self.k.op(op.args[0])
+        val = value.name
+        dst = self.buf_dtype[op.target]
+        if value.dtype != dst:
+            val = render("convert_element_type", ExprCtx((value.dtype,), dst), val)
+        idx = _print(op.index)
+        has_outer = any(s.name.startswith("x") for s in op.index.free_symbols)
+        if not has_outer and self.layout != "tiled":
+            idx = f"{idx} + tl.zeros_like(xindex)"  # one lane per row, so stores are not scalar
+        mask = self._mask_for(op) or "omask"
+        if self.layout == "tiled" and value.kind == "const":
+            val = f"tl.broadcast_to({val}, [YBLOCK, XBLOCK])"
+        self.emit(f"tl.store({self.params[op.target]} + {idx}, {val}, mask={mask})")
+
+    def _reduce_input(self, op: Op) -> tuple[str, torch.dtype]:
+        src = self.k.op(op.args[0])
+        if op.target == "any":
+            return f"({src.name} != 0).to(tl.int32)", torch.int32
+        acc = acc_dtype(op.target, src.dtype)
+        v = src.name if acc == src.dtype else f"{src.name}.to({TL_DTYPE[acc]})"
+        return v, acc
+
+    def _finish(self, op: Op, expr: str, acc: torch.dtype) -> str:
+        if op.target == "any":
+            return expr
+        return expr if acc == op.dtype else f"{expr}.to({TL_DTYPE[op.dtype]})"
+
+    def _reduce_persistent(self, op: Op):
+        if op.target in ARG_REDUCTIONS:
+            init, combine = ARG_REDUCTIONS[op.target]
+            src, pos = (self.k.op(a) for a in op.args)
+            v = f"tl.where(omask & rmask, {src.name}, {init(src.dtype)})"
+            p = f"tl.where(omask & rmask, {pos.name}, {2**63 - 1})"
+            self.emit(f"_, {op.name} = tl.reduce(({v}, {p}), 1, {combine})")
+            self.emit(f"{op.name} = {op.name}[:, None].to({TL_DTYPE[op.dtype]})")
+            return
+        rule = REDUCTIONS[op.target]
+        v, acc = self._reduce_input(op)
+        masked = f"tl.where(omask & rmask, {v}, {rule.init(acc)})"
+        self.emit(f"{op.name} = {self._finish(op, rule.final(acc, masked), acc)}[:, None]")
+
+    # -- looped reductions: accumulators around each inner loop --
+    def _loop(self, stage: Stage, reduces: list[Op]):
+        emit = self.emit
+        for r in reduces:
+            if r.target in ARG_REDUCTIONS:
+                init, _ = ARG_REDUCTIONS[r.target]
+                src = self.k.op(r.args[0])
+                emit(f"_acc{r.id} = tl.full([XBLOCK, RBLOCK], {init(src.dtype)}, {TL_DTYPE[src.dtype]})")
+                emit(f"_pos{r.id} = tl.full([XBLOCK, RBLOCK], {2**63 - 1}, tl.int64)")
+            else:
+                _, acc = self._reduce_input(r)
+                init = REDUCTIONS[r.target].init(acc)
+                emit(f"_acc{r.id} = tl.full([XBLOCK, RBLOCK], {init}, {TL_DTYPE[acc]})")
+        emit("for roffset in range(0, rnumel, RBLOCK):")
+        self.indent += 1
+        self._rdefs("roffset + rbase")
+        for i in stage.ops:
+            self._op(self.k.op(i))
+        for r in reduces:
+            if r.target in ARG_REDUCTIONS:
+                init, combine = ARG_REDUCTIONS[r.target]
+                src, pos = (self.k.op(a) for a in r.args)
+                emit(f"_v, _p = {combine}(_acc{r.id}, _pos{r.id}, {src.name}, {pos.name})")
+                emit(f"_acc{r.id} = tl.where(omask & rmask, _v, _acc{r.id})")
+                emit(f"_pos{r.id} = tl.where(omask & rmask, _p, _pos{r.id})")
+            else:
+                v, acc = self._reduce_input(r)
+                rule = REDUCTIONS[r.target]
+                emit(f"_acc{r.id} = tl.where(omask & rmask, {rule.combine(acc, f'_acc{r.id}', v)}, _acc{r.id})")
+        self.indent -= 1
+        for r in reduces:
+            if r.target in ARG_REDUCTIONS:
+                _, combine = ARG_REDUCTIONS[r.target]
+                emit(f"_, {r.name} = tl.reduce((_acc{r.id}, _pos{r.id}), 1, {combine})")
+                emit(f"{r.name} = {r.name}[:, None].to({TL_DTYPE[r.dtype]})")
+            else:
+                _, acc = self._reduce_input(r)
+                final = REDUCTIONS[r.target].final(acc, f"_acc{r.id}")
+                emit(f"{r.name} = {self._finish(r, final, acc)}[:, None]")
+
+    def _body(self):
+        stages = self.k.stages
+        if self.layout != "looped":
+            done: set[int] = set()
+            for st in stages:
+                for i in st.ops:
+                    if i not in done:  # persistent: an inner value listed in several loops is computed once
+                        done.add(i)
+                        self._op(self.k.op(i))
+            return
+        for si, st in enumerate(stages):
+            if st.inner:
+                nxt = stages[si + 1].ops if si + 1 < len(stages) else ()
+                reduces = [self.k.op(i) for i in nxt if self.k.op(i).kind == "reduce"
+                           and all(a in st.ops for a in self.k.op(i).args)]
+                self._loop(st, reduces)
+            else:
+                for i in st.ops:
+                    op = self.k.op(i)
+                    if op.kind != "reduce":  # reduces were finished after their loop
+                        self._op(op)
+
+    def source(self) -> str:
+        self._prologue()
+        self._body()
+        body = "\n".join(self.lines)
+        k = self.k
+        consts = ["XBLOCK: tl.constexpr"]
+        if self.layout == "looped":
+            consts.append("RBLOCK: tl.constexpr")
+        if self.layout == "tiled":
+            consts.append("YBLOCK: tl.constexpr")
+        params = ", ".join(list(self.params.values()) + consts)
+        arg_doc = ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
+                            for p, a in zip(self.params.values(), k.args))
+        header = [
+            f"# ember Triton kernel {k.name} ({self.layout}); args: {arg_doc}",
+            f"# computes: {', '.join(k.origins)}" if k.origins else "",
+            "# `jit` and `libdevice` are bound by ember_inductor.codegen.triton_runtime.load_module",
+            "import triton",
+            "import triton.language as tl",
+            "",
+        ]
+        helpers = helper_sources(body)
+        parts = ["\n".join(h for h in header if h is not None)]
+        if helpers:
+            parts.append(helpers)
+        parts.append(f"@jit\ndef {k.name}({params}):\n{body}\n")
+        return "\n\n".join(parts)
+
+
+def render_kernel(k: KernelSpec) -> KernelSource:
+    """KernelSpec -> KernelSource (Triton text plus launch metadata in `meta`)."""
+    w = _KernelWriter(k)
+    src = w.source()
+    return KernelSource(k.name, "triton", src, w.k, meta=w.meta())
+
+
+class TritonBackend(Backend):
+    """Renders fused kernels as Triton; launches compiled on CUDA tensors, interpreted on CPU."""
+
+    name = "triton"
+    device_types = ("cuda", "cpu")  # cpu: Triton's interpreter (tests)
+    table = TRITON_EXPR
+
+    def supports(self, op: Op) -> bool:
+        if op.kind == "reduce":
+            return op.target in REDUCTIONS or op.target in ARG_REDUCTIONS
+        if op.kind == "rand":
+            return op.target in ("uniform", "normal")
+        return super().supports(op)
+
+    def render(self, kernel: KernelSpec, options) -> KernelSource:
+        return render_kernel(kernel)
+
+    def build(self, sources: Sequence[KernelSource], options) -> list:
+        return [TritonLauncher(s, options) for s in sources]

@@ -1,0 +1,76 @@
+"""Launchers for rendered Triton kernels: `launcher(*tensors)`, tensors in KernelSpec.args order.
+
+The mode follows the tensors: CUDA tensors launch the compiled kernel, CPU tensors run it under
+Triton's interpreter (how CI checks the GPU path without a GPU). The launch config is the
+heuristic pick, or with `options.autotune` on a GPU the fastest of a few (cached on disk).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ember_inductor.codegen.triton_autotune import LaunchConfig, autotune
+from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash
+
+_DEFAULT_CACHE = "~/.cache/ember"
+
+
+def _storage_base(t: torch.Tensor) -> torch.Tensor:
+    # Kernel indices count elements from the start of the storage (offsets folded in).
+    return t if t.storage_offset() == 0 else t.as_strided((1,), (1,), 0)
+
+
+class TritonLauncher:
+    """Callable that launches one generated kernel; `.source` holds its Triton text."""
+
+    def __init__(self, source, options=None):
+        self.kernel_source = source
+        self.source = source.source
+        self.name = source.name
+        self.meta = source.meta
+        self.cache_dir = os.path.expanduser(getattr(options, "cache_dir", None) or _DEFAULT_CACHE)
+        self.autotune = bool(getattr(options, "autotune", False))
+        self._fns: dict[bool, object] = {}
+        self._config: dict[bool, LaunchConfig] = {}
+
+    def kernel(self, interpret: bool):
+        fn = self._fns.get(interpret)
+        if fn is None:
+            fn = getattr(load_module(self.source, self.cache_dir, interpret), self.name)
+            self._fns[interpret] = fn
+        return fn
+
+    def grid(self, cfg: LaunchConfig) -> tuple:
+        m = self.meta
+        cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
+        if m["layout"] == "tiled":
+            return (cdiv(m["xnumel"], cfg.XBLOCK), cdiv(m["ynumel"], cfg.YBLOCK))
+        return (cdiv(m["xnumel"], cfg.XBLOCK),)
+
+    def config(self, tensors, interpret: bool) -> LaunchConfig:
+        cfg = self._config.get(interpret)
+        if cfg is not None:
+            return cfg
+        configs = self.meta["configs"]
+        cfg = configs[0]
+        if self.autotune and not interpret and len(configs) > 1:
+            # in-place buffers are benchmarked on scratch copies, so tuning changes no result
+            scratch = [t.clone() if a.role == "inout" else t
+                       for t, a in zip(tensors, self.kernel_source.kernel.args)]
+            fn = self.kernel(False)
+            cfg = autotune(source_hash(self.source), configs,
+                           lambda c: fn[self.grid(c)](*scratch, **c.kwargs()), self.cache_dir)
+        self._config[interpret] = cfg
+        return cfg
+
+    def __call__(self, *tensors):
+        tensors = [_storage_base(t) for t in tensors]
+        interpret = not tensors[0].is_cuda
+        fn = self.kernel(interpret)
+        cfg = self.config(tensors, interpret)
+        if interpret:
+            with interpreting():
+                fn[self.grid(cfg)](*tensors, **cfg.kwargs())
+        else:
+            fn[self.grid(cfg)](*tensors, **cfg.kwargs())

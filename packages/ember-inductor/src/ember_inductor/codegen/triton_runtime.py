@@ -1,0 +1,169 @@
+"""Load generated Triton source as a module and launch its kernel, compiled or interpreted.
+
+A generated kernel file is plain Python that names two free globals, `jit` and `libdevice`; the
+loader binds them before executing the file:
+
+  * compiled (CUDA tensors): `triton.jit` and `triton.language.extra.libdevice`;
+  * interpreted (CPU tensors, CI): Triton's interpreter and `INTERPRET_LIBDEVICE`, a numpy
+    emulation of the few libdevice functions the expression table uses (the interpreter has
+    none: calling them there returns None).
+
+Files live under `<cache_dir>/triton/src/<hash>.py` (readable, re-runnable), and Triton's own
+compiled-kernel cache under `<cache_dir>/triton/cache`, so a second process that loads the same
+source finds its cubin on disk and compiles nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import math
+import os
+import threading
+import types
+
+import numpy as np
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction, TensorHandle
+from triton.runtime.jit import JITFunction
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, bool], types.ModuleType] = {}
+_triton_cache_dir: str | None = None
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def use_triton_cache_dir(cache_dir: str) -> None:
+    """Point Triton's compiled-kernel cache at `<cache_dir>/triton/cache`.
+
+    Triton keeps this in a process-wide knob; we set it once, to the first cache_dir used, and
+    leave a directory the user chose through TRITON_CACHE_DIR alone.
+    """
+    global _triton_cache_dir
+    if _triton_cache_dir is not None or os.environ.get("TRITON_CACHE_DIR"):
+        return
+    path = os.path.join(os.path.expanduser(cache_dir), "triton", "cache")
+    os.makedirs(path, exist_ok=True)
+    triton.knobs.cache.dir = path
+    _triton_cache_dir = path
+
+
+def load_module(source: str, cache_dir: str, interpret: bool) -> types.ModuleType:
+    """Write `source` to the cache (once) and execute it with `jit`/`libdevice` bound."""
+    digest = source_hash(source)
+    key = (digest, interpret)
+    with _lock:
+        mod = _loaded.get(key)
+        if mod is not None:
+            return mod
+        src_dir = os.path.join(os.path.expanduser(cache_dir), "triton", "src")
+        os.makedirs(src_dir, exist_ok=True)
+        path = os.path.join(src_dir, f"k{digest}.py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)  # atomic: concurrent processes never see half a file
+        if not interpret:
+            use_triton_cache_dir(cache_dir)
+        name = f"ember_triton_k{digest}_{'i' if interpret else 'c'}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        mod.jit = InterpretedFunction if interpret else JITFunction
+        mod.libdevice = INTERPRET_LIBDEVICE if interpret else _cuda_libdevice()
+        spec.loader.exec_module(mod)
+        _loaded[key] = mod
+        return mod
+
+
+@contextlib.contextmanager
+def interpreting():
+    """Run an interpreted launch in a process where triton was imported without
+    TRITON_INTERPRET=1: Triton's own library functions (tl.sum, tl.rand, tl.zeros_like) are then
+    compiled-mode JITFunctions, which refuse to be called outside a compiled kernel; for the
+    launch's duration they run through the interpreter instead. Only device-function calls go
+    through `JITFunction.__call__` (GPU launches use `fn[grid]`), so nothing else is affected.
+    """
+    if triton.knobs.runtime.interpret:
+        yield
+        return
+    with _lock:
+        original = JITFunction.__call__
+        JITFunction.__call__ = _call_interpreted
+        try:
+            yield
+        finally:
+            JITFunction.__call__ = original
+
+
+_interpreted: dict[int, InterpretedFunction] = {}
+
+
+def _call_interpreted(self, *args, **kwargs):
+    fn = _interpreted.get(id(self))
+    if fn is None:
+        fn = _interpreted[id(self)] = InterpretedFunction(self.fn)
+    return fn(*args, **kwargs)
+
+
+def _cuda_libdevice():
+    from triton.language.extra import libdevice
+    return libdevice
+
+
+# ---- libdevice under the interpreter ------------------------------------------------------
+# The interpreter hands device functions tl.tensor values holding numpy arrays. These functions
+# follow C's libm (what libdevice implements), not torch: e.g. fmod is C fmod.
+
+def _wrap(np_fn):
+    def fn(*args, _semantic=None):
+        arrays = [a.handle.data if isinstance(a, tl.tensor) else np.asarray(a) for a in args]
+        first = next(a for a in args if isinstance(a, tl.tensor))
+        with np.errstate(all="ignore"):
+            out = np_fn(*arrays)
+        out = np.asarray(out).astype(first.handle.data.dtype)
+        return tl.tensor(TensorHandle(out, first.handle.dtype.scalar), first.type)
+    return fn
+
+
+def _vectorize(scalar_fn):
+    def fn(x):
+        def safe(v):
+            try:
+                return scalar_fn(float(v))
+            except (ValueError, OverflowError):
+                return math.inf if scalar_fn is math.lgamma else math.nan
+        return np.vectorize(safe, otypes=[np.float64])(x)
+    return fn
+
+
+def _erfinv(x):
+    # Newton on erf from a rough start; float64 is ample for float32/float64 checks.
+    x = np.asarray(x, dtype=np.float64)
+    verf = np.vectorize(math.erf, otypes=[np.float64])
+    a = 0.147
+    ln = np.log(np.maximum(1.0 - x * x, 1e-300))
+    t = 2.0 / (math.pi * a) + ln / 2.0
+    y = np.sign(x) * np.sqrt(np.sqrt(t * t - ln / a) - t)
+    for _ in range(4):
+        y = y - (verf(y) - x) / (2.0 / math.sqrt(math.pi) * np.exp(-y * y))
+    y = np.where(x == 1, np.inf, np.where(x == -1, -np.inf, y))
+    return np.where(np.abs(x) > 1, np.nan, y)
+
+
+INTERPRET_LIBDEVICE = types.SimpleNamespace(
+    expm1=_wrap(np.expm1), log1p=_wrap(np.log1p), rsqrt=_wrap(lambda x: 1.0 / np.sqrt(x)),
+    sin=_wrap(np.sin), cos=_wrap(np.cos), tan=_wrap(np.tan),
+    asin=_wrap(np.arcsin), acos=_wrap(np.arccos), atan=_wrap(np.arctan),
+    sinh=_wrap(np.sinh), cosh=_wrap(np.cosh), tanh=_wrap(np.tanh),
+    asinh=_wrap(np.arcsinh), acosh=_wrap(np.arccosh), atanh=_wrap(np.arctanh),
+    erf=_wrap(_vectorize(math.erf)), erfc=_wrap(_vectorize(math.erfc)), erfinv=_wrap(_erfinv),
+    lgamma=_wrap(_vectorize(math.lgamma)),
+    trunc=_wrap(np.trunc), nearbyint=_wrap(np.rint),
+    atan2=_wrap(np.arctan2), hypot=_wrap(np.hypot), copysign=_wrap(np.copysign),
+    fmod=_wrap(np.fmod), pow=_wrap(np.power),
+)
