@@ -39,14 +39,19 @@ import torch
 
 # kind -> meaning of (target, args, index)
 OP_KINDS = {
-    "load": "target=buffer name, index=element index -> value of the buffer's dtype",
+    "load": "target=buffer name, index=element index, args=ids of indirect index values used in "
+            "index; mask=None or a bool value id: masked-off lanes read 0 and touch no memory "
+            "-> value of the buffer's dtype",
     "store": "target=buffer name, index=element index, args=(value,) -> no value",
     "const": "target=Python scalar (bool/int/float, may be inf/nan) -> value of dtype",
-    "index": "index=sympy expr over x*/r* -> int64 value (iota, argmax positions)",
+    "index": "index=sympy expr over x*/r* (args: indirect values in it) -> int64 value (iota, "
+             "argmax positions, Philox counters)",
     "pointwise": "target=prim name ('add', 'sin', 'where', ...), args=operands -> value of dtype",
     "convert": "target=None, args=(value,) -> value converted to dtype (C-style, bool: != 0)",
-    "reduce": "target='sum'|'prod'|'amax'|'amin'|'any'|'argmax'|'argmin', args=(value,) or "
-              "(value, position) for arg-reductions -> value over the reduction ranges",
+    "reduce": "target='sum'|'prod'|'amax'|'amin'|'any'|'all'|'argmax'|'argmin', args=(value,) "
+              "or (value, position) for arg-reductions (position: an int64 'index' op; the first "
+              "extreme wins, NaN counts as extreme; amax/amin propagate NaN) -> value of dtype "
+              "(int64 for arg-reductions); accumulate low-precision floats in float32",
     "rand": "target='uniform'|'normal', args=(seed, offset) int64 -> Philox4x32-10 float32, "
             "bit-identical to triton tl.rand/tl.randn(seed, offset)",
 }
@@ -60,6 +65,7 @@ class Op:
     args: tuple[int, ...]
     dtype: torch.dtype | None  # None for stores
     index: sympy.Expr | None = None
+    mask: int | None = None    # loads only: a bool value id (see OP_KINDS["load"])
 
     @property
     def name(self) -> str:
@@ -76,7 +82,9 @@ class KernelArg:
 @dataclass(frozen=True)
 class Stage:
     inner: bool            # True: an inner loop over reduction_ranges
-    ops: tuple[int, ...]   # op ids, in order
+    ops: tuple[int, ...]   # op ids, in order (an inner loop lists every inner op it needs)
+    reduces: tuple[int, ...] = ()  # inner loop: the reduce ops it accumulates (declare before,
+                                   # accumulate inside, their value exists after the loop)
 
 
 @dataclass(frozen=True)
@@ -143,16 +151,17 @@ def compute_stages(ops: Sequence[Op]) -> tuple[Stage, ...]:
     for op in ops:
         inner = _is_inner_index(op.index)
         k = 0
-        for a in op.args:
+        for a in op.args + ((op.mask,) if op.mask is not None else ()):
             a_inner, a_k = level[a]
             inner |= a_inner
             k = max(k, a_k)
         if op.kind == "reduce":
-            inner, k = False, k + 1  # available in the outer stage after its loop
+            inner, k = False, k + 1  # accumulated in loop k, available in the outer stage k + 1
         level[op.id] = (inner, k)
-    if not any(inner for inner, _ in level.values()):
+    n_loops = max([k + 1 for inner, k in level.values() if inner] +
+                  [level[o.id][1] for o in ops if o.kind == "reduce"] + [0])
+    if n_loops == 0:
         return (Stage(False, tuple(o.id for o in ops)),)
-    n_loops = 1 + max(k for inner, k in level.values() if inner)
     by_id = {o.id: o for o in ops}
     stages = []
     for k in range(n_loops + 1):
@@ -161,17 +170,19 @@ def compute_stages(ops: Sequence[Op]) -> tuple[Stage, ...]:
             stages.append(Stage(False, outer))
         if k == n_loops:
             break
-        # roots of loop k: inner ops placed there, and reduce ops fed from it
+        reduces = tuple(o.id for o in ops if o.kind == "reduce" and level[o.id][1] == k + 1)
         needed: set[int] = set()
         stack = [o.id for o in ops if level[o.id] == (True, k)]
-        stack += [a for o in ops if o.kind == "reduce" and level[o.id][1] == k + 1 for a in o.args]
+        stack += [a for r in reduces for a in by_id[r].args]
         while stack:
             i = stack.pop()
             if i in needed or not level[i][0]:
                 continue
             needed.add(i)
             stack.extend(by_id[i].args)
-        stages.append(Stage(True, tuple(o.id for o in ops if o.id in needed)))
+            if by_id[i].mask is not None:
+                stack.append(by_id[i].mask)
+        stages.append(Stage(True, tuple(o.id for o in ops if o.id in needed), reduces))
     return tuple(stages)
 
 
@@ -184,6 +195,7 @@ def format_kernel(k: KernelSpec) -> str:
         args = ", ".join(f"tmp{a}" for a in op.args)
         dt = str(op.dtype).removeprefix("torch.") if op.dtype is not None else "-"
         idx = f" [{op.index}]" if op.index is not None else ""
+        idx += f" mask=tmp{op.mask}" if op.mask is not None else ""
         tgt = op.target if not isinstance(op.target, str) else op.target
         lines.append(f"  {op.name} = {op.kind} {tgt}{idx}({args}) : {dt}")
     return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""Lowering: a prims-level FX graph -> loop-level IR (see Note [Index functions] in ir.py).
+
+Each prim has one lowering, registered in `LOWERINGS` by `@lowering("name", ...)` next to its
+kind (pointwise.py, views.py, reductions.py, misc.py). A node without a lowering becomes an
+extern call: the wrapper calls the op eagerly, so the result is never wrong, only slower.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from ember_inductor.ir import (Buffer, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
+                               Reduction, contiguous_strides)
+from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
+from ember_inductor.lowering.registry import LOWERINGS
+
+log = logging.getLogger("ember_inductor.lowering")
+
+@dataclass
+class LoweredGraph:
+    inputs: list            # InputBuffer, or a Python scalar placeholder value
+    steps: list             # ComputedBuffer | ExternCall, in a valid execution order
+    outputs: list           # Buffer (possibly a strided view) or Python scalar
+    output_kind: type       # tuple or list (what the graph's output node returns)
+    single_output: bool
+    fallbacks: list = field(default_factory=list)  # (node name, op, reason)
+
+    def format(self) -> str:
+        lines = ["inputs: " + ", ".join(_fmt_buffer(b) for b in self.inputs)]
+        for s in self.steps:
+            if isinstance(s, ExternCall):
+                lines.append(f"{s.name} = extern {s.op}  # {s.origin} ({s.reason})")
+            else:
+                body = s.body
+                what = (f"reduction {body.reduce_type} dims={list(body.dims)} of {list(body.input_sizes)}"
+                        if isinstance(body, Reduction) else "pointwise")
+                lines.append(f"{_fmt_buffer(s)} = {what}  # {', '.join(s.origins)}")
+        lines.append("outputs: " + ", ".join(_fmt_buffer(b) for b in self.outputs))
+        return "\n".join(lines)
+
+
+def _fmt_buffer(b) -> str:
+    if not isinstance(b, Buffer):
+        return repr(b)
+    return f"{b.name}{list(b.sizes)}:{str(b.dtype).removeprefix('torch.')}"
+
+
+class LoweringContext:
+    """What lowerings need: naming, realization, and the steps list being built."""
+
+    def __init__(self, options):
+        self.options = options
+        self.steps: list = []
+        self.fallbacks: list = []
+        self._count = 0
+
+    def new_name(self, prefix="buf") -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def realize(self, node: IRNode, origin: str = "") -> Buffer:
+        """Materialize a lazy value into a contiguous buffer that one kernel writes."""
+        if isinstance(node, Buffer):
+            return node
+        buf = ComputedBuffer(self.new_name(), tuple(node.sizes), contiguous_strides(node.sizes),
+                             node.dtype, node.device, 0, body=node,
+                             origins=(origin or getattr(node, "origin", ""),))
+        self.steps.append(buf)
+        return buf
+
+    def extern(self, node: fx.Node, op, args, kwargs, reason: str) -> object:
+        """Call `op` eagerly from the wrapper; tensor arguments are realized first."""
+        def realize_arg(a):
+            return self.realize(a, node.name) if isinstance(a, IRNode) else a
+        args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
+        kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
+        call = ExternCall(self.new_name("ext"), op, args, kwargs, node.name, reason=reason)
+        self.steps.append(call)
+        val = node.meta.get("val")
+        vals = list(val) if isinstance(val, (tuple, list)) else [val]
+        for i, v in enumerate(vals):
+            if isinstance(v, torch.Tensor):
+                out = ExternBuffer(self.new_name(), tuple(v.shape), tuple(v.stride()), v.dtype, v.device,
+                                   0, call=call, item=i if isinstance(val, (tuple, list)) else None)
+            else:
+                out = None
+            call.outputs.append(out)
+        self.fallbacks.append((node.name, str(op), reason))
+        return call.outputs if isinstance(val, (tuple, list)) else call.outputs[0]
+
+
+def prim_name(target) -> str | None:
+    if isinstance(target, torch._ops.OpOverload) and target.namespace == "ember_prims":
+        return target._schema.name.split("::")[-1]
+    return None
+
+
+def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
+    """Walk the graph once, lowering each node by table; unknown ops become extern calls."""
+    ctx = LoweringContext(options)
+    env: dict[fx.Node, object] = {}
+    inputs = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise ValueError(f"graph has {len(placeholders)} inputs, got {len(example_inputs)} examples")
+    outputs, output_kind, single = [], tuple, False
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            ex = example_inputs[len(inputs)]
+            if isinstance(ex, torch.Tensor):
+                val = InputBuffer(f"in{len(inputs)}", tuple(ex.shape), tuple(ex.stride()), ex.dtype,
+                                  ex.device, 0, position=len(inputs))
+            else:
+                val = ex
+            inputs.append(val)
+            env[node] = val
+        elif node.op == "call_function":
+            args = fx.node.map_arg(node.args, env.__getitem__)
+            kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
+            env[node] = _lower_call(ctx, node, args, kwargs)
+        elif node.op == "output":
+            result = node.args[0]
+            single = not isinstance(result, (tuple, list))
+            output_kind = list if isinstance(result, list) else tuple
+            for r in ([result] if single else result):
+                v = env[r] if isinstance(r, fx.Node) else r
+                if isinstance(v, IRNode) and not isinstance(v, Buffer):
+                    v = ctx.realize(v, r.name)
+                outputs.append(v)
+        elif node.op == "get_attr":
+            raise ValueError(f"get_attr node {node.name}: lift constants to placeholders")
+        else:
+            raise ValueError(f"unsupported node {node.format_node()}")
+    return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks)
+
+
+def _lower_call(ctx, node, args, kwargs):
+    target = node.target
+    if target is operator.getitem:
+        return args[0][args[1]]
+    name = prim_name(target)
+    fn = LOWERINGS.get(name) if name else None
+    if fn is not None:
+        out = fn(ctx, node, *args, **kwargs)
+        if out is not NotImplemented:
+            if isinstance(out, Reduction):
+                out = ctx.realize(out, node.name)
+            return out
+        reason = "lowering declined these arguments"
+    else:
+        reason = "no lowering" if name else "extern op"
+    log.debug("ember_inductor: %s (%s) runs eagerly: %s", node.name, target, reason)
+    return ctx.extern(node, target, args, kwargs, reason)

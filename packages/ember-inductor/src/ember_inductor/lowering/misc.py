@@ -1,0 +1,80 @@
+"""Creation, random and gather-style indexing prims as index functions.
+
+Not lowered (they run eagerly as extern calls, see lowering/__init__.py): empty_strided,
+random_seed (stateful: it must advance torch's generator), scatter, scatter_add, index_put.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ember_inductor.codegen.common import value_symbol
+from ember_inductor.ir import contiguous_strides
+from ember_inductor.lowering.pointwise import scalar_dtype_value
+from ember_inductor.lowering.registry import lowering, pointwise
+
+
+@lowering("full")
+def lower_full(ctx, node, shape, value, *, dtype, device=None):
+    fill = scalar_dtype_value(value, dtype)
+    return pointwise(node, lambda kb, index: kb.const(fill, dtype))
+
+
+@lowering("iota")
+def lower_iota(ctx, node, length, *, start, step, dtype, device=None):
+    def fn(kb, index):
+        return kb.convert(kb.index_value(index[0] * int(step) + int(start)), dtype)
+    return pointwise(node, fn)
+
+
+def _linear(index, sizes):
+    return sum((i * s for i, s in zip(index, contiguous_strides(sizes))), sympy.Integer(0))
+
+
+def _random(kind):
+    def lower(ctx, node, shape, seed, offset, *, dtype, device=None):
+        sizes = tuple(int(s) for s in shape)
+
+        def fn(kb, index):
+            s = seed.load(kb, ())
+            counter = kb.index_value(_linear(index, sizes) + int(offset))
+            return kb.convert(kb.add("rand", kind, (s, counter), torch.float32), dtype)
+        return pointwise(node, fn)
+    return lower
+
+
+lowering("uniform")(_random("uniform"))
+lowering("normal")(_random("normal"))
+
+
+@lowering("gather")
+def lower_gather(ctx, node, a, dim, index_t):
+    dim = int(dim)
+
+    def fn(kb, index):
+        i = index_t.load(kb, index)
+        sub = list(index)
+        sub[dim] = value_symbol(i)
+        return a.load(kb, sub)
+    return pointwise(node, fn)
+
+
+@lowering("index")
+def lower_index(ctx, node, a, indices):
+    indices = list(indices) + [None] * (len(a.sizes) - len(indices))
+    present = [k for k, i in enumerate(indices) if i is not None]
+    irank = len(indices[present[0]].sizes)
+    adjacent = present == list(range(present[0], present[-1] + 1))
+    first = present[0] if adjacent else 0  # where the index dims sit in the output
+
+    def fn(kb, out_index):
+        idx_part = tuple(out_index[first:first + irank])
+        rest = iter(list(out_index[:first]) + list(out_index[first + irank:]))
+        sub = []
+        for k in range(len(a.sizes)):
+            if indices[k] is not None:
+                sub.append(value_symbol(indices[k].load(kb, idx_part)))
+            else:
+                sub.append(next(rest))
+        return a.load(kb, sub)
+    return pointwise(node, fn)

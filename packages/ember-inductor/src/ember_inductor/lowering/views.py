@@ -1,0 +1,228 @@
+"""View prims are index remappings, never copies.
+
+A view of a `Buffer` that strides can express stays a `Buffer` (same storage, new sizes/strides/
+offset), so its loads keep linear index expressions (dims merge, loops vectorize). Otherwise it
+is a `View` whose `reindex` maps output indices to base indices.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import torch
+
+from ember_inductor.codegen.common import FloorDiv, ModIndex
+from ember_inductor.ir import Buffer, View, contiguous_strides, numel
+from ember_inductor.lowering.pointwise import scalar_dtype_value
+from ember_inductor.lowering.registry import lowering, pointwise
+
+
+def strided(base: Buffer, sizes, strides, offset) -> Buffer:
+    return dataclasses.replace(base, sizes=tuple(sizes), strides=tuple(strides), offset=offset)
+
+
+def view(base, sizes, reindex, origin="") -> View:
+    return View(base, tuple(sizes), reindex, origin)
+
+
+@lowering("permute")
+def lower_permute(ctx, node, a, dims):
+    dims = [int(d) for d in dims]
+    sizes = [a.sizes[d] for d in dims]
+    if isinstance(a, Buffer):
+        return strided(a, sizes, [a.strides[d] for d in dims], a.offset)
+    inv = [dims.index(i) for i in range(len(dims))]
+    return view(a, sizes, lambda idx: [idx[inv[i]] for i in range(len(inv))], node.name)
+
+
+@lowering("broadcast_in_dim")
+def lower_broadcast_in_dim(ctx, node, a, shape, bdims):
+    shape, bdims = [int(s) for s in shape], [int(d) for d in bdims]
+    keep = [not (a.sizes[j] == 1 and shape[bdims[j]] != 1) for j in range(len(bdims))]
+    if isinstance(a, Buffer):
+        strides = [0] * len(shape)
+        for j, d in enumerate(bdims):
+            strides[d] = a.strides[j] if keep[j] else 0
+        return strided(a, shape, strides, a.offset)
+    return view(a, shape, lambda idx: [idx[d] if keep[j] else 0 for j, d in enumerate(bdims)], node.name)
+
+
+@lowering("squeeze")
+def lower_squeeze(ctx, node, a, dims):
+    dims = {int(d) % max(len(a.sizes), 1) for d in dims}
+    kept = [i for i in range(len(a.sizes)) if i not in dims]
+    sizes = [a.sizes[i] for i in kept]
+    if isinstance(a, Buffer):
+        return strided(a, sizes, [a.strides[i] for i in kept], a.offset)
+
+    def reindex(idx):
+        out, it = [], iter(idx)
+        for i in range(len(a.sizes)):
+            out.append(0 if i in dims else next(it))
+        return out
+    return view(a, sizes, reindex, node.name)
+
+
+@lowering("slice")
+def lower_slice(ctx, node, a, start, limit, step):
+    start, step = [int(s) for s in start], [int(s) for s in step]
+    sizes = list(node.meta["val"].shape)
+    if isinstance(a, Buffer):
+        offset = a.offset + sum(s * st for s, st in zip(start, a.strides))
+        return strided(a, sizes, [st * k for st, k in zip(a.strides, step)], offset)
+    return view(a, sizes, lambda idx: [s + k * i for s, k, i in zip(start, step, idx)], node.name)
+
+
+@lowering("rev")
+def lower_rev(ctx, node, a, dims):
+    dims = {int(d) for d in dims}
+    if isinstance(a, Buffer):
+        offset = a.offset + sum((a.sizes[d] - 1) * a.strides[d] for d in dims if a.sizes[d] > 0)
+        strides = [-s if i in dims else s for i, s in enumerate(a.strides)]
+        return strided(a, a.sizes, strides, offset)
+    return view(a, a.sizes, lambda idx: [a.sizes[i] - 1 - x if i in dims else x for i, x in enumerate(idx)],
+                node.name)
+
+
+def _is_contiguous(a: Buffer) -> bool:
+    return all(st == c for st, c, s in zip(a.strides, contiguous_strides(a.sizes), a.sizes) if s != 1)
+
+
+def unflatten(flat, sizes):
+    """Row-major multi-index of `flat` in `sizes` (FloorDiv/ModIndex; the outermost needs no mod)."""
+    out, strides = [], contiguous_strides(sizes)
+    for i, (s, st) in enumerate(zip(sizes, strides)):
+        q = FloorDiv(flat, st) if st != 1 else flat
+        out.append(q if i == 0 else (ModIndex(q, s) if s != 1 else sympy.Integer(0)))
+    return out
+
+
+def _reshape_groups(src, dst):
+    """Split both shapes into runs with equal products: [(src dims, dst dims), ...]."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        if i < len(src) and src[i] == 1:
+            groups.append(([i], []))
+            i += 1
+        elif j < len(dst) and dst[j] == 1:
+            groups.append(([], [j]))
+            j += 1
+        elif i >= len(src) or j >= len(dst):  # leftovers: only with zero sizes
+            groups.append((list(range(i, len(src))), list(range(j, len(dst)))))
+            break
+        else:
+            gi, gj, ps, pd = [i], [j], src[i], dst[j]
+            i, j = i + 1, j + 1
+            while ps != pd:
+                if ps < pd and i < len(src):
+                    ps, i = ps * src[i], i + 1
+                    gi.append(i - 1)
+                elif pd < ps and j < len(dst):
+                    pd, j = pd * dst[j], j + 1
+                    gj.append(j - 1)
+                else:
+                    break
+            groups.append((gi, gj))
+    return groups
+
+
+def reshape_strides(a: Buffer, shape):
+    """Strides viewing contiguous-enough `a` as `shape`, or None (then it is an index remap)."""
+    if numel(shape) == 0:
+        return contiguous_strides(shape)
+    out = [0] * len(shape)
+    for gi, gj in _reshape_groups(list(a.sizes), list(shape)):
+        gi = [d for d in gi if a.sizes[d] != 1]
+        for x, y in zip(gi, gi[1:]):  # the source run must be contiguous within itself
+            if a.strides[x] != a.strides[y] * a.sizes[y]:
+                return None
+        inner = a.strides[gi[-1]] if gi else 0
+        for d in reversed(gj):
+            out[d] = inner
+            inner *= shape[d]
+    return out
+
+
+@lowering("reshape")
+def lower_reshape(ctx, node, a, shape):
+    shape = [int(s) for s in node.meta["val"].shape]
+    if isinstance(a, Buffer):
+        strides = reshape_strides(a, shape)
+        if strides is not None:
+            return strided(a, shape, strides, a.offset)
+    groups = _reshape_groups(list(a.sizes), shape)
+
+    def reindex(idx):
+        out = [sympy.Integer(0)] * len(a.sizes)
+        for gi, gj in groups:
+            flat = sum((idx[d] * st for d, st in zip(gj, contiguous_strides([shape[d] for d in gj]))),
+                       sympy.Integer(0))
+            for d, v in zip(gi, unflatten(flat, [a.sizes[d] for d in gi])):
+                out[d] = v
+        return out
+    return view(a, shape, reindex, node.name)
+
+
+@lowering("as_strided")
+def lower_as_strided(ctx, node, a, size, stride, offset=0):
+    size, stride, offset = [int(s) for s in size], [int(s) for s in stride], int(offset)
+    if isinstance(a, Buffer) and _is_contiguous(a):
+        return strided(a, size, stride, a.offset + offset)
+
+    def reindex(idx):
+        flat = offset + sum((i * s for i, s in zip(idx, stride)), sympy.Integer(0))
+        return unflatten(flat, a.sizes)
+    return view(a, size, reindex, node.name)
+
+
+def _in_range(kb, index_expr, lo, hi):
+    """bool value: lo <= index_expr < hi."""
+    i = kb.index_value(index_expr)
+    conds = []
+    if lo > 0:
+        conds.append(kb.pointwise("ge", (i, kb.const(lo, torch.int64)), torch.bool))
+    conds.append(kb.pointwise("lt", (i, kb.const(hi, torch.int64)), torch.bool))
+    return conds[0] if len(conds) == 1 else kb.pointwise("logical_and", conds, torch.bool)
+
+
+@lowering("cat")
+def lower_cat(ctx, node, xs, dim):
+    dim = int(dim) % len(node.meta["val"].shape)
+    xs = [x for x in xs if x.sizes[dim] != 0]
+    dtype = node.meta["val"].dtype
+    starts = [0]
+    for x in xs:
+        starts.append(starts[-1] + x.sizes[dim])
+
+    def fn(kb, index):
+        result = None
+        for k in reversed(range(len(xs))):  # where(i < end_k, x_k, later pieces)
+            sub = list(index)
+            sub[dim] = index[dim] - starts[k]
+            mask = _in_range(kb, index[dim], starts[k], starts[k + 1])
+            with kb.masked(mask):
+                v = xs[k].load(kb, sub)
+            result = v if result is None else kb.pointwise("where", (mask, v, result), dtype)
+        return result
+    return pointwise(node, fn)
+
+
+@lowering("pad")
+def lower_pad(ctx, node, a, value, low, high):
+    low = [int(x) for x in low]
+    dtype = node.meta["val"].dtype
+    fill = scalar_dtype_value(value, dtype)
+
+    def fn(kb, index):
+        conds = [_in_range(kb, index[d], low[d], low[d] + a.sizes[d]) for d in range(len(low))
+                 if low[d] or int(node.meta["val"].shape[d]) != a.sizes[d]]
+        sub = [i - lo for i, lo in zip(index, low)]
+        if not conds:
+            return a.load(kb, sub)
+        mask = conds[0]
+        for c in conds[1:]:
+            mask = kb.pointwise("logical_and", (mask, c), torch.bool)
+        with kb.masked(mask):
+            v = a.load(kb, sub)
+        return kb.pointwise("where", (mask, v, kb.const(fill, dtype)), dtype)
+    return pointwise(node, fn)

@@ -1,0 +1,130 @@
+"""Fusion: realized buffers -> kernels (groups sharing one iteration space).
+
+Note [Fusion rules]
+    Steps arrive in execution order. A buffer joins the most recent kernel when its iteration
+    space fits that kernel's and reading it in the kernel needs no other index than the one
+    stored there (`FusionConflict` otherwise, and the trial is rolled back):
+      * pointwise over S into a pointwise kernel over S;
+      * a reduction of an input shaped S over dims D into a pointwise kernel over S
+        (the kernel becomes a reduction kernel, its earlier buffers stored in the inner loop);
+      * into a reduction kernel (S, D): pointwise over S (inner loop), pointwise over the
+        kept dims (epilogue, outer stage), another reduction of S over D (softmax, layer_norm).
+    Extern calls end the current kernel. Trying only the last kernel keeps fusion linear.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from ember_inductor.codegen.common import range_var, reduction_var
+from ember_inductor.ir import ComputedBuffer, ExternCall, FusionConflict, KernelBuilder, Reduction
+
+REDUCE_INIT_DTYPES = {}  # reserved
+
+
+@dataclass
+class KernelGroup:
+    """A kernel being built: its iteration space, its buffers, its op DAG."""
+    kind: str                 # "pointwise" | "reduction"
+    sizes: tuple              # pointwise: the space; reduction: the input's shape
+    dims: tuple = ()          # reduction: the reduced dims
+    nodes: list = field(default_factory=list)
+    kb: KernelBuilder = field(default_factory=KernelBuilder)
+
+    @property
+    def kept_sizes(self) -> tuple:
+        return tuple(s for i, s in enumerate(self.sizes) if i not in self.dims)
+
+    # the kernel's variables: size-1 dims get index 0 and no variable
+    def full_index(self) -> tuple:
+        out, nx, nr = [], 0, 0
+        for i, s in enumerate(self.sizes):
+            if s == 1:
+                out.append(sympy.Integer(0))
+            elif i in self.dims:
+                out.append(reduction_var(nr))
+                nr += 1
+            else:
+                out.append(range_var(nx))
+                nx += 1
+        return tuple(out)
+
+    def kept_index(self) -> tuple:
+        full = self.full_index()
+        return tuple(v for i, v in enumerate(full) if i not in self.dims)
+
+    @property
+    def ranges(self) -> tuple:
+        return tuple(sympy.Integer(s) for i, s in enumerate(self.sizes) if s != 1 and i not in self.dims)
+
+    @property
+    def reduction_ranges(self) -> tuple:
+        return tuple(sympy.Integer(s) for i, s in enumerate(self.sizes) if s != 1 and i in self.dims)
+
+    def emit(self, node: ComputedBuffer) -> None:
+        """Add the ops computing and storing `node` (raises FusionConflict)."""
+        kb, body = self.kb, node.body
+        if isinstance(body, Reduction):
+            result = body.fn(kb, self.full_index())
+            args = result if isinstance(result, tuple) else (result,)
+            value = kb.add("reduce", body.reduce_type, args, node.dtype)
+            kb.store(node.name, node.offset_of(self.kept_index()), value)
+        else:
+            index = self.full_index() if tuple(node.sizes) == self.sizes else self.kept_index()
+            kb.store(node.name, node.offset_of(index), kb.value(body, index))
+
+
+def _fits(group: KernelGroup, node: ComputedBuffer) -> str | None:
+    """How `node` would join `group`: None if its space does not fit."""
+    body, sizes = node.body, tuple(node.sizes)
+    if isinstance(body, Reduction):
+        if group.kind == "pointwise" and group.sizes == tuple(body.input_sizes):
+            return "promote"
+        if group.kind == "reduction" and (group.sizes, group.dims) == (tuple(body.input_sizes), body.dims):
+            return "join"
+        return None
+    if sizes == group.sizes or (group.kind == "reduction" and sizes == group.kept_sizes):
+        return "join"
+    return None
+
+
+def _new_group(node: ComputedBuffer) -> KernelGroup:
+    body = node.body
+    if isinstance(body, Reduction):
+        return KernelGroup("reduction", tuple(body.input_sizes), tuple(body.dims))
+    return KernelGroup("pointwise", tuple(node.sizes))
+
+
+def _try(group: KernelGroup, node: ComputedBuffer) -> bool:
+    mark = group.kb.mark()
+    try:
+        group.emit(node)
+    except FusionConflict:
+        group.kb.rollback(mark)
+        return False
+    group.nodes.append(node)
+    return True
+
+
+def fuse(steps: list, max_fusion_size: int) -> list:
+    """Group ComputedBuffers into KernelGroups (see Note [Fusion rules]); externs stay steps."""
+    out: list = []
+    for step in steps:
+        if isinstance(step, ExternCall):
+            out.append(step)
+            continue
+        last = out[-1] if out and isinstance(out[-1], KernelGroup) else None
+        how = _fits(last, step) if last is not None and len(last.nodes) < max_fusion_size else None
+        if how == "promote":
+            promoted = KernelGroup("reduction", tuple(step.body.input_sizes), tuple(step.body.dims))
+            if all(_try(promoted, n) for n in last.nodes) and _try(promoted, step):
+                out[-1] = promoted
+                continue
+        elif how == "join" and _try(last, step):
+            continue
+        group = _new_group(step)
+        if not _try(group, step):
+            raise AssertionError(f"{step.name} conflicts with itself")
+        out.append(group)
+    return out
