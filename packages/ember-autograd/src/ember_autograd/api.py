@@ -1,0 +1,157 @@
+"""`aot`: the layer's entry point. Reads top to bottom as its passes:
+trace (joint or inference) -> verify -> partition -> verify -> compile forward -> (first
+backward) compile backward."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.fx
+
+from ember_autograd.config import AotConfig
+from ember_autograd.joint import Signature, trace_inference, trace_joint
+from ember_autograd.partition import JointGraph, Partitioner, default_partition
+from ember_autograd.runtime import InferenceRunner, TrainingRunner
+from ember_autograd.verify import verify_functional
+
+Compiler = Callable[[torch.fx.GraphModule, list], Callable]
+
+
+@dataclass
+class CompiledArtifacts:
+    """What one compilation produced, for inspection (facade debugging, benchmarks).
+
+    mode: "inference" or "training". forward: the forward graph (in inference, the only one).
+    backward, joint: training only. saved: names of the values the forward saves for the
+    backward; saved_bytes: their total size. timings: seconds per pass ("trace", "partition",
+    "fw_compile", and "bw_compile" after the first backward)."""
+
+    mode: str
+    signature: Signature
+    forward: torch.fx.GraphModule
+    backward: torch.fx.GraphModule | None = None
+    joint: torch.fx.GraphModule | None = None
+    saved: list[str] = field(default_factory=list)
+    saved_bytes: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        parts = [f"== {self.mode} forward ==", self.forward.print_readable(print_output=False)]
+        if self.backward is not None:
+            parts += [f"== backward (saved {len(self.saved)} values, {self.saved_bytes} bytes) ==",
+                      self.backward.print_readable(print_output=False)]
+        parts.append("timings: " + ", ".join(f"{k}={v * 1e3:.1f}ms" for k, v in self.timings.items()))
+        return "\n".join(parts)
+
+
+class AotFunction:
+    """The callable `aot` returns: takes the same arguments as the captured graph. Compiles a
+    training path (autograd.Function) when grad is enabled and a tensor input requires grad,
+    else an inference path; each once per requires-grad pattern, on first need."""
+
+    def __init__(self, gm, fw_compiler, bw_compiler, decompositions, partition, config):
+        self.gm = gm
+        self.fw_compiler, self.bw_compiler = fw_compiler, bw_compiler
+        self.decompositions, self.partition, self.config = decompositions, partition, config
+        self._runners: dict = {}
+        self.inference: CompiledArtifacts | None = None
+        self.training: CompiledArtifacts | None = None
+
+    @property
+    def artifacts(self) -> CompiledArtifacts | None:
+        """The training artifacts if a training path was compiled, else the inference ones."""
+        return self.training or self.inference
+
+    def __call__(self, *args):
+        return self._runner(args)(args)
+
+    def _runner(self, args):
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        key = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args) if needs_grad else None
+        runner = self._runners.get(key)
+        if runner is None:
+            runner = self._compile_training(args) if needs_grad else self._compile_inference(args)
+            self._runners[key] = runner
+        return runner
+
+    def _compile_inference(self, args) -> InferenceRunner:
+        timings: dict[str, float] = {}
+        with _timed(timings, "trace"):
+            traced = trace_inference(self.gm, args, self.decompositions)
+        self._check(traced.gm)
+        with _timed(timings, "fw_compile"):
+            forward = self.fw_compiler(traced.gm, _example_inputs(traced.gm))
+        self.inference = CompiledArtifacts("inference", traced.signature, traced.gm, timings=timings)
+        return InferenceRunner(traced.signature, forward)
+
+    def _compile_training(self, args) -> TrainingRunner:
+        timings: dict[str, float] = {}
+        with _timed(timings, "trace"):
+            traced = trace_joint(self.gm, args, self.decompositions)
+        self._check(traced.gm)
+        sig = traced.signature
+        joint = JointGraph(traced.gm, len(sig.tensor_inputs), sig.num_fw_outputs, self.config)
+        with _timed(timings, "partition"):
+            part = self.partition(joint)
+        self._check(part.forward)
+        self._check(part.backward)
+        with _timed(timings, "fw_compile"):
+            forward = self.fw_compiler(part.forward, _example_inputs(part.forward))
+        self.training = CompiledArtifacts("training", sig, part.forward, part.backward, traced.gm,
+                                          part.saved, part.saved_bytes, timings)
+        backward = part.backward
+        return TrainingRunner(sig, forward, lambda: self.bw_compiler(backward, _example_inputs(backward)),
+                              timings)
+
+    def _check(self, gm):
+        if self.config.verify:
+            verify_functional(gm)
+
+
+def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
+        bw_compiler: Compiler | None = None, decompositions: dict | None = None,
+        partition: Partitioner | None = None, *, config: AotConfig | None = None) -> AotFunction:
+    """Lowers a torch-level FX graph to functional ATen graphs and compiles them.
+
+    gm, example_inputs: per the backend protocol (ARCHITECTURE.md): parameters and buffers are
+    placeholders; example inputs are real tensors or numbers (numbers are specialized).
+    fw_compiler, bw_compiler: ``(gm, example_inputs) -> callable``; they receive a functional
+    graph and *fake* example inputs (the placeholders' ``meta["val"]``); the callable is called
+    ``f(*tensors)`` (or ``f(list)`` if it sets ``_boxed_call = True``) and returns a tuple.
+    bw_compiler defaults to fw_compiler and runs at the first backward.
+    decompositions: ``{OpOverload: fn}`` applied while tracing (the facade passes ember_prims').
+    partition: `default_partition` (save what is needed) or `min_cut_partition`, or your own.
+
+    Example::
+
+        >>> import torch, torch.fx
+        >>> from ember_autograd import aot
+        >>> gm = torch.fx.symbolic_trace(lambda x, w: (torch.sin(x @ w),))
+        >>> x, w = torch.randn(3, 4), torch.randn(4, 2, requires_grad=True)
+        >>> f = aot(gm, [x, w], fw_compiler=lambda g, inputs: g)
+        >>> f(x, w)[0].sum().backward()
+        >>> torch.allclose(w.grad, x.t() @ torch.cos(x @ w).detach())
+        True
+    """
+    fn = AotFunction(gm, fw_compiler, bw_compiler or fw_compiler, dict(decompositions or {}),
+                     partition or default_partition, config or AotConfig())
+    fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
+    return fn
+
+
+def _example_inputs(gm: torch.fx.GraphModule) -> list:
+    return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+class _timed:
+    def __init__(self, timings: dict, name: str):
+        self.timings, self.name = timings, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timings[self.name] = time.perf_counter() - self.start

@@ -1,0 +1,26 @@
+"""Configuration: a frozen dataclass passed in; nothing global."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AotConfig:
+    """Options for `ember_autograd.aot`.
+
+    verify: run `verify_functional` after every pass (tracing, partitioning); a debug option.
+    stateful_ops: qualified names (``"ns::name"``) of ops the partitioner must never recompute,
+        in addition to every op tagged ``nondeterministic_seeded`` or with a mutable schema.
+        ``ember_prims::random_seed`` is listed by name so that this layer need not import prims.
+    recompute_ops: qualified names the min-cut partitioner may recompute in addition to ops
+        tagged ``pointwise`` and view ops (see the cost model in the README).
+    """
+
+    verify: bool = False
+    stateful_ops: frozenset[str] = field(default_factory=lambda: frozenset({"ember_prims::random_seed"}))
+    recompute_ops: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self):
+        for name in (*self.stateful_ops, *self.recompute_ops):
+            if "::" not in name:
+                raise ValueError(f"op names are qualified 'namespace::name', got {name!r}")

@@ -1,0 +1,161 @@
+"""Tracing entry points: the torch-level graph -> an inference graph, or a joint forward+backward
+graph. Both are functional ATen graphs (Note [Functionalization] in functionalize.py)."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
+
+from ember_autograd.errors import AotTraceError
+from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
+
+
+@dataclass(frozen=True)
+class AliasOutput:
+    """A user output that is a view of graph input `input_index` (a position among the tensor
+    inputs): the graph does not compute it; the runtime regenerates it from the real input."""
+
+    input_index: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    storage_offset: int
+    requires_grad: bool
+    identity: bool  # the output is the input itself
+
+
+@dataclass(frozen=True)
+class Signature:
+    """How the traced graph's inputs and outputs relate to the user's.
+
+    Graph placeholders: the tensor inputs (`tensor_inputs` are their positions among the user's
+    arguments), then, in a joint graph, one tangent per `diff_outputs` entry.
+    Graph outputs: `num_graph_outputs` user outputs, then the new value of each mutated input
+    (`mutated_inputs`, positions among the tensor inputs), then, in a joint graph, the gradient
+    of each tensor input in `grad_inputs` (None where unused).
+    `outputs` rebuilds the user's outputs: ("graph", k) | ("alias", AliasOutput) | ("const", v)."""
+
+    tensor_inputs: tuple[int, ...]
+    int_inputs: tuple[tuple[int, Any], ...]
+    outputs: tuple[tuple[str, Any], ...]
+    out_spec: Any
+    num_graph_outputs: int
+    mutated_inputs: tuple[int, ...]
+    grad_inputs: tuple[int, ...] = ()
+    diff_outputs: tuple[int, ...] = ()
+
+    @property
+    def num_fw_outputs(self) -> int:
+        return self.num_graph_outputs + len(self.mutated_inputs)
+
+
+@dataclass
+class Traced:
+    gm: torch.fx.GraphModule
+    signature: Signature
+
+
+def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
+    """One forward graph: outputs, then the new values of mutated inputs."""
+    session = _Session(example_inputs, decompositions, requires_grad=False)
+    with session.fake_mode, torch.no_grad():
+        with session.tracer:
+            outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
+        sig, nodes = session.outputs(outs)
+    return Traced(session.finish(nodes), sig)
+
+
+def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
+    """Forward and backward in one graph: placeholders primals_*, tangents_*; outputs as in
+    `Signature`. The backward is the autograd engine's own, run on the fake outputs."""
+    session = _Session(example_inputs, decompositions, requires_grad=True)
+    with session.fake_mode, torch.enable_grad():
+        with session.tracer:
+            outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
+        sig, nodes = session.outputs(outs)
+        for k in sig.mutated_inputs:
+            if session.primals[k].requires_grad:
+                raise AotTraceError("mutated-grad-input",
+                                    f"graph input {sig.tensor_inputs[k]} requires grad and is "
+                                    "mutated in place; not supported by the joint trace")
+        graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
+        diff = tuple(k for k, o in enumerate(graph_outs) if o.requires_grad)
+        grad_inputs = tuple(k for k, p in enumerate(session.primals) if p.requires_grad)
+        tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
+        grads: list = [None] * len(grad_inputs)
+        if diff and grad_inputs:
+            with session.tracer:
+                grads = torch.autograd.grad([graph_outs[k] for k in diff],
+                                            [session.primals[k] for k in grad_inputs],
+                                            tangents, allow_unused=True)
+        nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
+    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff})
+    return Traced(session.finish(nodes), sig)
+
+
+class _Session:
+    """State shared by both traces: fake mode, tracer, placeholders."""
+
+    def __init__(self, example_inputs, decompositions, requires_grad: bool):
+        self.fake_mode = FakeTensorMode()  # static shapes: no ShapeEnv
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)
+        self.args, self.primals, self.tensor_inputs, self.int_inputs = [], [], [], []
+        for i, x in enumerate(example_inputs):
+            if isinstance(x, torch.Tensor):
+                fake = self.fake_mode.from_tensor(x.detach())
+                if requires_grad and x.requires_grad:
+                    fake.requires_grad_(True)
+                self.tracer.placeholder(f"primals_{len(self.primals) + 1}", fake)
+                self.primals.append(fake)
+                self.tensor_inputs.append(i)
+                self.args.append(fake)
+            elif isinstance(x, (int, float, bool)) or x is None:
+                self.int_inputs.append((i, x))
+                self.args.append(x)
+            else:
+                raise AotTraceError("bad-input", f"example input {i} is a {type(x).__name__}; "
+                                    "expected a tensor or a number")
+        self.graph_out_fakes: list[torch.Tensor] = []
+
+    def outputs(self, outs) -> tuple[Signature, list]:
+        flat, spec = pytree.tree_flatten(outs)
+        fn = self.tracer.functional
+        primal_ids = {id(p): k for k, p in enumerate(self.primals)}
+        kinds, nodes = [], []
+        for o in flat:
+            if not isinstance(o, torch.Tensor):
+                kinds.append(("const", o))
+                continue
+            base = fn.entries[id(o)].base if fn.is_tracked(o) else None
+            if base is not None and id(base) in primal_ids:
+                kinds.append(("alias", AliasOutput(primal_ids[id(base)], tuple(o.shape), tuple(o.stride()),
+                                                   o.storage_offset(), o.requires_grad, o is base)))
+                continue
+            kinds.append(("graph", len(nodes)))
+            nodes.append(self.tracer.node_of(o))
+            self.graph_out_fakes.append(o)
+        mutated = tuple(k for k, p in enumerate(self.primals) if fn.version(p) > 0)
+        num_graph = len(nodes)
+        nodes += [fn.node_of(self.primals[k]) for k in mutated]
+        sig = Signature(tuple(self.tensor_inputs), tuple(self.int_inputs), tuple(kinds), spec,
+                        num_graph, mutated)
+        return sig, nodes
+
+    def tangent(self, j: int, like: torch.Tensor) -> torch.Tensor:
+        fake = torch.empty(like.shape, dtype=like.dtype, device=like.device)  # contiguous
+        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        with self.graph.inserting_before(first) if first is not None else contextlib.nullcontext():
+            return self.tracer.placeholder(f"tangents_{j + 1}", fake)
+
+    def finish(self, nodes) -> torch.fx.GraphModule:
+        self.graph.output(tuple(nodes))
+        self.graph.eliminate_dead_code()
+        gm = torch.fx.GraphModule(self.root, self.graph)
+        gm.graph.lint()
+        return gm

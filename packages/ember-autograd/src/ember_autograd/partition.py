@@ -1,0 +1,182 @@
+"""Splitting a joint graph into forward and backward graphs, and the default partitioner.
+
+A partitioner is a plain function `partition(joint: JointGraph) -> Partition`; pass your own to
+`aot(..., partition=fn)`. It decides only *which values are saved*; `extract` builds both graphs
+from that choice, so every partitioner shares one correct construction.
+
+Note [Stateful ops are never recomputed]: an op that draws random numbers (tag
+`nondeterministic_seeded`, e.g. `aten.native_dropout`, `ember_prims::random_seed`) or has side
+effects (a mutable schema) runs exactly once, in the forward; when the backward needs it or
+anything derived from it, its output (or a descendant) is saved. So a dropout mask recomputed in
+the backward comes from the same seed the forward drew.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import torch
+import torch.fx
+
+from ember_autograd.config import AotConfig
+
+
+@dataclass(frozen=True)
+class JointGraph:
+    """A joint graph: placeholders `num_primals` primals then the tangents; outputs
+    `num_fw_outputs` forward outputs (user outputs, new values of mutated inputs) then one
+    gradient per primal requiring grad (None where unused)."""
+
+    gm: torch.fx.GraphModule
+    num_primals: int
+    num_fw_outputs: int
+    config: AotConfig = field(default_factory=AotConfig)
+
+    @property
+    def placeholders(self) -> list[torch.fx.Node]:
+        return [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+
+    @property
+    def primals(self) -> list[torch.fx.Node]:
+        return self.placeholders[: self.num_primals]
+
+    @property
+    def tangents(self) -> list[torch.fx.Node]:
+        return self.placeholders[self.num_primals:]
+
+    @property
+    def outputs(self) -> list:
+        return list(self.gm.graph.output_node().args[0])
+
+    @property
+    def fw_outputs(self) -> list:
+        return self.outputs[: self.num_fw_outputs]
+
+    @property
+    def grad_outputs(self) -> list:
+        return self.outputs[self.num_fw_outputs:]
+
+
+@dataclass
+class Partition:
+    """forward: primals -> (*forward outputs, *saved); backward: (*saved, *tangents) -> grads."""
+
+    forward: torch.fx.GraphModule
+    backward: torch.fx.GraphModule
+    saved: list[str]
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(nbytes(n) for n in self.backward.graph.nodes
+                   if n.op == "placeholder" and n.name in set(self.saved))
+
+
+Partitioner = Callable[[JointGraph], Partition]
+
+
+def nbytes(node: torch.fx.Node) -> int:
+    val = node.meta.get("val")
+    return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def is_stateful(node: torch.fx.Node, config: AotConfig) -> bool:
+    """See Note [Stateful ops are never recomputed]."""
+    op = node.target
+    if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+        return False
+    return (torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable
+            or op._schema.name in config.stateful_ops)
+
+
+def ancestors(roots: Iterable, stop: set = frozenset()) -> set[torch.fx.Node]:
+    """`roots` and every node they depend on, not looking past nodes in `stop`."""
+    seen: set[torch.fx.Node] = set()
+    todo = [r for r in roots if isinstance(r, torch.fx.Node)]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n not in stop:
+            todo.extend(n.all_input_nodes)
+    return seen
+
+
+def descendants(roots: Iterable[torch.fx.Node]) -> set[torch.fx.Node]:
+    seen: set[torch.fx.Node] = set()
+    todo = list(roots)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(u for u in n.users if u.op != "output")
+    return seen
+
+
+def with_getitems(nodes: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """Adds the getitem projections of tuple-valued nodes: a tuple is never saved, its items are."""
+    out = set(nodes)
+    for n in nodes:
+        if not isinstance(n.meta.get("val"), torch.Tensor):
+            out |= {u for u in n.users if u.target is operator.getitem}
+    return out
+
+
+def forced_forward(joint: JointGraph) -> set[torch.fx.Node]:
+    """What the forward computes whatever the partitioner: the forward outputs' ancestors, the
+    primals, and every stateful op that does not depend on a tangent, with its ancestors."""
+    tangent_side = descendants(joint.tangents)
+    stateful = [n for n in joint.gm.graph.nodes
+                if n not in tangent_side and is_stateful(n, joint.config)]
+    return with_getitems(ancestors([*joint.fw_outputs, *stateful, *joint.primals]))
+
+
+def default_partition(joint: JointGraph) -> Partition:
+    """Save what is needed: the forward computes what its outputs need (plus stateful ops);
+    every forward value that a backward node reads is saved. Nothing is recomputed except
+    tangent-independent work that only the backward uses, which runs in the backward."""
+    forward = forced_forward(joint)
+    backward = ancestors(joint.grad_outputs, stop=forward) - forward
+    grads = set(joint.grad_outputs)
+    saved = [n for n in joint.gm.graph.nodes
+             if n in forward and (n in grads or any(u in backward for u in n.users))]
+    return extract(joint, saved)
+
+
+def extract(joint: JointGraph, saved: list[torch.fx.Node]) -> Partition:
+    """Builds the forward and backward graphs for a choice of saved values."""
+    for n in saved:
+        if not isinstance(n.meta.get("val"), torch.Tensor):
+            raise ValueError(f"partitioner chose to save {n.name}, which is not a tensor")
+    fw_graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    fw_needed = ancestors([*joint.fw_outputs, *saved])
+    for n in joint.gm.graph.nodes:
+        if n.op == "placeholder" and n in joint.primals:
+            env[n] = fw_graph.placeholder(n.name)
+            env[n].meta = dict(n.meta)
+        elif n.op != "placeholder" and n.op != "output" and n in fw_needed:
+            env[n] = fw_graph.node_copy(n, env.__getitem__)
+    fw_graph.output(tuple(_lookup(env, x) for x in [*joint.fw_outputs, *saved]))
+
+    bw_graph = torch.fx.Graph()
+    benv: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in [*saved, *joint.tangents]:
+        benv[n] = bw_graph.placeholder(n.name)
+        benv[n].meta = dict(n.meta)
+    bw_needed = ancestors(joint.grad_outputs, stop=set(saved) | set(joint.tangents))
+    for n in joint.gm.graph.nodes:
+        if n in benv or n not in bw_needed or n.op == "output":
+            continue
+        if n.op == "placeholder":
+            raise ValueError(f"the backward needs primal {n.name}, which the partition did not save")
+        benv[n] = bw_graph.node_copy(n, benv.__getitem__)
+    bw_graph.output(tuple(_lookup(benv, x) for x in joint.grad_outputs))
+    fw = torch.fx.GraphModule(joint.gm, fw_graph, class_name="AotForward")
+    bw = torch.fx.GraphModule(joint.gm, bw_graph, class_name="AotBackward")
+    return Partition(fw, bw, [n.name for n in saved])
+
+
+def _lookup(env, x):
+    return env[x] if isinstance(x, torch.fx.Node) else x

@@ -1,0 +1,126 @@
+"""Runtime wrappers: run the compiled graphs on real tensors, replay input mutations, rebuild
+the user's outputs (aliases of inputs included)."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+from torch.autograd.function import once_differentiable
+from torch.utils import _pytree as pytree
+
+from ember_autograd.joint import AliasOutput, Signature
+
+
+def call_compiled(fn: Callable, args: list):
+    """Compiled graphs are called `fn(*args)`, or `fn(args)` when `fn._boxed_call` is true (the
+    callee may then free its inputs early)."""
+    out = fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def tensor_args(sig: Signature, args) -> list[torch.Tensor]:
+    for i, value in sig.int_inputs:
+        if args[i] != value:
+            raise ValueError(f"input {i} is {args[i]!r}; this graph was traced with {value!r} "
+                             "(shapes and numbers are specialized: retrace)")
+    return [args[i] for i in sig.tensor_inputs]
+
+
+def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:
+    """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
+    with torch.no_grad():
+        for k, value in zip(sig.mutated_inputs, new_values):
+            tensors[k].copy_(value)
+
+
+def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
+    flat = []
+    for kind, what in sig.outputs:
+        if kind == "graph":
+            flat.append(graph_outputs[what])
+        elif kind == "alias":
+            flat.append(_regenerate(what, tensors[what.input_index]))
+        else:
+            flat.append(what)
+    return pytree.tree_unflatten(flat, sig.out_spec)
+
+
+def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
+    if alias.identity:
+        return real
+    out = real.as_strided(alias.size, alias.stride, alias.storage_offset)
+    return out if alias.requires_grad else out.detach()
+
+
+class InferenceRunner:
+    """One forward graph; no autograd."""
+
+    def __init__(self, sig: Signature, forward: Callable):
+        self.sig, self.forward = sig, forward
+
+    def __call__(self, args):
+        tensors = tensor_args(self.sig, args)
+        outs = call_compiled(self.forward, tensors)
+        n = self.sig.num_graph_outputs
+        replay_mutations(self.sig, tensors, outs[n:])
+        return user_outputs(self.sig, tensors, outs[:n])
+
+
+class TrainingRunner:
+    """An autograd.Function around the compiled forward and (lazily compiled) backward."""
+
+    def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[], Callable],
+                 timings: dict):
+        self.sig = sig
+        self.forward = forward
+        self._compile_backward = compile_backward
+        self._backward = None
+        self._timings = timings
+        self.function = _make_function(self)
+
+    @property
+    def backward(self) -> Callable:
+        if self._backward is None:  # bw_compiler runs at the first backward
+            start = time.perf_counter()
+            self._backward = self._compile_backward()
+            self._timings["bw_compile"] = time.perf_counter() - start
+        return self._backward
+
+    def __call__(self, args):
+        tensors = tensor_args(self.sig, args)
+        outs = self.function.apply(*tensors)
+        n = self.sig.num_graph_outputs
+        replay_mutations(self.sig, tensors, outs[n:])
+        return user_outputs(self.sig, tensors, list(outs[:n]))
+
+
+def _make_function(runner: TrainingRunner):
+    sig = runner.sig
+    n_fw = sig.num_fw_outputs
+    diff = set(sig.diff_outputs)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            outs = call_compiled(runner.forward, list(tensors))
+            fw_outs, saved = outs[:n_fw], outs[n_fw:]
+            mutated = {id(tensors[k]) for k in sig.mutated_inputs}
+            # a saved input that the runtime is about to overwrite keeps its old value
+            saved = [s.clone() if id(s) in mutated else s for s in saved]
+            ctx.save_for_backward(*saved)
+            ctx.mark_non_differentiable(*[o for k, o in enumerate(fw_outs)
+                                          if k not in diff and isinstance(o, torch.Tensor)])
+            return tuple(fw_outs)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, *grads):
+            tangents = [grads[k].contiguous() for k in sig.diff_outputs]
+            result = call_compiled(runner.backward, [*ctx.saved_tensors, *tangents])
+            out: list = [None] * len(sig.tensor_inputs)
+            for k, g in zip(sig.grad_inputs, result):
+                out[k] = g
+            return tuple(out)
+
+    return CompiledFunction

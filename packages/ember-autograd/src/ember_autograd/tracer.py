@@ -1,0 +1,207 @@
+"""The ATen tracer: a TorchDispatchMode over FakeTensors that records every ATen op it sees
+into a new FX graph, applying decompositions recursively and functionalizing as it goes.
+
+Mode stack while tracing (top first): AtenTracer -> FakeTensorMode. Autograd sits above the
+Python dispatch key, so in a joint trace the tracer sees the forward's ATen ops and then the
+backward's, exactly as they run in eager.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _get_current_dispatch_mode,
+    _pop_mode_temporarily,
+)
+
+from ember_autograd.errors import AotError, AotTraceError
+from ember_autograd.functionalize import Functionalizer
+
+# FakeTensor's way of saying "this op has no static answer": turned into AotTraceError.
+_FAKE_FAILURES = {
+    DataDependentOutputException: "data-dependent",
+    DynamicOutputShapeException: "dynamic-output-shape",
+    UnsupportedOperatorException: "no-fake-kernel",
+}
+_FAKE_REASONS = {
+    DataDependentOutputException: "the result depends on tensor data (static graphs only)",
+    DynamicOutputShapeException: "the output's shape depends on tensor data (static shapes only)",
+    UnsupportedOperatorException: "the operator has no fake/meta kernel, so it cannot be traced",
+}
+
+
+class AtenTracer(TorchDispatchMode):
+    """Records ATen ops on fake tensors into `graph` (see module docstring).
+
+    decompositions: ``{OpOverload: fn}``; applied to any op outside ``ember_prims`` before it is
+    recorded, recursively (the decomposition's own calls dispatch here again), except that a
+    decomposition calling its own op records that call as is."""
+
+    def __init__(self, graph: torch.fx.Graph, root: torch.nn.Module, fake_mode: FakeTensorMode,
+                 decompositions: dict | None = None):
+        super().__init__()
+        self.graph = graph
+        self.root = root  # owns tensor constants (get_attr targets)
+        self.fake_mode = fake_mode
+        self.decompositions = dict(decompositions or {})
+        self.stack_trace: str | None = None  # the torch-level node being run (set by the caller)
+        self.functional = Functionalizer(self._record, self.call, self.constant)
+        self._constants: dict[int, torch.Tensor] = {}
+        self._keep: list[torch.Tensor] = []
+        self._active: set = set()  # ops whose decomposition is running
+
+    # --- mode plumbing -------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.call(func, args, kwargs or {})
+
+    def _on_top(self):
+        return contextlib.nullcontext() if _get_current_dispatch_mode() is self else self
+
+    def _below(self):
+        return _pop_mode_temporarily() if _get_current_dispatch_mode() is self else contextlib.nullcontext()
+
+    def current_stack_trace(self) -> str | None:
+        node = torch._C._current_autograd_node()  # set while the autograd engine runs a backward
+        if node is not None:
+            return node.metadata.get("stack_trace", self.stack_trace)
+        return self.stack_trace
+
+    # --- entry points ----------------------------------------------------------------------------
+    def placeholder(self, name: str, fake: torch.Tensor) -> torch.Tensor:
+        node = self.graph.placeholder(name)
+        node.meta["val"] = fake
+        return self.functional.track_base(fake, node)
+
+    def constant(self, real: torch.Tensor) -> torch.Tensor:
+        """A tensor constant of the program (get_attr in the traced graph), as a tracked fake."""
+        fake = self._constants.get(id(real))
+        if fake is None:
+            name = f"_tensor_constant{len(self._constants)}"
+            with _disable_current_modes():  # plain tensors: nothing here is traced
+                value = real.detach()
+                fake = self.fake_mode.from_tensor(value)
+            setattr(self.root, name, value)
+            node = self.graph.get_attr(name)
+            node.meta["val"] = fake
+            self._keep.append(real)
+            self._constants[id(real)] = fake
+            self.functional.track_base(fake, node)
+        return fake
+
+    def node_of(self, t: torch.Tensor) -> torch.fx.Node:
+        return self.functional.node_of(t)
+
+    def call(self, func, args, kwargs):
+        """Dispatches one ATen call: decompose, or functionalize and record."""
+        if func.namespace == "prim":  # prim.device and friends: metadata, nothing to record
+            with self._below():
+                return func(*args, **kwargs)
+        decomposition = self.decompositions.get(func)
+        if decomposition is not None and func.namespace != "ember_prims" and func not in self._active:
+            # an op is not decomposed again inside its own decomposition: that call is the base case
+            self._active.add(func)
+            try:
+                with self._on_top():
+                    return decomposition(*args, **kwargs)
+            finally:
+                self._active.discard(func)
+        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+            with self._on_top():
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        args, kwargs = self.functional.as_fakes((args, kwargs))
+        try:
+            return self.functional.dispatch(func, args, kwargs)
+        except AotError as e:
+            if e.stack_trace is None:
+                raise type(e)(e.kind, e.reason, op=e.op or func, stack_trace=self.current_stack_trace()) from e
+            raise
+        except tuple(_FAKE_FAILURES) as e:
+            raise AotTraceError(_FAKE_FAILURES[type(e)], _FAKE_REASONS[type(e)], op=func,
+                                stack_trace=self.current_stack_trace()) from e
+
+    def _record(self, op, args, kwargs, node=None):
+        """Runs `op` on fakes and records it; `node` given: an alias, compute only."""
+        node_args, node_kwargs = pytree.tree_map_only(torch.Tensor, self.node_of, (args, kwargs))
+        with self._below():
+            out = op(*args, **kwargs)
+        if node is not None or not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out)):
+            return out
+        n = self.graph.call_function(op, tuple(node_args), dict(node_kwargs))
+        self._annotate(n, out)
+        if isinstance(out, torch.Tensor):
+            self.functional.track_base(out, n)
+        else:
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    item = self.graph.call_function(operator.getitem, (n, i))
+                    self._annotate(item, o)
+                    self.functional.track_base(o, item)
+        return out
+
+    def _annotate(self, node: torch.fx.Node, val):
+        node.meta["val"] = val
+        stack = self.current_stack_trace()
+        if stack is not None:
+            node.meta["stack_trace"] = stack
+
+
+class TorchGraphInterpreter(torch.fx.Interpreter):
+    """Runs a torch-level graph on fakes under the tracer: tells the tracer which user line is
+    running, tags autograd nodes with it (for the backward's stack traces), blames the user's
+    line on failure."""
+
+    def __init__(self, gm: torch.fx.GraphModule, tracer: AtenTracer):
+        super().__init__(gm, garbage_collect_values=True)
+        self.extra_traceback = False  # our errors carry the user's line instead
+        self.tracer = tracer
+
+    def run_node(self, n: torch.fx.Node):
+        stack = n.meta.get("stack_trace")
+        self.tracer.stack_trace = stack
+        try:
+            out = super().run_node(n)
+        except AotError:
+            raise
+        except Exception as e:
+            reason = str(e).split("\n\nWhile executing")[0]
+            raise AotTraceError("torch-op-failed", f"{type(e).__name__}: {reason}", op=_describe(n),
+                                stack_trace=stack) from e
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                _tag_autograd_nodes(t.grad_fn, stack)
+        return out
+
+    def get_attr(self, target, args, kwargs):
+        val = super().get_attr(target, args, kwargs)
+        return self.tracer.constant(val) if isinstance(val, torch.Tensor) else val
+
+
+def _describe(n: torch.fx.Node) -> str:
+    target = n.target
+    return f"{n.op} {getattr(target, '__name__', target)}"
+
+
+def _tag_autograd_nodes(fn, stack):
+    # Autograd nodes created by this torch-level op are the untagged ones reachable from its
+    # outputs (earlier ops' nodes are tagged already): the backward ops they run get `stack`.
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        if f is None or "stack_trace" in f.metadata:
+            continue
+        f.metadata["stack_trace"] = stack
+        todo.extend(nxt for nxt, _ in f.next_functions)

@@ -1,0 +1,204 @@
+"""Inference tracing and functionalization: graphs are functional, state after a call equals eager."""
+import math
+
+import pytest
+import torch
+import torch.fx
+
+from ember_autograd import AotTraceError, VerificationError, aot, trace_inference, verify_functional
+
+aten = torch.ops.aten
+
+
+def eager_compiler(gm, example_inputs):
+    verify_functional(gm)
+    return gm
+
+
+def targets(gm):
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def run_both(fn, *inputs):
+    """Runs `fn` eagerly on clones and through aot; returns (eager_out, aot_out, eager_in, aot_in)."""
+    gm = torch.fx.symbolic_trace(fn)
+    eager_in = [x.clone() for x in inputs]
+    aot_in = [x.clone() for x in inputs]
+    compiled = aot(gm, aot_in, fw_compiler=eager_compiler)
+    return fn(*eager_in), compiled(*aot_in), eager_in, aot_in, compiled
+
+
+def assert_same(a, b):
+    for x, y in zip(torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+def test_pure_graph_golden():
+    gm = torch.fx.symbolic_trace(lambda x, w: (torch.sin(x @ w),))
+    traced = trace_inference(gm, [torch.randn(3, 4), torch.randn(4, 2)])
+    assert targets(traced.gm) == [aten.mm.default, aten.sin.default]
+    assert traced.signature.mutated_inputs == ()
+    verify_functional(traced.gm)
+
+
+def test_input_mutation_is_returned_and_replayed():
+    def f(x, buf):
+        buf.add_(1)
+        buf.mul_(x.sum())
+        return (x * 2,)
+
+    eager_out, aot_out, eager_in, aot_in, compiled = run_both(f, torch.randn(3), torch.zeros(3))
+    assert_same(eager_out, aot_out)
+    assert_same(eager_in, aot_in)
+    gm = compiled.artifacts.forward
+    assert aten.add_.Tensor not in targets(gm) and aten.add.Tensor in targets(gm)
+    assert compiled.artifacts.signature.mutated_inputs == (1,)
+
+
+def test_mutation_through_views_scatters_back():
+    def f(x, y):
+        x[1].fill_(3.0)  # select on an input
+        x[:, 1:3].mul_(2.0)  # slice
+        x.t()[0].add_(y)  # transpose then select
+        z = y.clone()
+        v = z.view(2, 2)
+        v[0, 0].fill_(7.0)  # mutation through a view of an intermediate
+        z.index_put_((torch.tensor([3]),), torch.tensor(-1.0))
+        return (z + 1, v)
+
+    eager_out, aot_out, eager_in, aot_in, compiled = run_both(f, torch.randn(4, 4), torch.randn(4))
+    assert_same(eager_out, aot_out)
+    assert_same(eager_in, aot_in)
+    ops = targets(compiled.artifacts.forward)
+    assert aten.select_scatter.default in ops and aten.slice_scatter.default in ops
+
+
+def test_stale_view_is_regenerated():
+    def f(x):
+        v = x[0]  # view taken before the mutation of the base
+        x.add_(1)
+        return (v * 1,)  # must see the new value
+
+    eager_out, aot_out, eager_in, aot_in, _ = run_both(f, torch.randn(2, 3))
+    assert_same(eager_out, aot_out)
+    assert_same(eager_in, aot_in)
+
+
+def test_outputs_aliasing_inputs_are_views_of_the_real_input():
+    def f(x):
+        return (x.view(-1), x, x[1:])
+
+    x = torch.randn(3, 2)
+    compiled = aot(torch.fx.symbolic_trace(f), [x], fw_compiler=eager_compiler)
+    flat, same, tail = compiled(x)
+    assert same is x
+    assert flat.data_ptr() == x.data_ptr() and tail.data_ptr() == x[1:].data_ptr()
+    x.add_(1)
+    torch.testing.assert_close(flat, x.view(-1))
+    assert compiled.artifacts.signature.num_graph_outputs == 0
+
+
+def test_batchnorm_buffers_in_inference_and_train_mode():
+    bn = torch.nn.BatchNorm1d(4)
+    x = torch.randn(8, 4)
+
+    def f(x, rm, rv, nbt, w, b):
+        nbt.add_(1)
+        return (torch.nn.functional.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),)
+
+    state = [bn.running_mean, bn.running_var, bn.num_batches_tracked, bn.weight.detach(), bn.bias.detach()]
+    eager_out, aot_out, eager_in, aot_in, compiled = run_both(f, x, *state)
+    torch.testing.assert_close(eager_out, aot_out)
+    for a, b in zip(eager_in, aot_in):
+        torch.testing.assert_close(a, b)
+    assert compiled.artifacts.signature.mutated_inputs == (1, 2, 3)
+
+
+def test_decompositions_apply_recursively():
+    # sin -> cos(x - pi/2); sub -> add(x, -y): the sub emitted by the sin decomposition is
+    # decomposed again, so neither sin nor sub reaches the graph.
+    table = {
+        aten.sin.default: lambda x: torch.cos(x - math.pi / 2),
+        aten.sub.Tensor: lambda x, y, alpha=1: torch.add(x, y, alpha=-alpha),
+    }
+    gm = torch.fx.symbolic_trace(lambda x: (torch.sin(x),))
+    traced = trace_inference(gm, [torch.randn(5)], decompositions=table)
+    assert targets(traced.gm) == [aten.add.Tensor, aten.cos.default]
+    x = torch.randn(5)
+    torch.testing.assert_close(traced.gm(x)[0], torch.sin(x), rtol=1e-5, atol=1e-5)
+
+
+def test_functionalization_output_goes_through_decompositions():
+    # the slice_scatter that functionalization emits is itself decomposed by the table
+    seen = []
+
+    def slice_scatter(base, src, dim=0, start=None, end=None, step=1):
+        seen.append(dim)
+        return aten.slice_scatter.default(base, src, dim, start, end, step)
+
+    gm = torch.fx.symbolic_trace(lambda x: (x.clone()[1:].fill_(0.0),))
+    trace_inference(gm, [torch.randn(4)], decompositions={aten.slice_scatter.default: slice_scatter})
+    assert seen == [0]
+
+
+def with_stack_traces(fn):
+    """symbolic_trace, then a fake user line on every node (what capture records)."""
+    gm = torch.fx.symbolic_trace(fn)
+    for n in gm.graph.nodes:
+        n.meta["stack_trace"] = f'File "user.py", line 7, in f\n    {n.name} = {n.target}'
+    return gm
+
+
+def test_meta_val_and_stack_trace_on_every_node():
+    def f(x):
+        return (torch.relu(x) + 1,)
+
+    gm = with_stack_traces(f)
+    traced = trace_inference(gm, [torch.randn(3)])
+    for n in traced.gm.graph.nodes:
+        if n.op == "call_function":
+            assert isinstance(n.meta["val"], torch.Tensor)
+            assert 'File "user.py", line 7' in n.meta["stack_trace"]
+
+
+def test_data_dependent_op_raises_with_user_line():
+    def f(x):
+        return (torch.nonzero(x),)
+
+    gm = with_stack_traces(f)
+    with pytest.raises(AotTraceError) as info:
+        aot(gm, [torch.randn(4)], fw_compiler=eager_compiler)
+    assert info.value.kind == "dynamic-output-shape"
+    assert "nonzero" in str(info.value) and "nonzero = <built-in method nonzero" in str(info.value)
+
+
+def test_verifier_rejects_mutation_and_missing_meta():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(aten.add_.Tensor, (x, x))
+    g.output((y,))
+    with pytest.raises(VerificationError, match="mutates"):
+        verify_functional(torch.fx.GraphModule({}, g))
+
+
+def test_int_inputs_are_specialized_and_checked():
+    gm = torch.fx.symbolic_trace(lambda x, n: (x * n,))
+    compiled = aot(gm, [torch.ones(2), 3], fw_compiler=eager_compiler)
+    torch.testing.assert_close(compiled(torch.ones(2), 3)[0], torch.full((2,), 3.0))
+    with pytest.raises(ValueError, match="specialized"):
+        compiled(torch.ones(2), 4)
+
+
+def test_constants_become_get_attr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("c", torch.arange(3.0))
+
+        def forward(self, x):
+            return (x + self.c,)
+
+    gm = torch.fx.symbolic_trace(M())
+    x = torch.randn(3)
+    compiled = aot(gm, [x], fw_compiler=eager_compiler)
+    torch.testing.assert_close(compiled(x)[0], x + torch.arange(3.0))
