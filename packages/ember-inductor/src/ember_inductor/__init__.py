@@ -1,5 +1,10 @@
-"""ember-inductor: prims-level FX graphs to fused kernels (C++/OpenMP on CPU, Triton on GPU)."""
+"""ember-inductor: prims-level FX graphs to fused kernels (C++/OpenMP on CPU, Triton on GPU).
+
+    compile_graph(gm, example_inputs, options=None) -> CompiledGraph
+"""
 from ember_inductor.__about__ import __version__
+from ember_inductor.codegen.common import BuildError
+from ember_inductor.compile import CompiledGraph, compile_graph
 from ember_inductor.options import InductorOptions
 
-__all__ = ["__version__", "InductorOptions"]
+__all__ = ["__version__", "BuildError", "CompiledGraph", "InductorOptions", "compile_graph"]

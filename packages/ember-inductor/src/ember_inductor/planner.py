@@ -82,5 +82,9 @@ def plan_buffers(steps: list, outputs: list, input_names: set) -> list[PlannedSt
             if node is not None and name not in seen_by_extern and _nbytes(node) > 0:
                 pool.append((name, _nbytes(node), node.dtype, node.device))
         planned.append(ps)
+    # a freed buffer that a later one takes over is dropped at the takeover, not at its free
+    reused = {a.reuse for ps in planned for a in ps.allocs if a.reuse}
+    for ps in planned:
+        ps.frees = [n for n in ps.frees if n not in reused]
     return planned
 

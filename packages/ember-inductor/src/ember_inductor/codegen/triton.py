@@ -232,6 +232,8 @@ class _KernelWriter:
         emit, name = self.emit, op.name
         if op.kind == "load":
             mask = self._mask_for(op)
+            if op.mask is not None:  # masked-off lanes read 0 and touch no memory
+                mask = f"{mask} & {self.k.op(op.mask).name}" if mask else self.k.op(op.mask).name
             ptr = f"{self.params[op.target]} + {_print(op.index)}"
             emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''})")
         elif op.kind == "store":
@@ -270,14 +272,14 @@ class _KernelWriter:
 
     def _reduce_input(self, op: Op) -> tuple[str, torch.dtype]:
         src = self.k.op(op.args[0])
-        if op.target == "any":
+        if op.target in ("any", "all"):
             return f"({src.name} != 0).to(tl.int32)", torch.int32
         acc = acc_dtype(op.target, src.dtype)
         v = src.name if acc == src.dtype else f"{src.name}.to({TL_DTYPE[acc]})"
         return v, acc
 
     def _finish(self, op: Op, expr: str, acc: torch.dtype) -> str:
-        if op.target == "any":
+        if op.target in ("any", "all"):
             return expr
         return expr if acc == op.dtype else f"{expr}.to({TL_DTYPE[op.dtype]})"
 
@@ -347,10 +349,7 @@ class _KernelWriter:
             return
         for si, st in enumerate(stages):
             if st.inner:
-                nxt = stages[si + 1].ops if si + 1 < len(stages) else ()
-                reduces = [self.k.op(i) for i in nxt if self.k.op(i).kind == "reduce"
-                           and all(a in st.ops for a in self.k.op(i).args)]
-                self._loop(st, reduces)
+                self._loop(st, [self.k.op(i) for i in st.reduces])
             else:
                 for i in st.ops:
                     op = self.k.op(i)

@@ -11,7 +11,7 @@ import os
 import torch
 
 from ember_inductor.codegen.triton_autotune import LaunchConfig, autotune
-from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash
+from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash, triton_cache_dir
 
 _DEFAULT_CACHE = "~/.cache/ember"
 
@@ -33,6 +33,7 @@ class TritonLauncher:
         self.autotune = bool(getattr(options, "autotune", False))
         self._fns: dict[bool, object] = {}
         self._config: dict[bool, LaunchConfig] = {}
+        self._warm = False  # GPU: compiled and tuned; later launches skip the cache-dir scope
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
@@ -68,9 +69,15 @@ class TritonLauncher:
         tensors = [_storage_base(t) for t in tensors]
         interpret = not tensors[0].is_cuda
         fn = self.kernel(interpret)
-        cfg = self.config(tensors, interpret)
         if interpret:
+            cfg = self.config(tensors, interpret)
             with interpreting():
                 fn[self.grid(cfg)](*tensors, **cfg.kwargs())
-        else:
+        elif self._warm:
+            cfg = self._config[False]
             fn[self.grid(cfg)](*tensors, **cfg.kwargs())
+        else:  # first launch: autotune and compile into our cache dir
+            with triton_cache_dir(self.cache_dir):
+                cfg = self.config(tensors, interpret)
+                fn[self.grid(cfg)](*tensors, **cfg.kwargs())
+            self._warm = True

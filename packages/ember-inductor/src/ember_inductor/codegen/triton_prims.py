@@ -377,7 +377,7 @@ class ReductionRule:
 
 def acc_dtype(kind: str, dtype: torch.dtype) -> torch.dtype:
     """Accumulate half types in float32 (as ATen does); `any` in int32."""
-    if kind == "any":
+    if kind in ("any", "all"):
         return torch.int32
     return torch.float32 if dtype in _HALF else dtype
 
@@ -409,6 +409,8 @@ REDUCTIONS: dict[str, ReductionRule] = {
     # `any` accumulates (v != 0) as int32 and compares at the end
     "any": ReductionRule(lambda d: "0", lambda d, a, v: f"tl.maximum({a}, {v})",
                          lambda d, a: f"(tl.max({a}, 1) != 0)"),
+    "all": ReductionRule(lambda d: "1", lambda d, a, v: f"tl.minimum({a}, {v})",
+                         lambda d, a: f"(tl.min({a}, 1) != 0)"),
 }
 # arg-reductions carry (value, position); masked lanes hold (init, INT64_MAX) so they never win
 ARG_REDUCTIONS: dict[str, tuple[Callable[[torch.dtype], str], str]] = {

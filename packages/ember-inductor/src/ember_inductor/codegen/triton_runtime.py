@@ -30,26 +30,28 @@ from triton.runtime.jit import JITFunction
 
 _lock = threading.Lock()
 _loaded: dict[tuple[str, bool], types.ModuleType] = {}
-_triton_cache_dir: str | None = None
 
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:24]
 
 
-def use_triton_cache_dir(cache_dir: str) -> None:
-    """Point Triton's compiled-kernel cache at `<cache_dir>/triton/cache`.
+@contextlib.contextmanager
+def triton_cache_dir(cache_dir: str):
+    """Compile inside this block into `<cache_dir>/triton/cache` (Triton's on-disk cache).
 
-    Triton keeps this in a process-wide knob; we set it once, to the first cache_dir used, and
-    leave a directory the user chose through TRITON_CACHE_DIR alone.
+    Triton reads its cache location from a process-wide knob; we set it only for the launches
+    that may compile (a kernel's first launches, autotuning) and restore it after, so compiles
+    with different options never leak into each other. TRITON_CACHE_DIR, if set, wins.
     """
-    global _triton_cache_dir
-    if _triton_cache_dir is not None or os.environ.get("TRITON_CACHE_DIR"):
+    if os.environ.get("TRITON_CACHE_DIR"):
+        yield
         return
     path = os.path.join(os.path.expanduser(cache_dir), "triton", "cache")
     os.makedirs(path, exist_ok=True)
-    triton.knobs.cache.dir = path
-    _triton_cache_dir = path
+    with triton.knobs.cache.scope():
+        triton.knobs.cache.dir = path
+        yield
 
 
 def load_module(source: str, cache_dir: str, interpret: bool) -> types.ModuleType:
@@ -68,8 +70,6 @@ def load_module(source: str, cache_dir: str, interpret: bool) -> types.ModuleTyp
             with open(tmp, "w") as f:
                 f.write(source)
             os.replace(tmp, path)  # atomic: concurrent processes never see half a file
-        if not interpret:
-            use_triton_cache_dir(cache_dir)
         name = f"ember_triton_k{digest}_{'i' if interpret else 'c'}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)

@@ -1,0 +1,339 @@
+"""C++/OpenMP backend: one `extern "C" void kernel(ptrs...)` per KernelSpec.
+
+Loops: the outer ranges run under `#pragma omp parallel for`, the innermost loop under
+`#pragma omp simd` (transcendentals vectorize through glibc's libmvec, see cpp_prelude.h).
+Reductions keep one accumulator per outer index (OpenMP simd lanes give the partials); a
+reduction over few rows but many elements parallelizes the inner loop instead, with per-thread
+partials combined by OpenMP. bfloat16/float16 are computed in float and rounded after each op.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource, KernelSpec, Op, Stage
+from ember_inductor.codegen.cpp_build import build_many
+
+PRELUDE = (Path(__file__).with_name("cpp_prelude.h")).read_text()
+
+STORAGE_TYPES = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",
+    torch.bfloat16: "uint16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.int16: "int16_t",
+    torch.int32: "int32_t", torch.int64: "int64_t", torch.bool: "bool", torch.uint16: "uint16_t",
+    torch.uint32: "uint32_t", torch.uint64: "uint64_t",
+}
+LOW_PRECISION = {torch.bfloat16: "ember_round_bf16", torch.float16: "ember_round_f16"}
+
+
+def ctype(dtype: torch.dtype) -> str:
+    """The type a value of `dtype` is computed in."""
+    return "float" if dtype in LOW_PRECISION else STORAGE_TYPES[dtype]
+
+
+def _is_float(dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def _f(name):
+    """A C math function, float or double by operand dtype."""
+    return lambda *a, dtype: f"{name}{'' if dtype == torch.float64 else 'f'}({', '.join(a)})"
+
+
+def _by_kind(float_fmt, int_fmt):
+    return lambda *a, dtype: (float_fmt if _is_float(dtype) else int_fmt).format(*a)
+
+
+def _one(dtype):
+    return "1.0" if dtype == torch.float64 else "1.0f"
+
+
+# prim -> format(*operand expressions, dtype=operand dtype) -> C++ expression
+CPP_TABLE = {
+    **{name: _f(name) for name in ("exp exp2 expm1 log log1p log2 sqrt sin cos tan asin acos atan sinh "
+                                   "cosh tanh asinh acosh atanh erf erfc lgamma floor ceil trunc atan2 "
+                                   "hypot copysign").split()},
+    "abs": _by_kind("std::fabs({0})", "({0} < 0 ? -{0} : {0})"),
+    "neg": lambda a, dtype: f"(-{a})",
+    "round": _f("nearbyint"),
+    "rsqrt": lambda a, dtype: f"({_one(dtype)} / {_f('sqrt')(a, dtype=dtype)})",
+    "reciprocal": lambda a, dtype: f"({_one(dtype) if _is_float(dtype) else '1'} / {a})",
+    "sign": lambda a, dtype: f"ember_sign({a})",
+    "erfinv": lambda a, dtype: f"ember_erfinv({a})",
+    "isnan": lambda a, dtype: f"({a} != {a})",
+    "isinf": _by_kind("(std::fabs({0}) == INFINITY)", "false"),
+    "isfinite": _by_kind("(std::fabs({0}) < INFINITY)", "true"),
+    "logical_not": lambda a, dtype: f"({a} == 0)",
+    "bitwise_not": lambda a, dtype: f"(!{a})" if dtype == torch.bool else f"(~{a})",
+    "signbit": _by_kind("std::signbit({0})", "({0} < 0)"),
+    "add": lambda a, b, dtype: f"({a} + {b})",
+    "sub": lambda a, b, dtype: f"({a} - {b})",
+    "mul": lambda a, b, dtype: f"({a} * {b})",
+    "div": _by_kind("({0} / {1})", "ember_div_trunc({0}, {1})"),
+    "floor_divide": _by_kind("ember_floordiv_float({0}, {1})", "ember_floordiv_int({0}, {1})"),
+    "remainder": _by_kind("ember_remainder_float({0}, {1})", "ember_remainder_int({0}, {1})"),
+    "fmod": lambda a, b, dtype: (_f("fmod")(a, b, dtype=dtype) if _is_float(dtype)
+                                 else f"ember_fmod_int({a}, {b})"),
+    "pow": lambda a, b, dtype: _f("pow")(a, b, dtype=dtype) if _is_float(dtype) else f"ember_ipow({a}, {b})",
+    "maximum": lambda a, b, dtype: f"ember_maximum({a}, {b})",
+    "minimum": lambda a, b, dtype: f"ember_minimum({a}, {b})",
+    "eq": lambda a, b, dtype: f"({a} == {b})",
+    "ne": lambda a, b, dtype: f"({a} != {b})",
+    "lt": lambda a, b, dtype: f"({a} < {b})",
+    "le": lambda a, b, dtype: f"({a} <= {b})",
+    "gt": lambda a, b, dtype: f"({a} > {b})",
+    "ge": lambda a, b, dtype: f"({a} >= {b})",
+    "logical_and": lambda a, b, dtype: f"(({a} != 0) & ({b} != 0))",
+    "logical_or": lambda a, b, dtype: f"(({a} != 0) | ({b} != 0))",
+    "logical_xor": lambda a, b, dtype: f"(({a} != 0) != ({b} != 0))",
+    "bitwise_and": lambda a, b, dtype: f"({a} & {b})",
+    "bitwise_or": lambda a, b, dtype: f"({a} | {b})",
+    "bitwise_xor": lambda a, b, dtype: f"({a} ^ {b})",
+    "shift_left": lambda a, b, dtype: f"({a} << {b})",
+    "shift_right": lambda a, b, dtype: f"({a} >> {b})",
+    "where": lambda c, a, b, dtype: f"({c} ? {a} : {b})",
+}
+
+
+def literal(value, dtype) -> str:
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if _is_float(dtype):
+        v = float(value)
+        suffix = "" if dtype == torch.float64 else "f"
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        return f"{v.hex()}" if dtype == torch.float64 else f"{float.hex(v)}{suffix}"
+    return f"(({STORAGE_TYPES[dtype]}){int(value)}LL)"
+
+
+class CppIndexPrinter(IndexPrinter):
+    floordiv = "({a} / {b})"
+    mod = "({a} % {b})"
+
+
+_print_index = CppIndexPrinter()
+
+
+# reduce kind -> (init(dtype), update(acc, v), OpenMP reduction operator or None)
+def _acc_type(dtype):
+    if dtype in LOW_PRECISION:
+        return "float"
+    if dtype == torch.bool:
+        return "int"
+    if not dtype.is_floating_point:
+        return "int64_t"
+    return ctype(dtype)
+
+
+def _lowest(dtype):
+    if _is_float(dtype):
+        return "-INFINITY"
+    return "0" if dtype == torch.bool else f"(({ctype(dtype)})(-{torch.iinfo(dtype).max}LL - 1))"
+
+
+def _highest(dtype):
+    if _is_float(dtype):
+        return "INFINITY"
+    return "1" if dtype == torch.bool else f"(({ctype(dtype)}){torch.iinfo(dtype).max}LL)"
+
+
+REDUCTIONS = {
+    "sum": (lambda dt: "0", "{acc} = {acc} + {v};", "+"),
+    "prod": (lambda dt: "1", "{acc} = {acc} * {v};", "*"),
+    "amax": (_lowest, "{acc} = {acc} > {v} ? {acc} : {v};", "max"),
+    "amin": (_highest, "{acc} = {acc} < {v} ? {acc} : {v};", "min"),
+    "any": (lambda dt: "0", "{acc} |= ({v} != 0);", "|"),
+    "all": (lambda dt: "1", "{acc} &= ({v} != 0);", "&"),
+}
+ARG_REDUCTIONS = {"argmax": ">", "argmin": "<"}
+
+
+class CppKernelRenderer:
+    """Renders one KernelSpec (see Note [Kernel description] in common.py)."""
+
+    def __init__(self, k: KernelSpec, threads_hint: int = 2):
+        self.k = k if k.stages else k.with_stages()
+        self.ops = {o.id: o for o in self.k.ops}
+        self.params = {a.name: f"p{i}" for i, a in enumerate(self.k.args)}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.threads_hint = threads_hint
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    # -- values --------------------------------------------------------------------------------
+    def expr(self, op: Op) -> str:
+        a = [f"tmp{i}" for i in op.args]
+        if op.kind == "load":
+            ptr = f"{self.params[op.target]}[{_print_index(op.index)}]"
+            if op.dtype == torch.bfloat16:
+                ptr = f"ember_bf16_to_float({ptr})"
+            elif op.dtype == torch.float16:
+                ptr = f"(float){ptr}"
+            return ptr if op.mask is None else f"(tmp{op.mask} ? {ptr} : ({ctype(op.dtype)})0)"
+        if op.kind == "const":
+            return literal(op.target, op.dtype)
+        if op.kind == "index":
+            return f"((int64_t){_print_index(op.index)})"
+        if op.kind == "pointwise":
+            operand_dtype = self.ops[op.args[-1]].dtype
+            e = CPP_TABLE[op.target](*a, dtype=_compute_dtype(operand_dtype))
+            return f"{LOW_PRECISION[op.dtype]}({e})" if op.dtype in LOW_PRECISION else e
+        if op.kind == "convert":
+            src = self.ops[op.args[0]].dtype
+            if op.dtype == torch.bool:
+                return f"({a[0]} != 0)"
+            if op.dtype in LOW_PRECISION:
+                return f"{LOW_PRECISION[op.dtype]}(static_cast<float>({a[0]}))"
+            if src == torch.bool:
+                return f"static_cast<{ctype(op.dtype)}>({a[0]} ? 1 : 0)"
+            return f"static_cast<{ctype(op.dtype)}>({a[0]})"
+        if op.kind == "rand":
+            return f"ember_rand_{op.target}({a[0]}, {a[1]})"
+        raise NotImplementedError(f"C++ backend: op kind {op.kind}")
+
+    def emit_op(self, op: Op) -> None:
+        if op.kind == "store":
+            v = f"tmp{op.args[0]}"
+            dst = self.k.args[[a.name for a in self.k.args].index(op.target)].dtype
+            if dst == torch.bfloat16:
+                v = f"ember_float_to_bf16({v})"
+            elif dst == torch.float16:
+                v = f"(_Float16){v}"
+            self.emit(f"{self.params[op.target]}[{_print_index(op.index)}] = {v};")
+        elif op.kind == "reduce":
+            self.emit(f"const {ctype(op.dtype)} tmp{op.id} = {self.finish(op)};")
+        else:
+            self.emit(f"const {ctype(op.dtype)} tmp{op.id} = {self.expr(op)};")
+
+    # -- reductions ----------------------------------------------------------------------------
+    def acc_decls(self, op: Op) -> None:
+        src = self.ops[op.args[0]].dtype
+        if op.target in ARG_REDUCTIONS:
+            self.emit(f"{ctype(src)} acc{op.id} = 0; int64_t pos{op.id} = 0; bool first{op.id} = true;")
+            return
+        init, _, _ = REDUCTIONS[op.target]
+        self.emit(f"{_acc_type(src)} acc{op.id} = {init(src)};")
+        if op.target in ("amax", "amin") and _is_float(src):
+            self.emit(f"int nan{op.id} = 0;")
+
+    def acc_update(self, op: Op) -> None:
+        v = f"tmp{op.args[0]}"
+        if op.target in ARG_REDUCTIONS:
+            cmp, p = ARG_REDUCTIONS[op.target], f"tmp{op.args[1]}"
+            acc = f"acc{op.id}"
+            self.emit(f"if (first{op.id} || (!({acc} != {acc}) && ({v} != {v} || {v} {cmp} {acc}))) "
+                      f"{{ {acc} = {v}; pos{op.id} = {p}; first{op.id} = false; }}")
+            return
+        _, update, _ = REDUCTIONS[op.target]
+        self.emit(update.format(acc=f"acc{op.id}", v=v))
+        if op.target in ("amax", "amin") and _is_float(self.ops[op.args[0]].dtype):
+            self.emit(f"nan{op.id} |= ({v} != {v});")
+
+    def clauses(self, reduces) -> str:
+        parts = []
+        for r in reduces:
+            op = self.ops[r]
+            if op.target in ARG_REDUCTIONS:
+                return None  # not vectorizable / parallelizable: a scalar loop
+            parts.append(f"reduction({REDUCTIONS[op.target][2]}:acc{r})")
+            if op.target in ("amax", "amin") and _is_float(self.ops[op.args[0]].dtype):
+                parts.append(f"reduction(|:nan{r})")
+        return " ".join(parts)
+
+    def finish(self, op: Op) -> str:
+        if op.target in ARG_REDUCTIONS:
+            return f"pos{op.id}"
+        acc = f"acc{op.id}"
+        if op.target in ("amax", "amin") and _is_float(self.ops[op.args[0]].dtype):
+            acc = f"(nan{op.id} ? NAN : {acc})"
+        e = f"static_cast<{ctype(op.dtype)}>({acc})"
+        return f"{LOW_PRECISION[op.dtype]}({e})" if op.dtype in LOW_PRECISION else e
+
+    # -- loops ---------------------------------------------------------------------------------
+    def loops(self, names, ranges, parallel: bool, simd: bool, clauses: str, body) -> None:
+        """Perfectly nested loops: `omp parallel for` on the outermost, `omp simd` on the innermost."""
+        n = len(names)
+        for d, (v, size) in enumerate(zip(names, ranges)):
+            words = []
+            if d == 0 and parallel:
+                words.append("parallel for")
+            if d == n - 1 and simd:
+                words.append("simd")
+            if words:
+                if d == 0 and parallel:
+                    words.append("schedule(static)" + (f" collapse({n - 1})" if n > 2 else ""))
+                self.emit(" ".join(["#pragma omp"] + words + ([clauses] if clauses else [])))
+            self.emit(f"for (int64_t {v} = 0; {v} < {int(size)}; {v}++) {{")
+            self.depth += 1
+        body()
+        for _ in names:
+            self.depth -= 1
+            self.emit("}")
+
+    def render_stage_ops(self, stage: Stage) -> None:
+        for i in stage.ops:
+            self.emit_op(self.ops[i])
+
+    def inner_loop(self, stage: Stage, parallel: bool) -> None:
+        k = self.k
+        for r in stage.reduces:
+            self.acc_decls(self.ops[r])
+        clauses = self.clauses(stage.reduces)
+        vectorize = clauses is not None
+
+        def body():
+            self.render_stage_ops(stage)
+            for r in stage.reduces:
+                self.acc_update(self.ops[r])
+        self.loops([str(v) for v in k.reduction_vars], k.reduction_ranges, parallel and vectorize,
+                   vectorize, clauses or "", body)
+
+    def render(self) -> str:
+        k = self.k
+        outer_n = math.prod(int(s) for s in k.ranges)
+        red_n = math.prod(int(s) for s in k.reduction_ranges)
+        work = outer_n * max(red_n, 1) * max(1, len(k.ops) // 2)
+        parallel = work >= 32768 and outer_n * max(red_n, 1) >= 1024
+        inner_stages = [s for s in k.stages if s.inner]
+        parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
+
+        def body():
+            for stage in k.stages:
+                if stage.inner:
+                    self.inner_loop(stage, parallel_inner)
+                else:
+                    self.render_stage_ops(stage)
+
+        params = ", ".join(
+            f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
+            for a in k.args)
+        self.lines = [f'extern "C" void kernel({params}) {{']
+        self.depth = 1
+        self.loops([str(v) for v in k.range_vars], k.ranges, parallel and not parallel_inner,
+                   not inner_stages, "", body)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+
+def _compute_dtype(dtype):
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+class CppBackend(Backend):
+    name = "cpp"
+    device_types = ("cpu",)
+    table = CPP_TABLE
+
+    def render(self, kernel: KernelSpec, options) -> KernelSource:
+        body = CppKernelRenderer(kernel, threads_hint=options.num_threads or 2).render()
+        return KernelSource(kernel.name, self.name, PRELUDE + "\n" + body, kernel)
+
+    def build(self, sources: Sequence[KernelSource], options) -> list:
+        return build_many([s.source for s in sources], [len(s.kernel.args) for s in sources], options)

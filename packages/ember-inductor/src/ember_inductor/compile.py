@@ -1,0 +1,165 @@
+"""compile_graph: the inductor's pipeline, one named pass per step."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.fx as fx
+
+from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
+from ember_inductor.finalize import finalize
+from ember_inductor.ir import Buffer, InputBuffer
+from ember_inductor.lowering import lower_graph
+from ember_inductor.options import InductorOptions
+from ember_inductor.planner import plan_buffers
+from ember_inductor.scheduler import KernelGroup, fuse
+from ember_inductor.verify import verify_graph
+from ember_inductor.wrapper import generate_wrapper
+
+log = logging.getLogger("ember_inductor")
+
+
+class CompiledGraph:
+    """A compiled prims graph: call it on real tensors (a list or tuple, in placeholder order).
+
+    Inspect `source` (the Python wrapper), `kernels` (each KernelSource: `.source`, `.kernel`),
+    `ir` (the lowered loop-level IR), `timings` (seconds per pass) and `fallbacks` (ops run
+    eagerly, with the reason).
+    """
+
+    def __init__(self, fn, source, kernels, ir, timings, fallbacks, input_layouts, backend):
+        self._fn = fn
+        self.source = source
+        self.kernels: list[KernelSource] = kernels
+        self.ir = ir
+        self.timings = timings
+        self.fallbacks = fallbacks
+        self.backend = backend
+        self._layouts = input_layouts  # (sizes, strides) per tensor input, None for scalars
+
+    def __call__(self, inputs):
+        inputs = list(inputs)
+        for i, lay in enumerate(self._layouts):
+            t = inputs[i]
+            if lay is not None and (t.shape != lay[0] or t.stride() != lay[1]):
+                inputs[i] = _relayout(t, lay)
+        return self._fn(inputs)
+
+    @property
+    def kernel_sources(self) -> str:
+        return "\n".join(f"// {k.name}\n{k.source}" for k in self.kernels)
+
+    def __repr__(self):
+        return f"CompiledGraph({len(self.kernels)} kernels, backend={self.backend})"
+
+
+def _relayout(t: torch.Tensor, layout):
+    sizes, strides = layout
+    if tuple(t.shape) != tuple(sizes):
+        raise ValueError(f"input of shape {tuple(t.shape)} where the graph was compiled for {tuple(sizes)}")
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+@contextmanager
+def _timed(timings: dict, name: str):
+    start = time.perf_counter()
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def _device_of(gm, example_inputs) -> torch.device:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            return v.device
+    return torch.device("cpu")
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledGraph:
+    """Compile a prims-level FX graph into fused kernels; see the package README for an example.
+
+    `options`: an InductorOptions, a dict for InductorOptions.from_dict, or None.
+    """
+    if not isinstance(options, InductorOptions):
+        options = InductorOptions.from_dict(options or {})
+    t: dict[str, float] = {}
+    if options.debug_verify:
+        with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
+            verify_graph(gm)
+    with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
+        lowered = lower_graph(gm, example_inputs, options)
+    with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
+        steps = fuse(lowered.steps, options.max_fusion_size)
+    with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory
+        input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
+        planned = plan_buffers(steps, lowered.outputs, input_names)
+    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    backend = get_backend(backend_name)
+    with _timed(t, "render"):  # kernel descriptions -> backend source text
+        specs, names = [], {}
+        for ps in planned:
+            if isinstance(ps.step, KernelGroup):
+                name = f"kernel{len(specs)}"
+                names[id(ps.step)] = name
+                specs.append(finalize(ps.step, ps.live_out, name))
+        sources = [backend.render(s, options) for s in specs]
+    with _timed(t, "build"):  # compile (parallel, cached on disk) and load
+        launchers = dict(zip((s.name for s in specs), backend.build(sources, options)))
+        call_args = {s.name: (s.origins, [a.name for a in s.args]) for s in specs}
+        source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args)
+        exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
+    layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None
+               for x in example_inputs]
+    compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
+                             lowered.fallbacks, layouts, backend_name)
+    _report(compiled, gm, specs, options)
+    return compiled
+
+
+def _report(compiled: CompiledGraph, gm, specs, options) -> None:
+    if "output_code" in options.logs:
+        print(f"# ember_inductor output code ({len(compiled.kernels)} kernels)\n{compiled.source}\n"
+              f"{compiled.kernel_sources}", file=sys.stderr)
+    if "ir" in options.logs:
+        print(f"# ember_inductor IR\n{compiled.ir}", file=sys.stderr)
+    if "fallback" in options.logs and compiled.fallbacks:
+        print("# ember_inductor eager fallbacks\n" + "\n".join(map(str, compiled.fallbacks)), file=sys.stderr)
+    if "timings" in options.logs:
+        print(f"# ember_inductor pass timings {compiled.timings}", file=sys.stderr)
+    if options.trace_enabled:
+        write_trace(compiled, gm, specs, options)
+
+
+_TRACE_COUNT = [0]
+
+
+def write_trace(compiled: CompiledGraph, gm, specs, options) -> str:
+    """Write graph, IR, kernel descriptions, sources, wrapper and timings to one folder."""
+    _TRACE_COUNT[0] += 1
+    folder = os.path.join(options.resolved_trace_dir,
+                          f"graph_{os.getpid()}_{_TRACE_COUNT[0]}_{int(time.time())}")
+    os.makedirs(folder, exist_ok=True)
+    files = {
+        "graph.py": gm.code,
+        "ir.txt": compiled.ir,
+        "kernels.txt": "\n\n".join(format_kernel(s) for s in specs),
+        "wrapper.py": compiled.source,
+        "timings.json": json.dumps(compiled.timings, indent=1),
+    }
+    ext = {"cpp": "cpp", "triton": "py"}.get(compiled.backend, "txt")
+    for k in compiled.kernels:
+        files[f"{k.name}.{ext}"] = k.source
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text)
+    return folder

@@ -1,0 +1,101 @@
+"""The generated Python wrapper: allocates, launches kernels, calls externs, frees.
+
+It is plain Python source (printable, cached with the kernels' sources), executed once into a
+namespace holding the launchers, the extern ops and the devices.
+"""
+from __future__ import annotations
+
+import torch
+
+from ember_inductor.ir import Buffer, ExternCall, InputBuffer
+from ember_inductor.scheduler import KernelGroup
+
+
+class WrapperWriter:
+    def __init__(self):
+        self.lines = ["def call(args):"]
+        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided}
+        self.base_layout: dict[str, tuple] = {}
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def const(self, prefix: str, value) -> str:
+        name = f"{prefix}{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def tensor_expr(self, b: Buffer) -> str:
+        """The tensor a Buffer denotes: its base variable, or a strided view of it."""
+        if self.base_layout.get(b.name) == b.layout:
+            return b.name
+        return (f"{b.name}.as_strided({tuple(b.sizes)}, {tuple(b.strides)}, "
+                f"{b.name}.storage_offset() + {b.offset})")
+
+    def value_expr(self, v) -> str:
+        if isinstance(v, Buffer):
+            return self.tensor_expr(v)
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(self.value_expr(x) for x in v)
+            return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k!r}: {self.value_expr(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, (torch.device, torch.dtype, torch.memory_format, torch.layout)) or \
+                not isinstance(v, (int, float, bool, str, type(None))):
+            return self.const("c", v)
+        return repr(v)
+
+
+def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, origins: dict):
+    """-> (source, namespace). kernel_names: id(group) -> name; launchers: name -> callable."""
+    w = WrapperWriter()
+    names = [b.name if isinstance(b, InputBuffer) else f"arg{i}" for i, b in enumerate(lowered.inputs)]
+    if names:
+        w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    for b in lowered.inputs:
+        if isinstance(b, InputBuffer):
+            w.base_layout[b.name] = b.layout
+    w.namespace.update(launchers)
+    for ps in planned:
+        for a in ps.allocs:
+            w.base_layout[a.name] = (a.sizes, a.strides, 0)
+            if a.reuse:
+                w.emit(f"{a.name} = {a.reuse}.as_strided({a.sizes}, {a.strides}, 0); del {a.reuse}")
+            else:
+                dev = w.const("dev", a.device)
+                w.emit(f"{a.name} = empty_strided({a.sizes}, {a.strides}, dtype={a.dtype}, device={dev})")
+        step = ps.step
+        if isinstance(step, KernelGroup):
+            name = kernel_names[id(step)]
+            spec_args = origins[name][1]
+            w.emit(f"{name}({', '.join(spec_args)})  # {', '.join(origins[name][0])}")
+        else:
+            _emit_extern(w, step)
+        if ps.frees:
+            w.emit(f"del {', '.join(ps.frees)}")
+    outs = [w.value_expr(o) for o in lowered.outputs]
+    if lowered.single_output:
+        w.emit(f"return {outs[0]}")
+    elif lowered.output_kind is list:
+        w.emit(f"return [{', '.join(outs)}]")
+    else:
+        w.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    return "\n".join(w.lines) + "\n", w.namespace
+
+
+def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
+    op = w.const("op", call.op)
+    args = ", ".join(w.value_expr(a) for a in call.args)
+    kwargs = ", ".join(f"{k}={w.value_expr(v)}" for k, v in call.kwargs.items())
+    expr = f"{op}({', '.join(x for x in (args, kwargs) if x)})  # {call.origin}: {call.reason}"
+    if len(call.outputs) == 1 and call.outputs[0] is not None and call.outputs[0].item is None:
+        out = call.outputs[0]
+        w.emit(f"{out.name} = {expr}")
+        w.base_layout[out.name] = out.layout
+        return
+    w.emit(f"{call.name} = {expr}")
+    for out in call.outputs:
+        if out is not None:
+            w.emit(f"{out.name} = {call.name}[{out.item}]")
+            w.base_layout[out.name] = out.layout
+    w.emit(f"del {call.name}")
