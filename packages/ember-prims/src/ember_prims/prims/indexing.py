@@ -60,7 +60,7 @@ _scatter("scatter", reduce=False)
 _scatter("scatter_add", reduce=True)
 
 
-def _index_shape(a, indices):
+def index_shape(a, indices):
     indices = list(indices)
     if len(indices) > a.dim() or not any(i is not None for i in indices):
         _fail("index", "needs 1..ndim indices, at least one not None")
@@ -79,13 +79,13 @@ def _index_shape(a, indices):
 
 
 def _index_ref(a, indices):
-    _index_shape(a, indices)
+    index_shape(a, indices)
     key = tuple(slice(None) if i is None else i for i in indices)
     return fresh(a[key], a)
 
 
 def _index_fake(a, indices):
-    return empty(a, _index_shape(a, indices))
+    return empty(a, index_shape(a, indices))
 
 
 defprim("index(Tensor a, Tensor?[] indices) -> Tensor", INDEXING, _index_ref, _index_fake,
@@ -93,7 +93,7 @@ defprim("index(Tensor a, Tensor?[] indices) -> Tensor", INDEXING, _index_ref, _i
 
 
 def _index_put_check(a, indices, values):
-    shape = _index_shape(a, indices)
+    shape = index_shape(a, indices)
     if list(values.shape) != shape or values.dtype != a.dtype:
         _fail("index_put", f"values must be {shape} of {a.dtype}, got {tuple(values.shape)} of {values.dtype}")
 
@@ -107,7 +107,7 @@ def _index_put_ref(a, indices, values, accumulate):
 
 def _explicit_indices(a, indices):
     # One broadcast int64 index per dim, so that index_put_ sees no None (its None handling differs).
-    shape = _index_shape(a, indices)
+    shape = index_shape(a, indices)
     key = list(indices) + [None] * (a.dim() - len(indices))
     present = [k for k, i in enumerate(key) if i is not None]
     ishape = list(key[present[0]].shape)

@@ -1,0 +1,168 @@
+"""`decompose(gm)`: an ATen-level FX graph in, a prims-level graph out; `verify(gm)` checks one.
+
+How: the ATen graph is interpreted on FakeTensors under `_Recorder`, a TorchDispatchMode. Every
+op that reaches the recorder is either in the table (its decomposition runs, with the recorder
+re-entered, so the ops it calls are seen in turn), a prim or an extern (emitted as a node of the
+new graph, with the fake result as `meta["val"]`), or an error naming the op and the user's line.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils import _pytree as pytree
+
+from ember_prims._library import is_prim
+from ember_prims.decomps import table as _default_table
+from ember_prims.externs import EXTERN_OPS
+
+
+class UndecomposedOpError(NotImplementedError):
+    """An op with neither a decomposition nor extern status."""
+
+
+def _user_line(stack_trace: str | None) -> str:
+    if not stack_trace:
+        return "(no stack trace on the node)"
+    lines = [ln.strip() for ln in stack_trace.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-2:])
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, graph: fx.Graph, table: dict, constants: dict):
+        super().__init__()
+        self.graph, self.table, self.constants = graph, table, constants
+        self.nodes: dict[int, tuple[torch.Tensor, fx.Node]] = {}  # id(fake) -> (fake, node)
+        self.source: fx.Node | None = None  # the ATen node being decomposed
+
+    def bind(self, value, node: fx.Node):
+        self.nodes[id(value)] = (value, node)
+
+    def node_of(self, t: torch.Tensor) -> fx.Node:
+        hit = self.nodes.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        # a tensor born outside the recorder (a real constant): lift it to a get_attr node
+        name = f"_ember_const_{len(self.constants)}"
+        self.constants[name] = t
+        node = self.graph.get_attr(name)
+        node.meta["val"] = t
+        self.bind(t, node)
+        return node
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.table:
+            with self:
+                return self.table[func](*args, **kwargs)
+        if is_prim(func) or func in EXTERN_OPS:
+            out = func(*args, **kwargs)
+            self._emit(func, args, kwargs, out)
+            return out
+        where = self.source
+        raise UndecomposedOpError(
+            f"ember_prims.decompose: {func} has no decomposition and is not an extern "
+            f"(while decomposing {where.target if where is not None else '?'} at "
+            f"{_user_line(where.meta.get('stack_trace') if where is not None else None)})")
+
+    def _emit(self, func, args, kwargs, out):
+        to_node = lambda x: self.node_of(x) if isinstance(x, torch.Tensor) else x  # noqa: E731
+        node = self.graph.call_function(func, pytree.tree_map(to_node, args), pytree.tree_map(to_node, kwargs))
+        node.meta["val"] = out
+        if self.source is not None:
+            node.meta["stack_trace"] = self.source.meta.get("stack_trace")
+            node.meta["original_aten"] = self.source.target
+        if isinstance(out, torch.Tensor):
+            self.bind(out, node)
+        elif isinstance(out, (tuple, list)):
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    item.meta.update(node.meta, val=o)
+                    self.bind(o, item)
+
+
+def _fake_like(mode: FakeTensorMode, val):
+    if not isinstance(val, torch.Tensor):
+        return val
+    with mode:
+        return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device)
+
+
+def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] | None = None) -> fx.GraphModule:
+    """Rewrite an ATen-level graph into `ember_prims` ops and `EXTERN_OPS`, `meta["val"]` on every node.
+
+    Placeholders need `meta["val"]` (a real, meta or fake tensor, or an int). An entry in the table
+    wins over extern status. Example::
+
+        gm = decompose(aten_gm)          # the default table
+        t = ember_prims.table(); t[aten.gelu.default] = my_gelu
+        gm = decompose(aten_gm, t)
+    """
+    table = _default_table() if table is None else table
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    graph, constants = fx.Graph(), {}
+    rec = _Recorder(graph, table, constants)
+    env: dict[fx.Node, object] = {}
+    load = lambda a: fx.node.map_arg(a, lambda n: env[n])  # noqa: E731
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if "val" not in node.meta:
+                raise ValueError(f"ember_prims.decompose: placeholder {node.name} has no meta['val']")
+            val = _fake_like(mode, node.meta["val"])
+            new = graph.placeholder(node.name)
+            new.meta.update(node.meta, val=val)
+            rec.bind(val, new)
+            env[node] = val
+        elif node.op == "get_attr":
+            real = getattr(gm, node.target)
+            new = graph.get_attr(node.target)
+            constants[node.target] = real
+            val = mode.from_tensor(real) if isinstance(real, torch.Tensor) else real
+            new.meta.update(node.meta, val=val)
+            rec.bind(val, new)
+            env[node] = val
+        elif node.op == "call_function":
+            args, kwargs = load(node.args), load(node.kwargs)
+            if isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+                rec.source = node
+                with mode, rec:
+                    env[node] = node.target(*args, **kwargs)
+                rec.source = None
+            else:  # operator.getitem on a tuple of results, arithmetic on ints
+                env[node] = node.target(*args, **kwargs)
+        elif node.op == "output":
+            out = pytree.tree_map(lambda x: rec.node_of(x) if isinstance(x, torch.Tensor) else x, load(node.args))
+            graph.output(out[0])
+        else:
+            raise ValueError(f"ember_prims.decompose: unsupported node {node.format_node()}")
+    graph.eliminate_dead_code(is_impure_node=lambda n: n.op in ("placeholder", "output") or
+                              n.target is torch.ops.ember_prims.random_seed.default)
+    root = torch.nn.Module()
+    for name, value in constants.items():
+        if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+            root.register_buffer(name, value)
+        else:
+            setattr(root, name, value)
+    return fx.GraphModule(root, graph)
+
+
+def verify(gm: fx.GraphModule) -> None:
+    """Raise if `gm` is not prims-level: only ember_prims ops, EXTERN_OPS and getitem on their
+    tuples, and `meta["val"]` on every placeholder, get_attr and call_function node."""
+    problems = []
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr", "call_function") and "val" not in node.meta:
+            problems.append(f"{node.format_node()}: no meta['val']")
+        if node.op == "call_function" and not (
+                is_prim(node.target) or node.target in EXTERN_OPS or node.target is operator.getitem):
+            problems.append(f"{node.format_node()}: {node.target} is neither a prim nor an extern "
+                            f"(at {_user_line(node.meta.get('stack_trace'))})")
+        if node.op in ("call_module", "call_method"):
+            problems.append(f"{node.format_node()}: {node.op} is not allowed in a prims graph")
+    if problems:
+        raise ValueError("ember_prims.verify: not a prims-level graph:\n  " + "\n  ".join(problems))

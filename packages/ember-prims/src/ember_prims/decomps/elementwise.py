@@ -1,0 +1,345 @@
+"""Elementwise ATen ops: math, comparisons, logical and bitwise ops, where, clamp, casts.
+
+Every op goes through `elementwise()`: ATen type promotion (tensors over 0-d tensors over Python
+scalars), explicit broadcasting, and float32 "opmath" for float16/bfloat16.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ember_prims.decomps._registry import register
+from ember_prims.decomps._util import (
+    Kind, P, aten, broadcast_shapes, broadcast_to, convert, elementwise, first_device, full,
+    result_type,
+)
+
+# unary ----------------------------------------------------------------------------------------
+_INT_TO_FLOAT_UNARY = [
+    "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+    "lgamma", "reciprocal",
+]
+_DEFAULT_UNARY = ["abs", "neg", "sign", "bitwise_not"]
+_ROUNDING = ["floor", "ceil", "round", "trunc"]  # the identity on integers
+
+
+def _unary(aten_name, prim, kind):
+    @register(getattr(aten, aten_name).default)
+    def decomp(a):
+        return elementwise(prim, a, kind=kind)
+
+    decomp.__name__ = aten_name
+    return decomp
+
+
+for _n in _INT_TO_FLOAT_UNARY:
+    _unary(_n, getattr(P, _n), Kind.INT_TO_FLOAT)
+for _n in _DEFAULT_UNARY:
+    _unary(_n, getattr(P, _n), Kind.DEFAULT)
+
+
+def _rounding(name):
+    prim = getattr(P, name)
+
+    @register(getattr(aten, name).default)
+    def decomp(a):
+        if not a.dtype.is_floating_point:
+            return P.clone(a)
+        return elementwise(prim, a)
+
+    return decomp
+
+
+for _n in _ROUNDING:
+    _rounding(_n)
+
+
+@register(aten.log10.default)
+def log10(a):
+    return elementwise(lambda x: P.mul(P.log(x), full(x.shape, 1 / math.log(10), x.dtype, x.device)), a,
+                       kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.sigmoid.default)
+def sigmoid(a):
+    def f(x):
+        one = full(x.shape, 1, x.dtype, x.device)
+        return P.div(one, P.add(one, P.exp(P.neg(x))))
+    return elementwise(f, a, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.relu.default)
+def relu(a):
+    if a.dtype == torch.bool:
+        return P.clone(a)
+    return P.maximum(a, full(a.shape, 0, a.dtype, a.device))  # maximum propagates NaN, as relu does
+
+
+def _predicate(name, float_only_value):
+    prim = getattr(P, name)
+
+    @register(getattr(aten, name).default)
+    def decomp(a):
+        if not (a.dtype.is_floating_point or a.dtype.is_complex):
+            return full(a.shape, float_only_value, torch.bool, a.device)
+        return prim(a)
+
+    return decomp
+
+
+_predicate("isnan", False)
+_predicate("isinf", False)
+_predicate("isfinite", True)
+
+
+@register(aten.signbit.default)
+def signbit(a):
+    if a.dtype == torch.bool:
+        return full(a.shape, False, torch.bool, a.device)
+    return P.signbit(a)
+
+
+@register(aten.logical_not.default)
+def logical_not(a):
+    return P.logical_not(convert(a, torch.bool))
+
+
+@register(aten.square.default)
+def square(a):
+    return elementwise(lambda x: P.mul(x, x), a, kind=Kind.DEFAULT) if a.dtype != torch.bool else \
+        elementwise(lambda x: P.mul(x, x), convert(a, torch.int64))
+
+
+# binary ---------------------------------------------------------------------------------------
+def _scaled(b, alpha):
+    if alpha is None or (not isinstance(alpha, torch.Tensor) and alpha == 1):
+        return b
+    return aten.mul.Tensor(b, alpha) if isinstance(b, torch.Tensor) else b * alpha
+
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def add(a, b, alpha=1):
+    return elementwise(P.add, a, _scaled(b, alpha))
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def sub(a, b, alpha=1):
+    return elementwise(P.sub, a, _scaled(b, alpha))
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(a, b, alpha=1):
+    return elementwise(lambda x, y: P.sub(y, x), _scaled(a, alpha), b)
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar)
+def mul(a, b):
+    if result_type(a, b) == torch.bool:
+        return elementwise(P.logical_and, a, b)
+    return elementwise(P.mul, a, b)
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def div(a, b):
+    return elementwise(P.div, a, b, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(a, b, *, rounding_mode=None):
+    if rounding_mode is None:
+        return div(a, b)
+    dtype = result_type(a, b)
+    if rounding_mode == "floor":
+        return elementwise(P.floor_divide, a, b)
+    if dtype.is_floating_point:
+        return elementwise(lambda x, y: P.trunc(P.div(x, y)), a, b)
+    return elementwise(P.div, a, b)
+
+
+@register(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(a, b):
+    return elementwise(P.floor_divide, a, b)
+
+
+def _binary(aten_ops, prim, kind=Kind.DEFAULT):
+    @register(*aten_ops)
+    def decomp(a, b):
+        return elementwise(prim, a, b, kind=kind)
+    return decomp
+
+
+_binary([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor], P.remainder)
+_binary([aten.fmod.Tensor, aten.fmod.Scalar], P.fmod)
+_binary([aten.maximum.default], P.maximum)
+_binary([aten.minimum.default], P.minimum)
+_binary([aten.atan2.default], P.atan2, Kind.INT_TO_FLOAT)
+_binary([aten.hypot.default], P.hypot)
+_binary([aten.copysign.Tensor, aten.copysign.Scalar], P.copysign, Kind.INT_TO_FLOAT)
+_binary([aten.bitwise_and.Tensor, aten.bitwise_and.Scalar], P.bitwise_and)
+_binary([aten.bitwise_or.Tensor, aten.bitwise_or.Scalar], P.bitwise_or)
+_binary([aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar], P.bitwise_xor)
+_binary([aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar], P.shift_left)
+_binary([aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar], P.shift_right)
+for _n in ["eq", "ne", "lt", "le", "gt", "ge"]:
+    _binary([getattr(aten, _n).Tensor, getattr(aten, _n).Scalar], getattr(P, _n), Kind.ALWAYS_BOOL)
+
+
+def _logical(name):
+    prim = getattr(P, name)
+
+    @register(getattr(aten, name).default)
+    def decomp(a, b):
+        shape = broadcast_shapes(a.shape, b.shape)
+        return prim(broadcast_to(convert(a, torch.bool), shape), broadcast_to(convert(b, torch.bool), shape))
+    return decomp
+
+
+for _n in ["logical_and", "logical_or", "logical_xor"]:
+    _logical(_n)
+
+
+def _pow_special(x, e):
+    # ATen's pow_tensor_scalar fast paths, which the inductor also wants as plain arithmetic.
+    one = lambda: full(x.shape, 1, x.dtype, x.device)  # noqa: E731
+    return {
+        1: lambda: P.clone(x),
+        2: lambda: P.mul(x, x),
+        3: lambda: P.mul(P.mul(x, x), x),
+        0.5: lambda: P.sqrt(x),
+        -0.5: lambda: P.rsqrt(x),
+        -1: lambda: P.div(one(), x),
+        -2: lambda: P.div(one(), P.mul(x, x)),
+    }.get(e)
+
+
+@register(aten.pow.Tensor_Scalar)
+def pow_tensor_scalar(a, e):
+    dtype = result_type(a, e)
+    if isinstance(e, (int, float)) and not isinstance(e, bool):
+        if e == 0:
+            return full(a.shape, 1, dtype, a.device)
+        if dtype.is_floating_point and e in (1, 2, 3, 0.5, -0.5, -1, -2):
+            return elementwise(lambda x: _pow_special(x, e)(), a, result_dtype=dtype)
+    return elementwise(P.pow, a, e)
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def pow_(a, b):
+    return elementwise(P.pow, a, b)
+
+
+# where, clamp, masked_fill, lerp, addcmul ------------------------------------------------------
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def where(cond, a, b):
+    dtype = result_type(a, b)
+    tensors = [t for t in (cond, a, b) if isinstance(t, torch.Tensor)]
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    device = first_device(*tensors)
+
+    def op(x):
+        if isinstance(x, torch.Tensor):
+            return broadcast_to(convert(x, dtype), shape)
+        return full(shape, x, dtype, device)
+
+    return P.where(broadcast_to(convert(cond, torch.bool), shape), op(a), op(b))
+
+
+def _clamp_one(x, bound, prim):
+    if bound is None:
+        return x
+    return elementwise(prim, x, bound)
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def clamp(a, min=None, max=None):
+    # minimum(maximum(a, min), max): NaN propagates, and max wins when min > max, as in ATen.
+    dtype = result_type(*(v for v in (a, min, max) if v is not None))
+    out = convert(a, dtype)
+    out = _clamp_one(out, min, P.maximum)
+    out = _clamp_one(out, max, P.minimum)
+    return convert(out, dtype)
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(a, min):
+    return elementwise(P.maximum, a, min)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(a, max):
+    return elementwise(P.minimum, a, max)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(a, mask, value):
+    shape = broadcast_shapes(a.shape, mask.shape)
+    v = convert(value, a.dtype) if isinstance(value, torch.Tensor) else value
+    v = broadcast_to(v, shape) if isinstance(v, torch.Tensor) else full(shape, v, a.dtype, a.device)
+    return P.where(broadcast_to(mask, shape), v, broadcast_to(a, shape))
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(a, b, w):
+    # ATen: w < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w)
+    def f(x, y, wt):
+        d = P.sub(y, x)
+        half = full(x.shape, 0.5, x.dtype, x.device)
+        one = full(x.shape, 1, x.dtype, x.device)
+        return P.where(P.lt(P.abs(wt), half), P.add(x, P.mul(wt, d)), P.sub(y, P.mul(d, P.sub(one, wt))))
+    dtype = result_type(a, b)
+    return elementwise(f, a, b, w if isinstance(w, torch.Tensor) else float(w), result_dtype=dtype)
+
+
+@register(aten.addcmul.default)
+def addcmul(a, t1, t2, *, value=1):
+    return elementwise(lambda x, y, z: P.add(x, P.mul(P.mul(y, z), full(x.shape, value, x.dtype, x.device))),
+                       a, t1, t2)
+
+
+@register(aten.addcdiv.default)
+def addcdiv(a, t1, t2, *, value=1):
+    return elementwise(lambda x, y, z: P.add(x, P.mul(P.div(y, z), full(x.shape, value, x.dtype, x.device))),
+                       a, t1, t2)
+
+
+@register(aten.nan_to_num.default)
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
+    if not a.dtype.is_floating_point:
+        return P.clone(a)
+    info = torch.finfo(a.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = P.where(P.isnan(a), full(a.shape, nan, a.dtype, a.device), a)
+    pos = P.logical_and(P.isinf(a), P.logical_not(P.signbit(a)))
+    neg = P.logical_and(P.isinf(a), P.signbit(a))
+    out = P.where(pos, full(a.shape, posinf, a.dtype, a.device), out)
+    return P.where(neg, full(a.shape, neginf, a.dtype, a.device), out)
+
+
+# casts and copies -----------------------------------------------------------------------------
+@register(aten._to_copy.default)
+def _to_copy(a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    if device is not None and torch.device(device) != a.device:
+        raise NotImplementedError(f"_to_copy across devices ({a.device} -> {device}) has no prim")
+    out = convert(a, dtype) if dtype is not None else a
+    return P.clone(out) if out is a else out
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default)
+def clone(a, *, memory_format=None):
+    return P.clone(a)
+
+
+@register(aten.copy.default)
+def copy(a, src, non_blocking=False):
+    out = broadcast_to(convert(src, a.dtype), a.shape)
+    return P.clone(out) if out is src else out
+
+
+@register(aten.alias.default, aten.detach.default)
+def alias(a):
+    return a
+

@@ -1,0 +1,202 @@
+"""Normalisation: native_layer_norm, native_group_norm, the batch-norm family (training, eval,
+functional forms) and their backward ops.
+
+Statistics are computed in float32 for float16/bfloat16. On CPU, ATen returns layer norm's mean
+and rstd in the input dtype (on CUDA in float32); we follow the device. The batch-norm ops that
+update running statistics in place are decomposed functionally: their outputs are exact, the
+in-place update is dropped (graphs reaching us are functional and use
+`_native_batch_norm_legit_functional`, which returns the new running statistics).
+"""
+from __future__ import annotations
+
+import torch
+
+from ember_prims.decomps._registry import register
+from ember_prims.decomps._util import (
+    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, sum_dims,
+)
+
+
+def _stat_dtype(x):
+    return x.dtype if x.device.type == "cpu" else opmath(x.dtype)
+
+
+def _mean_rstd(x, dims, eps):
+    # x in opmath; biased variance, as normalisation layers use
+    n = numel_of(x.shape, dims)
+    mean = P.div(sum_dims(x, dims, True), full([x.shape[i] if i not in dims else 1 for i in range(x.dim())],
+                                                 n, x.dtype, x.device))
+    d = P.sub(x, broadcast_to(mean, x.shape))
+    var = P.div(sum_dims(P.mul(d, d), dims, True), full(mean.shape, n, x.dtype, x.device))
+    rstd = P.rsqrt(P.add(var, full(var.shape, eps, x.dtype, x.device)))
+    return mean, var, rstd, d
+
+
+def _affine(y, weight, bias, shape_dims):
+    # weight/bias live on `shape_dims` of y (trailing dims for layer norm, dim 1 for batch norm)
+    if weight is not None:
+        y = P.mul(y, P.broadcast_in_dim(convert(weight, y.dtype), list(y.shape), shape_dims))
+    if bias is not None:
+        y = P.add(y, P.broadcast_in_dim(convert(bias, y.dtype), list(y.shape), shape_dims))
+    return y
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(a, normalized_shape, weight, bias, eps):
+    axis = a.dim() - len(normalized_shape)
+    dims = list(range(axis, a.dim()))
+    x = convert(a, opmath(a.dtype))
+    mean, _, rstd, d = _mean_rstd(x, dims, eps)
+    y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, dims)
+    sd = _stat_dtype(a)
+    return convert(y, a.dtype), convert(mean, sd), convert(rstd, sd)
+
+
+@register(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(grad, a, normalized_shape, mean, rstd, weight, bias, output_mask):
+    axis = a.dim() - len(normalized_shape)
+    inner = list(range(axis, a.dim()))
+    outer = list(range(axis))
+    acc = opmath(a.dtype)
+    x, g = convert(a, acc), convert(grad, acc)
+    mean, rstd = broadcast_to(convert(mean, acc), x.shape), broadcast_to(convert(rstd, acc), x.shape)
+    x_hat = P.mul(P.sub(x, mean), rstd)
+    n = numel_of(a.shape, inner)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gx = _affine(g, weight, None, inner)
+        s1 = broadcast_to(sum_dims(gx, inner, True), x.shape)
+        s2 = broadcast_to(sum_dims(P.mul(gx, x_hat), inner, True), x.shape)
+        t = P.sub(P.sub(P.mul(gx, full(x.shape, n, acc, x.device)), s1), P.mul(x_hat, s2))
+        gi = convert(P.mul(t, P.div(rstd, full(x.shape, n, acc, x.device))), a.dtype)
+        if n == 0:
+            gi = full(a.shape, 0, a.dtype, a.device)
+    if output_mask[1] and weight is not None:
+        gw = convert(sum_dims(P.mul(g, x_hat), outer), weight.dtype)
+    if output_mask[2] and bias is not None:
+        gb = convert(sum_dims(g, outer), bias.dtype)
+    return gi, gw, gb
+
+
+# batch norm ----------------------------------------------------------------------------------
+def _bn_dims(a):
+    return [0] + list(range(2, a.dim()))
+
+
+def _channel(v, like):
+    return P.broadcast_in_dim(convert(v, like.dtype), list(like.shape), [1])
+
+
+def _bn_train(a, weight, bias, eps):
+    dims = _bn_dims(a)
+    x = convert(a, opmath(a.dtype))
+    mean, var, rstd, d = _mean_rstd(x, dims, eps)
+    y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, [1])
+    squeeze = lambda t: reshape(t, [a.shape[1]])  # noqa: E731
+    return convert(y, a.dtype), squeeze(mean), squeeze(var), squeeze(rstd)
+
+
+def _bn_eval(a, weight, bias, running_mean, running_var, eps):
+    x = convert(a, opmath(a.dtype))
+    rm, rv = convert(running_mean, x.dtype), convert(running_var, x.dtype)
+    invstd = P.rsqrt(P.add(rv, full(rv.shape, eps, x.dtype, x.device)))
+    y = P.mul(P.sub(x, _channel(rm, x)), _channel(invstd, x))
+    return convert(_affine(y, weight, bias, [1]), a.dtype)
+
+
+def _new_running(running, stat, momentum):
+    r = convert(running, stat.dtype)
+    m = full(r.shape, momentum, r.dtype, r.device)
+    one_m = full(r.shape, 1 - momentum, r.dtype, r.device)
+    return convert(P.add(P.mul(r, one_m), P.mul(stat, m)), running.dtype)
+
+
+def _empty_stats(a):
+    return full([0], 0, _stat_dtype(a), a.device)
+
+
+def _bn(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    """(out, save_mean, save_invstd, new_running_mean, new_running_var)"""
+    if not training:
+        out = _bn_eval(a, weight, bias, running_mean, running_var, eps)
+        return out, _empty_stats(a), _empty_stats(a), running_mean, running_var
+    out, mean, var, rstd = _bn_train(a, weight, bias, eps)
+    n = a.numel() // a.shape[1]
+    new_rm = new_rv = None
+    if running_mean is not None:
+        new_rm = _new_running(running_mean, mean, momentum)
+    if running_var is not None:
+        unbiased = P.mul(var, full(var.shape, n / max(n - 1, 1), var.dtype, var.device))
+        new_rv = _new_running(running_var, unbiased, momentum)
+    sd = _stat_dtype(a)
+    return out, convert(mean, sd), convert(rstd, sd), new_rm, new_rv
+
+
+@register(aten.native_batch_norm.default)
+def native_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def _native_batch_norm_legit_functional(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    out, mean, rstd, rm, rv = _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)
+    return out, mean, rstd, P.clone(rm), P.clone(rv)
+
+
+@register(aten._native_batch_norm_legit.default)
+def _native_batch_norm_legit(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def _native_batch_norm_legit_no_stats(a, weight, bias, training, momentum, eps):
+    return _bn(a, weight, bias, None, None, True, momentum, eps)[:3]
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def _native_batch_norm_legit_no_training(a, weight, bias, running_mean, running_var, momentum, eps):
+    return _bn(a, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+@register(aten.native_batch_norm_backward.default)
+def native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+                               output_mask):
+    acc = opmath(a.dtype)
+    x, g = convert(a, acc), convert(grad, acc)
+    dims = _bn_dims(a)
+    if train:
+        mean, invstd = convert(save_mean, acc), convert(save_invstd, acc)
+    else:
+        mean = convert(running_mean, acc)
+        invstd = P.rsqrt(P.add(convert(running_var, acc), full(running_var.shape, eps, acc, a.device)))
+    x_hat = P.mul(P.sub(x, _channel(mean, x)), _channel(invstd, x))
+    sum_g = sum_dims(g, dims)
+    sum_gx = sum_dims(P.mul(g, x_hat), dims)
+    w = convert(weight, acc) if weight is not None else full([a.shape[1]], 1, acc, a.device)
+    gi = gw = gb = None
+    if output_mask[0]:
+        if train:
+            n = a.numel() // a.shape[1]
+            inv_n = full(x.shape, 1 / n, acc, x.device)
+            t = P.sub(P.sub(g, P.mul(_channel(sum_g, x), inv_n)), P.mul(x_hat, P.mul(_channel(sum_gx, x), inv_n)))
+            gi = P.mul(t, _channel(P.mul(invstd, w), x))
+        else:
+            gi = P.mul(g, _channel(P.mul(invstd, w), x))
+        gi = convert(gi, a.dtype)
+    if output_mask[1]:
+        gw = convert(sum_gx, weight.dtype if weight is not None else a.dtype)
+    if output_mask[2]:
+        gb = convert(sum_g, weight.dtype if weight is not None else a.dtype)
+    return gi, gw, gb
+
+
+# group norm ----------------------------------------------------------------------------------
+@register(aten.native_group_norm.default)
+def native_group_norm(a, weight, bias, N, C, HxW, group, eps):
+    acc = opmath(a.dtype)
+    x = reshape(convert(a, acc), [N, group, (C // group) * HxW])
+    mean, _, rstd, d = _mean_rstd(x, [2], eps)
+    y = reshape(P.mul(d, broadcast_to(rstd, x.shape)), list(a.shape))
+    y = _affine(y, weight, bias, [1])
+    sd = _stat_dtype(a)
+    return convert(y, a.dtype), convert(reshape(mean, [N, group]), sd), convert(reshape(rstd, [N, group]), sd)
