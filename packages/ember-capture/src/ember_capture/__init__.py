@@ -1,1 +1,16 @@
+"""ember_capture: Python bytecode -> torch-level FX graph + guards, in pure Python.
+
+    >>> import torch, ember_capture
+    >>> def f(x, y):
+    ...     return torch.sin(x) + torch.cos(y)
+    >>> g = ember_capture.capture(f, lambda gm, inputs: gm.forward)
+    >>> x, y = torch.randn(3), torch.randn(3)
+    >>> torch.allclose(g(x, y), f(x, y))
+    True
+"""
 from ember_capture.__about__ import __version__
+from ember_capture.api import capture, disable, explain, reset, ExplainOutput
+from ember_capture.config import BreakReason, CaptureConfig, CaptureStats, Unsupported
+
+__all__ = ["__version__", "capture", "disable", "explain", "reset", "ExplainOutput", "BreakReason",
+           "CaptureConfig", "CaptureStats", "Unsupported"]

@@ -1,0 +1,116 @@
+"""Wrapping real input values as symbolic values, with the guards that make it sound.
+
+A table maps a Python type to its wrapper; lookup walks the type's MRO.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from .config import Unsupported
+from .tables import registrar
+from .variables import ConstVar, DictVar, ListVar, ObjVar, TupleVar
+
+_WRAPPERS = {}
+wrapper = registrar(_WRAPPERS)
+_CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
+                torch.dtype, torch.device, torch.Size, range, slice, torch.layout, torch.memory_format,
+                torch.finfo, torch.iinfo)
+# Attributes of these modules are treated as constants without guards: they do not change.
+STABLE_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections",
+                          "numbers", "typing", "dataclasses", "builtins", "warnings", "numpy", "scipy")
+
+
+def wrap(tr, value, source, name="input"):
+    """Symbolic value for ``value`` read from ``source`` (None: a constant we hold)."""
+    for t in type(value).__mro__:
+        fn = _WRAPPERS.get(t)
+        if fn is not None:
+            return fn(tr, value, source, name)
+    return _wrap_object(tr, value, source, name)
+
+
+@wrapper(torch.Tensor)
+def _wrap_tensor(tr, value, source, name):
+    if source is None:
+        source = tr.ns.ref(value)
+    tr.guards.tensor(source, value)
+    return tr.graph.add_input(source, value, name)
+
+
+@wrapper(*_CONST_TYPES)
+def _wrap_const(tr, value, source, name):
+    tr.guards.const(source, value)
+    return ConstVar(value, source)
+
+
+@wrapper(list)
+def _wrap_list(tr, value, source, name):
+    if type(value) is not list:
+        return _wrap_object(tr, value, source, name)
+    if source is not None:
+        tr.guards.add(source, f"type(X) is list and len(X) == {len(value)}")
+    items = [wrap(tr, v, _item(source, i), f"{name}_{i}") for i, v in enumerate(value)]
+    return ListVar(items, source)
+
+
+@wrapper(tuple)
+def _wrap_tuple(tr, value, source, name):
+    cls = type(value)
+    fields = getattr(cls, "_fields", None)
+    if cls is not tuple and fields is None:
+        if not _is_structseq(cls):
+            return _wrap_object(tr, value, source, name)
+    if source is not None:
+        tr.guards.add(source, f"type(X) is {tr.ns.ref(cls)} and len(X) == {len(value)}")
+    items = [wrap(tr, v, _item(source, i), f"{name}_{i}") for i, v in enumerate(value)]
+    field_map = {f: i for i, f in enumerate(fields)} if fields else None
+    return TupleVar(items, source, cls=cls, fields=field_map)
+
+
+@wrapper(dict)
+def _wrap_dict(tr, value, source, name):
+    if type(value) is not dict or not all(isinstance(k, (str, int)) for k in value):
+        return _wrap_object(tr, value, source, name)
+    if source is not None:
+        tr.guards.add(source, f"type(X) is dict and list(X) == {list(value)!r}")
+    items = {k: wrap(tr, v, _item(source, k), f"{name}_{k}") for k, v in value.items()}
+    return DictVar(items, source)
+
+
+@wrapper(torch.nn.Module)
+def _wrap_module(tr, value, source, name):
+    if source is not None:
+        tr.guards.identity(source, value)
+    return ObjVar(value, source)
+
+
+@wrapper(types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, types.MethodType,
+         types.MethodDescriptorType, types.WrapperDescriptorType, types.MethodWrapperType,
+         types.ClassMethodDescriptorType)
+def _wrap_static(tr, value, source, name):
+    if source is not None:
+        tr.guards.add(source, f"X is {tr.ns.ref(value)}")
+    return ObjVar(value, source)
+
+
+def _wrap_object(tr, value, source, name):
+    if source is not None:
+        tr.guards.type_is(source, value)
+    if isinstance(value, torch.Tensor):
+        raise Unsupported("unsupported_input", f"tensor subclass {type(value).__name__}")
+    return ObjVar(value, source)
+
+
+def _item(source, key):
+    return None if source is None else f"{source}[{key!r}]"
+
+
+def _is_structseq(cls):
+    return cls.__module__ == "torch.return_types"
+
+
+def is_stable_module(mod) -> bool:
+    name = getattr(mod, "__name__", "") or ""
+    return name.split(".")[0] in STABLE_MODULE_PREFIXES

@@ -1,0 +1,301 @@
+"""Python builtins (and a few stdlib callables) on symbolic values: one entry per callable."""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import types
+
+import torch
+
+from . import semantics as S
+from .calls import call
+from .config import Unsupported
+from .ops_build import BINARY_OPS, COMPARE_OPS
+from .tables import registrar
+from .variables import (
+    BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
+    ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
+)
+
+BUILTINS = {}
+builtin = registrar(BUILTINS)
+
+
+def _consts(args):
+    return [S.const_value(a) for a in args]
+
+
+def python_type(v: Var):
+    if isinstance(v, TensorVar):
+        return v.python_type if hasattr(v, "python_type") else torch.Tensor
+    if isinstance(v, (ConstVar, ObjVar)):
+        return type(v.value)
+    if isinstance(v, TupleVar):
+        return v.cls
+    if isinstance(v, NewObjVar):
+        return v.cls
+    return {ListVar: list, DictVar: dict, SetVar: set, FunctionVar: types.FunctionType,
+            BoundVar: types.MethodType, IterVar: type(iter([]))}.get(type(v)) or _no_type(v)
+
+
+def _no_type(v):
+    raise Unsupported("unsupported_value", f"type of {S.describe(v)}")
+
+
+@builtin(len)
+def _len(fr, args, kwargs):
+    (v,) = args
+    if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)):
+        return ConstVar(len(v.items))
+    if isinstance(v, TensorVar):
+        if v.fake.dim() == 0:
+            raise Unsupported("trace_error", "len() of a 0-d tensor")
+        return ConstVar(v.fake.shape[0])
+    if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
+        return ConstVar(len(v.value))
+    return ConstVar(len(S.const_value(v)))
+
+
+@builtin(isinstance)
+def _isinstance(fr, args, kwargs):
+    v, cls = args
+    return ConstVar(issubclass(python_type(v), S.const_value(cls)))
+
+
+@builtin(issubclass)
+def _issubclass(fr, args, kwargs):
+    return ConstVar(issubclass(*_consts(args)))
+
+
+@builtin(type)
+def _type(fr, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("unsupported_call", "type() with 3 arguments")
+    return ObjVar(python_type(args[0]))
+
+
+@builtin(getattr)
+def _getattr(fr, args, kwargs):
+    obj, name = args[0], S.const_value(args[1])
+    if len(args) == 3 and not _hasattr(fr, obj, name):
+        return args[2]
+    return S.getattr_var(fr, obj, name)
+
+
+def _hasattr(fr, obj, name) -> bool:
+    if isinstance(obj, (ObjVar, ConstVar)):
+        return hasattr(obj.value, name)
+    if isinstance(obj, TensorVar):
+        return hasattr(obj.fake, name)
+    if isinstance(obj, NewObjVar):
+        return name in obj.attrs or hasattr(obj.cls, name)
+    if isinstance(obj, TupleVar) and obj.fields and name in obj.fields:
+        return True
+    return hasattr(python_type(obj), name)
+
+
+@builtin(hasattr)
+def _hasattr_builtin(fr, args, kwargs):
+    return ConstVar(_hasattr(fr, args[0], S.const_value(args[1])))
+
+
+@builtin(callable)
+def _callable(fr, args, kwargs):
+    v = args[0]
+    if isinstance(v, (FunctionVar, BoundVar, MethodVar, PartialVar)):
+        return ConstVar(True)
+    return ConstVar(callable(S.const_value(v)) if isinstance(v, (ConstVar, ObjVar)) else False)
+
+
+@builtin(range)
+def _range(fr, args, kwargs):
+    return ConstVar(range(*_consts(args)))
+
+
+@builtin(enumerate)
+def _enumerate(fr, args, kwargs):
+    start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
+    return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))])
+
+
+@builtin(zip)
+def _zip(fr, args, kwargs):
+    if kwargs.get("strict") is not None and S.const_value(kwargs["strict"]):
+        lists = [S.unpack(fr, a) for a in args]
+        if len({len(x) for x in lists}) > 1:
+            raise Unsupported("trace_error", "zip(strict=True) of different lengths")
+    return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])])
+
+
+@builtin(reversed)
+def _reversed(fr, args, kwargs):
+    return IterVar(list(reversed(S.unpack(fr, args[0]))))
+
+
+@builtin(iter)
+def _iter(fr, args, kwargs):
+    return S.iterate(fr, args[0])
+
+
+@builtin(next)
+def _next(fr, args, kwargs):
+    it = args[0]
+    if isinstance(it, IterVar) and it.pos < len(it.items):
+        it.pos += 1
+        return it.items[it.pos - 1]
+    if len(args) > 1:
+        return args[1]
+    raise Unsupported("unsupported_call", "next() on an exhausted or unknown iterator")
+
+
+@builtin(list)
+def _list(fr, args, kwargs):
+    return ListVar(S.unpack(fr, args[0]) if args else [])
+
+
+@builtin(tuple)
+def _tuple(fr, args, kwargs):
+    return TupleVar(S.unpack(fr, args[0]) if args else [])
+
+
+@builtin(set, frozenset)
+def _set(fr, args, kwargs):
+    return SetVar(S.dedupe(S.unpack(fr, args[0]) if args else []))
+
+
+@builtin(dict)
+def _dict(fr, args, kwargs):
+    items = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictVar):
+            items.update(src.items)
+        else:
+            for pair in S.unpack(fr, src):
+                k, v = S.unpack(fr, pair)
+                items[S.const_key(k)] = v
+    items.update(kwargs)
+    return DictVar(items)
+
+
+@builtin(map)
+def _map(fr, args, kwargs):
+    fn, *its = args
+    return IterVar([call(fr, fn, list(t), {}) for t in zip(*[S.unpack(fr, a) for a in its])])
+
+
+@builtin(filter)
+def _filter(fr, args, kwargs):
+    fn, it = args
+    return IterVar([v for v in S.unpack(fr, it) if S.truthy(fr, call(fr, fn, [v], {}))])
+
+
+@builtin(sum)
+def _sum(fr, args, kwargs):
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    for v in S.unpack(fr, args[0]):
+        total = S.binary(fr, operator.add, total, v)
+    return total
+
+
+def _fold(fn):
+    def handler(fr, args, kwargs):
+        if any(isinstance(a, TensorVar) for a in args):
+            raise Unsupported("data_dependent", f"{fn.__name__}() on a tensor needs its value")
+        if len(args) == 1 and not isinstance(args[0], ConstVar):
+            args = [TupleVar(S.unpack(fr, args[0]))]
+        return ConstVar(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
+    return handler
+
+
+for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,
+           hash, chr, ord, format, ascii, bin, hex, oct):
+    builtin(_f)(_fold(_f))
+for _name in dir(math):
+    if callable(getattr(math, _name)) and not _name.startswith("_"):
+        builtin(getattr(math, _name))(_fold(getattr(math, _name)))
+
+
+@builtin(abs)
+def _abs(fr, args, kwargs):
+    return S.unary(fr, operator.abs, args[0])
+
+
+@builtin(print)
+def _print(fr, args, kwargs):
+    raise Unsupported("print", "print() has a side effect outside the graph")
+
+
+@builtin(id)
+def _id(fr, args, kwargs):
+    raise Unsupported("unsupported_call", "id() of a traced value")
+
+
+@builtin(slice)
+def _slice(fr, args, kwargs):
+    return S.make_slice(list(args))
+
+
+@builtin(super)
+def _super(fr, args, kwargs):
+    if args:
+        return SuperVar(S.const_value(args[0]), args[1])
+    cell = fr.cells.get("__class__")
+    if cell is None or cell.contents is None or fr.self_var is None:
+        raise Unsupported("unsupported_call", "super() outside a method")
+    return SuperVar(S.const_value(cell.contents), fr.self_var)
+
+
+@builtin(functools.partial)
+def _partial(fr, args, kwargs):
+    return PartialVar(args[0], args[1:], kwargs)
+
+
+@builtin(operator.getitem)
+def _op_getitem(fr, args, kwargs):
+    return S.getitem(fr, *args)
+
+
+for _fn in set(BINARY_OPS) | set(COMPARE_OPS.values()):
+    builtin(_fn)(lambda fr, args, kwargs, _fn=_fn: S.binary(fr, _fn, *args))
+for _fn in (operator.neg, operator.pos, operator.invert):
+    builtin(_fn)(lambda fr, args, kwargs, _fn=_fn: S.unary(fr, _fn, *args))
+builtin(operator.not_)(lambda fr, args, kwargs: ConstVar(not S.truthy(fr, args[0])))
+builtin(operator.truth)(lambda fr, args, kwargs: ConstVar(S.truthy(fr, args[0])))
+builtin(operator.is_)(lambda fr, args, kwargs: ConstVar(S.is_same(*args)))
+builtin(operator.is_not)(lambda fr, args, kwargs: ConstVar(not S.is_same(*args)))
+
+
+builtin(torch.no_grad)(lambda fr, args, kwargs: GradModeVar(False))
+builtin(torch.enable_grad)(lambda fr, args, kwargs: GradModeVar(True))
+
+
+@builtin(torch.set_grad_enabled)
+def _set_grad_enabled(fr, args, kwargs):
+    mode = S.const_value(args[0] if args else kwargs["mode"])
+    graph = fr.tr.graph
+    ctx = GradModeVar(mode)
+    ctx.previous = graph.grad_enabled  # set_grad_enabled(b) takes effect when called
+    if graph.grad_enabled != mode:
+        graph.set_grad_enabled(mode)
+    return ctx
+
+
+@builtin(torch.is_grad_enabled)
+def _is_grad_enabled(fr, args, kwargs):
+    return ConstVar(fr.tr.graph.grad_enabled)
+
+
+@builtin(torch.is_tensor)
+def _is_tensor(fr, args, kwargs):
+    return ConstVar(isinstance(args[0], TensorVar))
+
+
+@builtin(torch.get_default_dtype)
+def _default_dtype(fr, args, kwargs):
+    return ConstVar(torch.get_default_dtype())
+
+
+builtin(torch.finfo)(lambda fr, args, kwargs: ConstVar(torch.finfo(*_consts(args))))
+builtin(torch.iinfo)(lambda fr, args, kwargs: ConstVar(torch.iinfo(*_consts(args))))

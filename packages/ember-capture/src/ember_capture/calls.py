@@ -1,0 +1,372 @@
+"""Calls: torch ops become graph nodes, user functions are inlined, builtins follow a table.
+
+Note [Inlining]: a Python function is inlined (interpreted in a child frame) when its code is
+the user's: not in the standard library or site-packages, except ``torch.nn`` module code
+(whose ``forward`` methods are plain Python). Torch functions (``torch.*``,
+``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sysconfig
+import types
+
+import torch
+import torch.nn.modules.module as _module_mod
+
+from .builder import wrap
+from .config import Unsupported
+from .frame import Frame
+from .tables import registrar
+from .semantics import const_value, dedupe, describe, getattr_var, getitem, mutable_items, unpack
+from .variables import (
+    BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar,
+    NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
+)
+
+TORCH_FUNCTION_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional", "torch._tensor",
+                                    "torch.random", "torch.fft", "torch.linalg", "torch.special"})
+# Torch callables that change global state or need real data: never graph nodes.
+TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state", "set_default_dtype",
+                        "set_printoptions", "use_deterministic_algorithms", "save", "load",
+                        "set_num_threads", "from_numpy", "is_nonzero", "equal", "allclose"})
+MAX_INLINE_DEPTH = 48
+_LIBRARY_DIRS = tuple({os.path.realpath(p) + os.sep for p in
+                       (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                        sysconfig.get_paths()["platlib"])})
+_TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+_TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d + os.sep for d in ("nn" + os.sep + "modules", "nn" + os.sep + "utils"))
+_OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def inlinable_file(filename: str) -> bool:
+    path = os.path.realpath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_OWN_DIR):
+        return False
+    if path.startswith(_TORCH_DIR):
+        return path.startswith(_TORCH_INLINE_DIRS)
+    return not path.startswith(_LIBRARY_DIRS)
+
+
+def is_torch_op(value) -> bool:
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+        owner = getattr(value, "__objclass__", None)
+        if owner is not None:
+            return issubclass(owner, torch._C.TensorBase)
+        return (getattr(value, "__module__", None) or "").startswith("torch")
+    if isinstance(value, types.FunctionType):
+        return value.__module__ in TORCH_FUNCTION_MODULES
+    return False
+
+
+# -- dispatch ----------------------------------------------------------------------------
+_CALL = {}
+_calls = registrar(_CALL)
+
+
+def call(fr, fn: Var, args: list, kwargs: dict) -> Var:
+    handler = _CALL.get(type(fn))
+    if handler is None:
+        raise Unsupported("unsupported_call", f"calling {describe(fn)}")
+    return handler(fr, fn, args, kwargs)
+
+
+@_calls(FunctionVar)
+def _call_function_var(fr, fn, args, kwargs):
+    return inline(fr, fn, args, kwargs)
+
+
+@_calls(BoundVar)
+def _call_bound(fr, fn, args, kwargs):
+    return call(fr, fn.func, [fn.self_var] + list(args), kwargs)
+
+
+@_calls(PartialVar)
+def _call_partial(fr, fn, args, kwargs):
+    return call(fr, fn.func, fn.args + list(args), {**fn.kwargs, **kwargs})
+
+
+@_calls(ExitVar)
+def _call_exit(fr, fn, args, kwargs):
+    graph = fr.tr.graph
+    if graph.grad_enabled != fn.restore:
+        graph.set_grad_enabled(fn.restore)
+    return ConstVar(None)
+
+
+@_calls(MethodVar)
+def _call_method(fr, fn, args, kwargs):
+    receiver = fn.receiver
+    for cls in type(receiver).__mro__:
+        table = METHODS.get(cls)
+        if table is not None:
+            return table(fr, receiver, fn.name, args, kwargs)
+    raise Unsupported("unsupported_call", f"method {fn.name!r} of {describe(receiver)}")
+
+
+@_calls(ObjVar)
+def _call_obj(fr, fn, args, kwargs):
+    value = fn.value
+    disabled = getattr(value, "_ember_disabled", None)
+    if disabled is not None:
+        raise Unsupported("disabled", f"{getattr(value, '__qualname__', value)} is marked ember.disable")
+    special = fr.tr.builtins.get(_key(value))
+    if special is not None:
+        return special(fr, args, kwargs)
+    if is_torch_op(value):
+        return torch_call(fr, value, args, kwargs)
+    if isinstance(value, torch.nn.Module):
+        return inline_module(fr, fn, args, kwargs)
+    if isinstance(value, types.FunctionType):
+        return inline(fr, fn, args, kwargs)
+    if isinstance(value, types.MethodType):
+        self_var = wrap(fr.tr, value.__self__, None if fn.source is None else f"{fn.source}.__self__")
+        return call(fr, ObjVar(value.__func__), [self_var] + list(args), kwargs)
+    if isinstance(value, functools.partial):
+        return call(fr, wrap(fr.tr, value.func, None), [wrap(fr.tr, a, None) for a in value.args] + list(args),
+                    {**{k: wrap(fr.tr, v, None) for k, v in value.keywords.items()}, **kwargs})
+    if isinstance(value, type):
+        return construct(fr, value, args, kwargs)
+    if getattr(value, "__module__", None) in ("math", "cmath", "_operator", "operator") or \
+            isinstance(value, types.BuiltinMethodType) and not isinstance(getattr(value, "__self__", None), types.ModuleType):
+        return ConstVar(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
+    raise Unsupported("unsupported_call", f"calling {describe(fn)}")
+
+
+def _key(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return None
+
+
+# -- torch -------------------------------------------------------------------------------
+def torch_call(fr, value, args, kwargs):
+    name = getattr(value, "__name__", "")
+    if name in TORCH_DENY:
+        raise Unsupported("unsupported_call", f"torch.{name} is not traced (global state or data)")
+    return fr.tr.graph.call("call_function", value, list(args), dict(kwargs))
+
+
+def tensor_method(fr, t, name, args, kwargs):
+    return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
+
+
+# -- inlining ----------------------------------------------------------------------------
+def inline_module(fr, mvar: ObjVar, args, kwargs):
+    m = mvar.value
+    if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+            or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
+            or _module_mod._global_backward_hooks):
+        raise Unsupported("module_hooks", f"{type(m).__name__} has hooks")
+    forward = type(m).forward
+    if not isinstance(forward, types.FunctionType):
+        raise Unsupported("unsupported_call", f"{type(m).__name__}.forward is not a Python function")
+    return inline(fr, ObjVar(forward), [mvar] + list(args), kwargs)
+
+
+class RealCell(CellVar):
+    """A closure cell of a real function: its contents are wrapped (and guarded) when read."""
+
+    def __init__(self, tr, cell, name):
+        self.tr = tr
+        self.real_cell = cell
+        self.name = name
+        self._contents = None
+
+    @property
+    def contents(self):
+        if self._contents is None:
+            try:
+                value = self.real_cell.cell_contents
+            except ValueError:
+                return None
+            self._contents = wrap(self.tr, value, f"{self.tr.ns.ref(self.real_cell)}.cell_contents", self.name)
+        return self._contents
+
+    @contents.setter
+    def contents(self, v):
+        self._contents = v
+
+
+def inline(fr, fn: Var, args, kwargs) -> Var:
+    tr = fr.tr
+    if isinstance(fn, FunctionVar):
+        code, globals_ = fn.code, fn.globals
+        defaults, kwdefaults = fn.defaults, fn.kwdefaults
+        freevars = dict(zip(code.co_freevars, fn.closure or ()))
+    else:
+        f = fn.value
+        if getattr(f, "_ember_disabled", None) is not None:
+            raise Unsupported("disabled", f"{f.__qualname__} is marked ember.disable")
+        code, globals_ = f.__code__, f.__globals__
+        if not inlinable_file(code.co_filename):
+            raise Unsupported("skipped_function", f"{f.__module__}.{f.__qualname__} is library code (not inlined)")
+        defaults = tuple(wrap(tr, d, None) for d in (f.__defaults__ or ()))
+        kwdefaults = {k: wrap(tr, d, None) for k, d in (f.__kwdefaults__ or {}).items()}
+        freevars = {n: RealCell(tr, c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
+    if fr.depth >= MAX_INLINE_DEPTH:
+        raise Unsupported("recursion", "inlining too deep")
+    locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))
+    self_var = args[0] if args else None
+    child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
+    return child.run()
+
+
+def bind_arguments(code, defaults, kwdefaults, args, kwargs) -> dict:
+    """Python's argument binding, on symbolic values."""
+    argc, kwonly, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    names = code.co_varnames
+    pos_names, kw_names = names[:argc], names[argc:argc + kwonly]
+    i = argc + kwonly
+    varargs = names[i] if code.co_flags & 0x04 else None
+    varkw = names[i + (1 if varargs else 0)] if code.co_flags & 0x08 else None
+    out = dict(zip(pos_names, args))
+    if len(args) > argc and varargs is None:
+        raise Unsupported("trace_error", f"{code.co_name}() takes {argc} positional arguments")
+    if varargs:
+        out[varargs] = TupleVar(args[argc:])
+    extra = {}
+    for k, v in kwargs.items():
+        if (k in pos_names[posonly:] or k in kw_names) and k not in out:
+            out[k] = v
+        elif varkw and k not in out:
+            extra[k] = v
+        else:
+            raise Unsupported("trace_error", f"{code.co_name}() got an unexpected keyword {k!r}")
+    first_default = argc - len(defaults)
+    for idx, name in enumerate(pos_names):
+        if name not in out:
+            if idx < first_default:
+                raise Unsupported("trace_error", f"{code.co_name}() missing argument {name!r}")
+            out[name] = defaults[idx - first_default]
+    for name in kw_names:
+        if name not in out:
+            if name not in kwdefaults:
+                raise Unsupported("trace_error", f"{code.co_name}() missing keyword argument {name!r}")
+            out[name] = kwdefaults[name]
+    if varkw:
+        out[varkw] = DictVar(extra)
+    return out
+
+
+def construct(fr, cls, args, kwargs) -> Var:
+    """``cls(...)`` for a class: namedtuples and plain user classes (dataclasses) are modelled."""
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        bound = bind_arguments(cls.__new__.__code__, tuple(wrap(fr.tr, d, None) for d in (cls.__new__.__defaults__ or ())),
+                               {}, [ObjVar(cls)] + list(args), kwargs)
+        return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
+    if issubclass(cls, BaseException):
+        return ConstVar(cls)
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    if (cls.__new__ is object.__new__ and isinstance(init, types.FunctionType)
+            and not issubclass(cls, torch.nn.Module) and type(cls) is type):
+        obj = NewObjVar(cls, {})
+        inline(fr, ObjVar(init), [obj] + list(args), kwargs)
+        return obj
+    if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
+        return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
+    raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")
+
+
+# -- methods of symbolic receivers -------------------------------------------------------
+METHODS = {}
+_methods = registrar(METHODS)
+
+
+_methods(TensorVar)(tensor_method)
+
+
+@_methods(ListVar)
+def _list_method(fr, lst, name, args, kwargs):
+    if name in ("index", "count", "copy", "__len__", "__getitem__"):
+        items = lst.items
+        if name == "copy":
+            return ListVar(items)
+        if name == "__len__":
+            return ConstVar(len(items))
+        if name == "__getitem__":
+            return getitem(fr, lst, args[0])
+        consts = [const_value(i) for i in items]
+        return ConstVar(getattr(consts, name)(*[const_value(a) for a in args]))
+    items = mutable_items(fr, lst)
+    if name == "append":
+        items.append(args[0])
+    elif name == "extend":
+        items.extend(unpack(fr, args[0]))
+    elif name == "insert":
+        items.insert(const_value(args[0]), args[1])
+    elif name == "pop":
+        return items.pop(*[const_value(a) for a in args])
+    elif name == "clear":
+        items.clear()
+    elif name == "reverse":
+        items.reverse()
+    else:
+        raise Unsupported("unsupported_call", f"list.{name}")
+    return ConstVar(None)
+
+
+@_methods(TupleVar)
+def _tuple_method(fr, tup, name, args, kwargs):
+    if name in ("index", "count"):
+        return ConstVar(getattr(tuple(const_value(i) for i in tup.items), name)(*[const_value(a) for a in args]))
+    if name == "_asdict" and tup.fields:
+        return DictVar({f: tup.items[i] for f, i in tup.fields.items()})
+    raise Unsupported("unsupported_call", f"tuple.{name}")
+
+
+@_methods(DictVar)
+def _dict_method(fr, d, name, args, kwargs):
+    items = d.items
+    if name == "items":
+        return ListVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
+    if name == "keys":
+        return ListVar([ConstVar(k) for k in items])
+    if name == "values":
+        return ListVar(list(items.values()))
+    if name == "get":
+        key = const_value(args[0])
+        return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
+    if name == "copy":
+        return DictVar(items)
+    if d.source is not None:
+        raise Unsupported("side_effect", f"dict.{name} on an input dict")
+    if name == "update":
+        if args:
+            items.update(args[0].items)
+        items.update(kwargs)
+    elif name == "pop":
+        key = const_value(args[0])
+        return items.pop(key, *args[1:])
+    elif name == "setdefault":
+        return items.setdefault(const_value(args[0]), args[1] if len(args) > 1 else ConstVar(None))
+    else:
+        raise Unsupported("unsupported_call", f"dict.{name}")
+    return ConstVar(None)
+
+
+@_methods(SetVar)
+def _set_method(fr, s, name, args, kwargs):
+    if name == "add":
+        s.items = dedupe(s.items + [args[0]])
+        return ConstVar(None)
+    raise Unsupported("unsupported_call", f"set.{name}")
+
+
+@_methods(ConstVar)
+def _const_method(fr, c, name, args, kwargs):
+    method = getattr(c.value, name)
+    return ConstVar(method(*[const_value(a, f"{name}()") for a in args],
+                           **{k: const_value(v, f"{name}()") for k, v in kwargs.items()}))
+
+
+@_methods(ObjVar)
+def _obj_method(fr, o, name, args, kwargs):
+    return call(fr, getattr_var(fr, o, name), args, kwargs)
+
+

@@ -1,0 +1,144 @@
+"""Turning a finished trace into a cache entry: one generated function per entry.
+
+An entry checks its guards, calls the compiled graph with the lifted inputs, replays side
+effects, and rebuilds the frame's result (or, at a graph break, its stack and locals) from
+the graph outputs, constants and sources::
+
+    def __entry(L, args, kwargs):
+        try:
+            X = L[0]
+            if not (type(X) is _c1 and X.dtype is _c2 and ...): return _MISS
+            ...
+        except Exception:
+            return _MISS
+        __o = __compiled(L[0], L[0]._parameters['weight'])
+        return __o[0]
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from .variables import (
+    NULL, BoundVar, ConstVar, DictVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
+    Var,
+)
+
+MISS = object()
+RUNTIME_NULL = object()  # stands for CPython's NULL in a rebuilt stack
+_LITERALS = (int, float, bool, str, type(None))
+
+
+class CannotRebuild(Exception):
+    pass
+
+
+def collect_tensors(vars_, out: dict):
+    """TensorVars reachable from vars_, keyed by node (graph outputs, deduplicated)."""
+    for v in vars_:
+        if isinstance(v, TensorVar):
+            out.setdefault(v.node, v)
+        elif isinstance(v, (ListVar, TupleVar, SetVar)):
+            collect_tensors(v.items, out)
+        elif isinstance(v, DictVar):
+            collect_tensors(v.items.values(), out)
+        elif isinstance(v, NewObjVar):
+            collect_tensors(v.attrs.values(), out)
+        elif isinstance(v, BoundVar):
+            collect_tensors([v.self_var], out)
+        elif isinstance(v, FunctionVar):
+            collect_tensors(list(v.defaults) + list(v.kwdefaults.values()), out)
+    return out
+
+
+class Rebuilder:
+    """Python expressions that rebuild symbolic values from ``__o`` (graph outputs) and ``L``."""
+
+    def __init__(self, ns, output_index: dict, has_graph: bool):
+        self.ns = ns
+        self.output_index = output_index  # node -> position in the graph's output tuple
+        self.has_graph = has_graph
+        self.prelude: list[str] = []  # statements binding mutable values built once
+        self._temps: dict[int, str] = {}
+
+    def expr(self, v: Var) -> str:
+        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar)):
+            # One real object per symbolic one: a list on the stack and in a local stays shared.
+            name = self._temps.get(id(v))
+            if name is None:
+                name = self._temps[id(v)] = f"__t{len(self._temps)}"
+                self.prelude.append(f"{name} = {self._expr(v)}")
+            return name
+        return self._expr(v)
+
+    def _expr(self, v: Var) -> str:
+        if isinstance(v, TensorVar):
+            if self.has_graph:
+                return f"__o[{self.output_index[v.node]}]"
+            return v.source
+        if isinstance(v, ConstVar):
+            if type(v.value) in _LITERALS and (type(v.value) is not float or v.value == v.value):
+                return repr(v.value)
+            return self.ns.ref(v.value)
+        if isinstance(v, ObjVar):
+            return v.source if v.source is not None else self.ns.ref(v.value)
+        if isinstance(v, ListVar):
+            return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
+        if isinstance(v, TupleVar):
+            inner = "(" + "".join(self.expr(i) + ", " for i in v.items) + ")"
+            if v.cls is tuple:
+                return inner
+            if hasattr(v.cls, "_fields"):
+                return f"{self.ns.ref(v.cls)}(*{inner})"
+            return f"{self.ns.ref(v.cls)}({inner})"
+        if isinstance(v, DictVar):
+            return "{" + "".join(f"{self.ns.ref(k)}: {self.expr(i)}, " for k, i in v.items.items()) + "}"
+        if isinstance(v, SetVar):
+            return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
+        if isinstance(v, BoundVar):
+            return f"{self.ns.ref(types.MethodType)}({self.expr(v.func)}, {self.expr(v.self_var)})"
+        if isinstance(v, NewObjVar):
+            attrs = "{" + "".join(f"{k!r}: {self.expr(i)}, " for k, i in v.attrs.items()) + "}"
+            return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
+        if isinstance(v, FunctionVar) and not v.closure:
+            defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
+            kwdefaults = "{" + "".join(f"{k!r}: {self.expr(d)}, " for k, d in v.kwdefaults.items()) + "}"
+            return (f"{self.ns.ref(_make_function)}({self.ns.ref(v.code)}, {self.ns.ref(v.globals)}, "
+                    f"{defaults}, {kwdefaults})")
+        if isinstance(v, MethodVar) and isinstance(v.receiver, (TensorVar, ConstVar, ListVar, DictVar, SetVar, TupleVar)):
+            return f"{self.expr(v.receiver)}.{v.name}"
+        if v is NULL:
+            return "_NULL"
+        raise CannotRebuild(f"cannot rebuild a {type(v).__name__} outside the graph")
+
+
+def _new_object(cls, attrs):
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def _make_function(code, globals_, defaults, kwdefaults):
+    fn = types.FunctionType(code, globals_, code.co_name, defaults or None)
+    fn.__kwdefaults__ = kwdefaults or None
+    return fn
+
+
+def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail: str, prelude=()):
+    """Compile the entry function; ``tail`` is the statement that returns the result."""
+    lines = ["def __entry(L, args, kwargs):", "    try:"]
+    lines += ["        " + g for g in guard_lines] or ["        pass"]
+    lines += ["        if _grad() is not " + repr(torch.is_grad_enabled()) + ": return _MISS",
+              "    except Exception:", "        return _MISS"]
+    if compiled is not None:
+        lines.append(f"    __o = __compiled({''.join(s + ', ' for s in input_sources)})")
+    lines += ["    " + s for s in list(prelude) + list(side_effects)]
+    lines.append("    " + tail)
+    source = "\n".join(lines)
+    scope = {k: v for k, v in ns.items() if isinstance(k, str)}
+    scope.update(_MISS=MISS, _grad=torch.is_grad_enabled, __compiled=compiled, _setattr=setattr)
+    exec(compile(source, "<ember entry>", "exec"), scope)
+    entry = scope["__entry"]
+    entry.source = source
+    return entry

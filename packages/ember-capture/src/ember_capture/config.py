@@ -1,0 +1,89 @@
+"""Configuration, errors and the records capture keeps about what it did."""
+from __future__ import annotations
+
+import dataclasses
+import linecache
+
+LOG_NAMES = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureConfig:
+    """What a capture may do. Frozen and passed in: nothing here is global.
+
+    ``dynamic`` is accepted for torch.compile compatibility; capture specializes on
+    static shapes whatever its value (a new shape recompiles).
+    """
+
+    fullgraph: bool = False
+    recompile_limit: int = 8
+    dynamic: bool | None = None
+    logs: frozenset[str] = frozenset()
+
+    def __post_init__(self):
+        if not isinstance(self.fullgraph, bool):
+            raise TypeError(f"fullgraph must be a bool, got {self.fullgraph!r}")
+        if not isinstance(self.recompile_limit, int) or self.recompile_limit < 1:
+            raise ValueError(f"recompile_limit must be a positive int, got {self.recompile_limit!r}")
+        if self.dynamic not in (None, True, False):
+            raise TypeError(f"dynamic must be None, True or False, got {self.dynamic!r}")
+        unknown = set(self.logs) - LOG_NAMES
+        if unknown:
+            raise ValueError(f"unknown log names {sorted(unknown)}; valid: {sorted(LOG_NAMES)}")
+        object.__setattr__(self, "logs", frozenset(self.logs))
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakReason:
+    """Why capture stopped: a stable ``kind``, one sentence, and the user's line."""
+
+    kind: str
+    reason: str
+    filename: str | None = None
+    lineno: int | None = None
+    source_line: str | None = None
+
+    def where(self) -> str:
+        if self.filename is None:
+            return "<unknown location>"
+        return f"{self.filename}:{self.lineno}: {self.source_line or ''}".rstrip()
+
+    def __str__(self):
+        return f"[{self.kind}] {self.reason} at {self.where()}"
+
+
+class Unsupported(Exception):
+    """Raised under ``fullgraph=True`` at the first graph break.
+
+    The message holds the reason, the user's ``file:line`` and the source line.
+    Internally, the interpreter raises it at any construct it will not trace.
+    """
+
+    def __init__(self, kind: str, reason: str, location: tuple | None = None):
+        self.kind = kind
+        self.reason = reason
+        self.location = location  # (filename, lineno) of the user's line, once known
+        super().__init__(reason)
+
+    def with_location(self, filename, lineno):
+        if self.location is None:
+            self.location = (filename, lineno)
+        return self
+
+    def to_reason(self) -> BreakReason:
+        filename, lineno = self.location or (None, None)
+        line = linecache.getline(filename, lineno).strip() if filename and lineno else None
+        return BreakReason(self.kind, self.reason, filename, lineno, line)
+
+    def __str__(self):
+        return str(self.to_reason())
+
+
+@dataclasses.dataclass
+class CaptureStats:
+    """What one capture (and the resume functions it spawned) did; read by explain()."""
+
+    graphs: list = dataclasses.field(default_factory=list)
+    breaks: list = dataclasses.field(default_factory=list)
+    fallbacks: list = dataclasses.field(default_factory=list)
+    recompiles: int = 0

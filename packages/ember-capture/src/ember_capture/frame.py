@@ -1,0 +1,142 @@
+"""One symbolic frame: stack, locals, cells, and the loop that dispatches opcode handlers.
+
+Opcode handlers live in tables keyed by CPython version (``HANDLERS[(3, 11)]``), filled by the
+``@op`` decorator in the ``ops_*`` modules; a handler that exists in several versions is
+registered once for all of them, and a version's differences are separate handlers.
+"""
+from __future__ import annotations
+
+import dis
+import sys
+
+from .config import Unsupported
+from .variables import NULL, CellVar, Var
+
+VERSION = sys.version_info[:2]
+SUPPORTED_VERSIONS = ((3, 11), (3, 12))
+HANDLERS: dict[tuple, dict] = {v: {} for v in SUPPORTED_VERSIONS}
+CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
+
+
+def op(*names, versions=SUPPORTED_VERSIONS):
+    """Register the decorated function as the handler of opcodes ``names``."""
+    def deco(fn):
+        for v in versions:
+            for n in names:
+                HANDLERS[v][n] = fn
+        return fn
+    return deco
+
+
+class CodeInfo:
+    """Decoded instructions of a code object, with offset -> index."""
+
+    _cache: dict = {}
+
+    def __init__(self, code):
+        self.code = code
+        self.insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        self.index = {inst.offset: k for k, inst in enumerate(self.insts)}
+        self.loops = [(i.argval, i.offset) for i in self.insts
+                      if i.opcode in dis.hasjrel and isinstance(i.argval, int) and i.argval < i.offset]
+
+    @classmethod
+    def of(cls, code) -> "CodeInfo":
+        info = cls._cache.get(code)
+        if info is None:
+            info = cls._cache[code] = cls(code)
+        return info
+
+    def in_loop(self, offset) -> bool:
+        return any(start <= offset <= end for start, end in self.loops)
+
+
+class Frame:
+    def __init__(self, tr, code, globals_, locals_: dict, freevars: dict, parent=None, self_var=None):
+        if code.co_flags & CO_GENERATOR_LIKE:
+            raise Unsupported("generator", f"{code.co_name} is a generator or coroutine")
+        self.tr = tr
+        self.code = code
+        self.info = CodeInfo.of(code)
+        self.globals = globals_
+        self.locals: dict[str, Var] = locals_
+        self.cells: dict[str, CellVar] = dict(freevars)
+        for name in code.co_cellvars:
+            self.cells[name] = CellVar(self.locals.pop(name, None))
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.self_var = self_var  # first argument, for zero-argument super()
+        self.stack: list[Var] = []
+        self.ip = 0
+        self.inst = None
+        self.kw_names = ()
+        self.result = None
+        self.done = False
+
+    # -- stack ----------------------------------------------------------------------------
+    def push(self, v: Var):
+        self.stack.append(v)
+
+    def pop(self) -> Var:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Var]:
+        if n == 0:
+            return []
+        vals = self.stack[-n:]
+        del self.stack[-n:]
+        return vals
+
+    def jump(self, offset: int):
+        self.ip = self.info.index[offset]
+
+    def return_(self, v: Var):
+        self.result = v
+        self.done = True
+
+    # -- loop -----------------------------------------------------------------------------
+    def run(self) -> Var:
+        table = HANDLERS[VERSION]
+        insts = self.info.insts
+        tr = self.tr
+        is_root = self.parent is None
+        while not self.done:
+            inst = insts[self.ip]
+            self.inst = inst
+            lineno = inst.positions.lineno if inst.positions else None
+            if lineno is not None:
+                tr.graph.location = (self.code.co_filename, lineno, self.code.co_name)
+            if is_root and inst.offset in tr.break_offsets:
+                raise StopAtBreak(self, inst)
+            self.ip += 1
+            handler = table.get(inst.opname)
+            try:
+                if handler is None:
+                    raise Unsupported("unsupported_opcode", f"opcode {inst.opname} is not supported")
+                handler(self, inst)
+            except Unsupported as e:
+                raise e.with_location(self.code.co_filename, lineno)
+            except (StopAtBreak, RestartTrace):
+                raise
+            except RecursionError:
+                raise Unsupported("recursion", "recursion too deep while tracing").with_location(
+                    self.code.co_filename, lineno) from None
+            except Exception as e:  # a bug in a handler, or an error the user's code raises
+                raise Unsupported("trace_error", f"{type(e).__name__} while tracing {inst.opname}: {e}").with_location(
+                    self.code.co_filename, lineno) from e
+        return self.result
+
+
+class StopAtBreak(Exception):
+    """The root frame reached an instruction marked as a graph break."""
+
+    def __init__(self, frame, inst):
+        self.frame = frame
+        self.inst = inst
+
+
+class RestartTrace(Exception):
+    pass
+
+
+__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "RestartTrace", "NULL", "CodeInfo", "VERSION"]

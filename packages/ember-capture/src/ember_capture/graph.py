@@ -1,0 +1,217 @@
+"""The FX graph being recorded: placeholders for lifted inputs, call nodes with fake values.
+
+Every node gets ``meta["example_value"]`` (a FakeTensor, or a tuple of them) and
+``meta["stack_trace"]`` (the user's file, line and source line).
+"""
+from __future__ import annotations
+
+import linecache
+import operator
+import re
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+
+from .config import Unsupported
+from .variables import ConstVar, ListVar, NullVar, TensorVar, TupleVar, Var
+
+_DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
+# Results of these are Python values that depend on tensor data, or on storage identity.
+_DATA_METHODS = frozenset({
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__repr__",
+    "__str__", "__format__", "data_ptr", "untyped_storage", "storage", "_version", "equal",
+    "__array__", "__len__", "__iter__", "backward", "register_hook", "cpu_numpy",
+})
+METADATA_TYPES = (int, float, bool, complex, str, type(None), torch.Size, torch.dtype,
+                  torch.device, torch.layout, torch.memory_format)
+
+
+def stack_trace(filename, lineno, name) -> str:
+    line = linecache.getline(filename, lineno).strip() if filename else ""
+    return f'  File "{filename}", line {lineno}, in {name}\n    {line}\n'
+
+
+class OutputGraph:
+    def __init__(self):
+        self.graph = fx.Graph()
+        self.fake_mode = FakeTensorMode()
+        self.inputs: list[tuple[str, object]] = []  # (source, real value) per placeholder
+        self.by_source: dict[str, TensorVar] = {}
+        self._last_placeholder = None
+        self.location = ("", 0, "")  # (filename, lineno, function name) of the current user line
+        self.grad_enabled = torch.is_grad_enabled()
+        self.n_ops = 0
+        self._names: set = set()
+
+    # -- inputs ---------------------------------------------------------------------------
+    def add_input(self, source: str, real: torch.Tensor, name_hint: str) -> TensorVar:
+        if source in self.by_source:
+            return self.by_source[source]
+        if real.layout != torch.strided or type(real) not in (torch.Tensor, torch.nn.Parameter):
+            raise Unsupported("unsupported_input", f"cannot lift a {type(real).__name__} with layout {real.layout}")
+        name = re.sub(r"\W+", "_", name_hint).strip("_") or "input"
+        if not name[0].isalpha():
+            name = "i_" + name
+        base, k = name, 1
+        while name in self._names:
+            name, k = f"{base}_{k}", k + 1
+        self._names.add(name)
+        if self._last_placeholder is None:
+            ctx = self.graph.inserting_before(None)
+        else:
+            ctx = self.graph.inserting_after(self._last_placeholder)
+        with ctx:
+            node = self.graph.placeholder(name)
+        self._last_placeholder = node
+        fake = self.fake_mode.from_tensor(real)
+        node.meta["example_value"] = fake
+        node.meta["stack_trace"] = stack_trace(*self.location)
+        node.meta["source"] = source
+        var = TensorVar(node, fake, source)
+        self.by_source[source] = var
+        self.inputs.append((source, real))
+        return var
+
+    # -- calls ----------------------------------------------------------------------------
+    def call(self, kind: str, target, args, kwargs) -> Var:
+        """Record ``target(*args, **kwargs)`` (kind: call_function or call_method)."""
+        if kind == "call_method" and target in _DATA_METHODS:
+            raise Unsupported("data_dependent", f"Tensor.{target}() needs tensor data")
+        node_args, fake_args = _lower(args)
+        node_kwargs, fake_kwargs = _lower(kwargs)
+        try:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+                if kind == "call_method":
+                    out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    out = target(*fake_args, **fake_kwargs)
+        except _DATA_DEPENDENT as e:
+            raise Unsupported("data_dependent", f"{_name(target)} depends on tensor data ({type(e).__name__})") from None
+        except UnsupportedOperatorException as e:
+            raise Unsupported("unsupported_op", f"{_name(target)} has no fake implementation: {e}") from None
+        except Unsupported:
+            raise
+        except Exception as e:  # the user's code would raise too: run it eagerly and let it
+            raise Unsupported("trace_error", f"{_name(target)} raised {type(e).__name__}: {e}") from None
+        if target is operator.setitem:
+            node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+            self._annotate(node, None)
+            self.n_ops += 1
+            return ConstVar(None)
+        if not _has_tensor(out):
+            if isinstance(out, METADATA_TYPES) or (isinstance(out, tuple) and all(isinstance(o, METADATA_TYPES) for o in out)):
+                if kind == "call_method" or any(isinstance(a, TensorVar) for a in _flat(args, kwargs)):
+                    return ConstVar(out)
+            raise Unsupported("unsupported_op", f"{_name(target)} returned a {type(out).__name__}, not a tensor")
+        node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        self._annotate(node, out)
+        self.n_ops += 1
+        return self._wrap_output(node, out)
+
+    def _annotate(self, node, fake):
+        node.meta["example_value"] = fake
+        node.meta["stack_trace"] = stack_trace(*self.location)
+
+    def _wrap_output(self, node, out) -> Var:
+        if isinstance(out, torch.Tensor):
+            return TensorVar(node, out)
+        if isinstance(out, (tuple, list)):
+            items = []
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    child = self.graph.call_function(operator.getitem, (node, i))
+                    self._annotate(child, o)
+                    items.append(TensorVar(child, o))
+                elif isinstance(o, METADATA_TYPES):
+                    items.append(ConstVar(o))
+                else:
+                    raise Unsupported("unsupported_op", f"op returned a {type(o).__name__} inside a sequence")
+            if isinstance(out, list):
+                return ListVar(items)
+            fields = getattr(type(out), "_fields", None) or _structseq_fields(out)
+            return TupleVar(items, cls=type(out), fields=fields)
+        raise Unsupported("unsupported_op", f"op returned {type(out).__name__}")
+
+    def set_grad_enabled(self, enabled: bool):
+        node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+        node.meta["stack_trace"] = stack_trace(*self.location)
+        self.grad_enabled = enabled
+
+    def finish(self, outputs: list[TensorVar]) -> fx.GraphModule:
+        self.graph.output(tuple(v.node for v in outputs))
+        return fx.GraphModule(torch.nn.Module(), self.graph)
+
+
+def _structseq_fields(out):
+    if type(out) is tuple:
+        return None
+    names = [n for n in dir(type(out)) if not n.startswith("_") and n not in ("count", "index", "n_fields", "n_sequence_fields", "n_unnamed_fields")]
+    fields = {}
+    for n in names:
+        val = getattr(out, n, None)
+        for i, o in enumerate(out):
+            if o is val:
+                fields[n] = i
+    return fields or None
+
+
+def _name(target):
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+
+
+def _has_tensor(out) -> bool:
+    if isinstance(out, torch.Tensor):
+        return True
+    if isinstance(out, (tuple, list)):
+        return any(_has_tensor(o) for o in out)
+    return False
+
+
+def _flat(args, kwargs):
+    return list(args) + list(kwargs.values())
+
+
+def _lower(x):
+    """Var structure -> (FX argument, fake argument)."""
+    if isinstance(x, (list, tuple)) and not isinstance(x, Var):
+        pairs = [_lower(i) for i in x]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(x, dict):
+        pairs = {k: _lower(v) for k, v in x.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(x, TensorVar):
+        return x.node, x.fake
+    if isinstance(x, ConstVar):
+        v = x.value
+        if isinstance(v, slice) or isinstance(v, METADATA_TYPES) or v is Ellipsis or isinstance(v, (tuple, list, range)):
+            return v, v
+        if callable(v) or isinstance(v, torch.finfo):
+            return v, v
+        raise Unsupported("unsupported_arg", f"cannot pass a {type(v).__name__} constant to a tensor op")
+    if isinstance(x, TupleVar) and x.cls is tuple:
+        n, f = _lower(x.items)
+        return tuple(n), tuple(f)
+    if isinstance(x, ListVar):
+        return _lower(x.items)
+    if isinstance(x, SliceParts):
+        n, f = _lower(x.parts)
+        return slice(*n), slice(*f)
+    if isinstance(x, NullVar):
+        raise Unsupported("internal", "NULL passed to an op")
+    raise Unsupported("unsupported_arg", f"cannot pass {type(x).__name__} to a tensor op")
+
+
+class SliceParts(Var):
+    """A slice whose bounds are not all constants (e.g. hold a tensor)."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+
+__all__ = ["OutputGraph", "SliceParts", "stack_trace", "METADATA_TYPES"]

@@ -1,0 +1,81 @@
+"""Guards: the conditions under which a compiled entry may be reused.
+
+Each guard is a Python boolean expression over one source (Note [Sources]); an entry's
+guards and its graph call are generated as one small function so that a cache hit is a
+handful of attribute checks and one call.
+"""
+from __future__ import annotations
+
+import torch
+
+_PLAIN_EQ = (int, float, str, bytes, complex)
+_IDENTITY_CONST = (type(None), bool, type(Ellipsis), type(NotImplemented))
+
+
+class Guards:
+    def __init__(self, namespace):
+        self.ns = namespace  # shared with the entry's generated code
+        self.items: dict[str, list[str]] = {}  # source -> checks over "X"
+        self.notes: list[str] = []  # readable form for the "guards" log
+
+    def add(self, source: str | None, check: str, note: str | None = None):
+        if source is None:
+            return
+        checks = self.items.setdefault(source, [])
+        if check not in checks:
+            checks.append(check)
+            self.notes.append(note or check.replace("X", source))
+
+    def const(self, source, value):
+        t = type(value)
+        if isinstance(value, _IDENTITY_CONST):
+            self.add(source, f"X is {value!r}")
+        elif t in _PLAIN_EQ:
+            if value != value:  # NaN is never equal to itself: guard on the type only
+                self.add(source, f"type(X) is {t.__name__}")
+            else:
+                self.add(source, f"type(X) is {t.__name__} and X == {self.ns.ref(value)}")
+        elif isinstance(value, torch.dtype) or isinstance(value, type) or callable(value):
+            self.add(source, f"X is {self.ns.ref(value)}")
+        elif isinstance(value, (tuple, torch.Size, range, torch.device, slice, frozenset)):
+            self.add(source, f"type(X) is {self.ns.ref(t)} and X == {self.ns.ref(value)}")
+        else:
+            self.add(source, f"X is {self.ns.ref(value)}")
+
+    def tensor(self, source, t: torch.Tensor):
+        ns = self.ns
+        self.add(
+            source,
+            f"type(X) is {ns.ref(type(t))} and X.dtype is {ns.ref(t.dtype)} and X.device == {ns.ref(t.device)}"
+            f" and X.shape == {tuple(t.shape)!r} and X.stride() == {tuple(t.stride())!r}"
+            f" and X.requires_grad is {t.requires_grad}",
+            f"{source}: {type(t).__name__} {t.dtype} {t.device} shape={tuple(t.shape)} "
+            f"stride={tuple(t.stride())} requires_grad={t.requires_grad}",
+        )
+
+    def identity(self, source, obj):
+        self.add(source, f"id(X) == {id(obj)}", f"{source} is <{type(obj).__name__} at {id(obj):#x}>")
+
+    def type_is(self, source, obj):
+        self.add(source, f"type(X) is {self.ns.ref(type(obj))}", f"type({source}) is {type(obj).__qualname__}")
+
+    def lines(self) -> list[str]:
+        """Statements of a function body that return MISS when a guard fails."""
+        out = []
+        for i, (source, checks) in enumerate(self.items.items()):
+            out.append(f"X = {source}")
+            out.append(f"if not ({' and '.join(checks)}): return _MISS")
+        return out
+
+
+class Namespace(dict):
+    """Names for objects referenced by generated code (constants, the compiled graph, ...)."""
+
+    def ref(self, obj) -> str:
+        key = ("ref", id(obj))
+        name = self.get(key)
+        if name is None:
+            name = f"_c{len(self)}"
+            self[key] = name
+            self[name] = obj
+        return name

@@ -1,0 +1,159 @@
+"""Opcode handlers: stack shuffling, constants, locals, globals, cells, attributes."""
+from __future__ import annotations
+
+import builtins
+
+from . import semantics as S
+from .builder import wrap
+from .config import Unsupported
+from .frame import op
+from .variables import NULL, CellVar, ConstVar, Var
+
+
+@op("NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "CACHE")
+def _nop(fr, inst):
+    pass
+
+
+@op("POP_TOP")
+def _pop_top(fr, inst):
+    fr.pop()
+
+
+@op("PUSH_NULL")
+def _push_null(fr, inst):
+    fr.push(NULL)
+
+
+@op("COPY")
+def _copy(fr, inst):
+    fr.push(fr.stack[-inst.arg])
+
+
+@op("SWAP")
+def _swap(fr, inst):
+    s = fr.stack
+    s[-1], s[-inst.arg] = s[-inst.arg], s[-1]
+
+
+@op("LOAD_CONST")
+def _load_const(fr, inst):
+    fr.push(ConstVar(inst.argval))
+
+
+@op("RETURN_CONST", versions=((3, 12),))
+def _return_const(fr, inst):
+    fr.return_(ConstVar(inst.argval))
+
+
+@op("RETURN_VALUE")
+def _return_value(fr, inst):
+    fr.return_(fr.pop())
+
+
+@op("LOAD_FAST", "LOAD_FAST_CHECK")
+def _load_fast(fr, inst):
+    try:
+        fr.push(fr.locals[inst.argval])
+    except KeyError:
+        raise Unsupported("unbound_local", f"local variable {inst.argval!r} is unbound") from None
+
+
+@op("LOAD_FAST_AND_CLEAR", versions=((3, 12),))
+def _load_fast_and_clear(fr, inst):
+    fr.push(fr.locals.pop(inst.argval, NULL))
+
+
+@op("STORE_FAST")
+def _store_fast(fr, inst):
+    v = fr.pop()
+    if v is NULL:  # 3.12 comprehensions restore a local that was unbound
+        fr.locals.pop(inst.argval, None)
+    else:
+        fr.locals[inst.argval] = v
+
+
+@op("DELETE_FAST")
+def _delete_fast(fr, inst):
+    fr.locals.pop(inst.argval, None)
+
+
+@op("LOAD_GLOBAL")
+def _load_global(fr, inst):
+    if inst.arg & 1:
+        fr.push(NULL)
+    fr.push(load_global(fr, inst.argval))
+
+
+def load_global(fr, name) -> Var:
+    tr = fr.tr
+    overlay = tr.global_writes.get((id(fr.globals), name))
+    if overlay is not None:
+        return overlay
+    g = fr.globals
+    if name in g:
+        return wrap(tr, g[name], f"{tr.globals_ref(g)}[{name!r}]", name)
+    if hasattr(builtins, name):
+        return S.constant_like(getattr(builtins, name))
+    raise Unsupported("name_error", f"name {name!r} is not defined")
+
+
+@op("STORE_GLOBAL")
+def _store_global(fr, inst):
+    fr.tr.record_global_write(fr.globals, inst.argval, fr.pop())
+
+
+@op("LOAD_DEREF", "LOAD_CLASSDEREF")
+def _load_deref(fr, inst):
+    cell = fr.cells[inst.argval]
+    if cell.contents is None:
+        raise Unsupported("unbound_local", f"free variable {inst.argval!r} is unbound")
+    fr.push(cell.contents)
+
+
+@op("STORE_DEREF")
+def _store_deref(fr, inst):
+    cell = fr.cells[inst.argval]
+    if getattr(cell, "real_cell", None) is not None:
+        raise Unsupported("side_effect", f"writing nonlocal {inst.argval!r} of an outer function")
+    cell.contents = fr.pop()
+
+
+@op("LOAD_CLOSURE")
+def _load_closure(fr, inst):
+    fr.push(fr.cells[inst.argval])
+
+
+@op("LOAD_ATTR", versions=((3, 11),))
+def _load_attr_311(fr, inst):
+    fr.push(S.getattr_var(fr, fr.pop(), inst.argval))
+
+
+@op("LOAD_METHOD", versions=((3, 11),))
+def _load_method(fr, inst):
+    fr.push(NULL)
+    fr.push(S.getattr_var(fr, fr.stack.pop(-2), inst.argval))
+
+
+@op("LOAD_ATTR", versions=((3, 12),))
+def _load_attr_312(fr, inst):
+    obj = fr.pop()
+    if inst.arg & 1:
+        fr.push(NULL)
+    fr.push(S.getattr_var(fr, obj, inst.argval))
+
+
+@op("STORE_ATTR")
+def _store_attr(fr, inst):
+    obj = fr.pop()
+    value = fr.pop()
+    S.setattr_var(fr, obj, inst.argval, value)
+
+
+@op("LOAD_ASSERTION_ERROR")
+def _load_assertion_error(fr, inst):
+    fr.push(ConstVar(AssertionError))
+
+
+def new_cell(contents=None) -> CellVar:
+    return CellVar(contents)

@@ -1,0 +1,135 @@
+"""Opcode handlers: jumps, loops, ``with`` blocks, ``raise``.
+
+Only the normal path is traced: exception handlers are reached through the exception
+table, which the interpreter never takes; an exception while tracing stops the capture.
+"""
+from __future__ import annotations
+
+import sys
+
+from . import semantics as S
+from .config import Unsupported
+from .frame import op
+from .variables import NULL, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
+
+V311 = ((3, 11),)
+V312 = ((3, 12),)
+
+
+@op("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT")
+def _jump(fr, inst):
+    fr.jump(inst.argval)
+
+
+def _cond_jump(test):
+    def handler(fr, inst):
+        if test(fr, fr.pop()):
+            fr.jump(inst.argval)
+    return handler
+
+
+def _is_none(fr, v):
+    return S.is_same(v, ConstVar(None))
+
+
+for _names, _test, _versions in [
+    (("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE"), lambda fr, v: S.truthy(fr, v), V311),
+    (("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE"), lambda fr, v: not S.truthy(fr, v), V311),
+    (("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE"), _is_none, V311),
+    (("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"), lambda fr, v: not _is_none(fr, v), V311),
+    (("POP_JUMP_IF_TRUE",), lambda fr, v: S.truthy(fr, v), V312),
+    (("POP_JUMP_IF_FALSE",), lambda fr, v: not S.truthy(fr, v), V312),
+    (("POP_JUMP_IF_NONE",), _is_none, V312),
+    (("POP_JUMP_IF_NOT_NONE",), lambda fr, v: not _is_none(fr, v), V312),
+]:
+    op(*_names, versions=_versions)(_cond_jump(_test))
+
+
+@op("JUMP_IF_TRUE_OR_POP", versions=V311)
+def _jump_if_true_or_pop(fr, inst):
+    if S.truthy(fr, fr.stack[-1]):
+        fr.jump(inst.argval)
+    else:
+        fr.pop()
+
+
+@op("JUMP_IF_FALSE_OR_POP", versions=V311)
+def _jump_if_false_or_pop(fr, inst):
+    if not S.truthy(fr, fr.stack[-1]):
+        fr.jump(inst.argval)
+    else:
+        fr.pop()
+
+
+@op("GET_ITER")
+def _get_iter(fr, inst):
+    fr.push(S.iterate(fr, fr.pop()))
+
+
+@op("FOR_ITER")
+def _for_iter(fr, inst):
+    it = fr.stack[-1]
+    if not isinstance(it, IterVar):
+        raise Unsupported("unsupported_iter", f"iterating over {type(it).__name__}")
+    if it.pos < len(it.items):
+        fr.push(it.items[it.pos])
+        it.pos += 1
+        return
+    _FOR_ITER_EXHAUSTED[fr.tr.version](fr, inst)
+
+
+def _exhausted_311(fr, inst):
+    fr.pop()
+    fr.jump(inst.argval)
+
+
+def _exhausted_312(fr, inst):
+    # 3.12 jumps to an END_FOR that pops two values: the iterator and the next value.
+    fr.push(NULL)
+    fr.jump(inst.argval)
+
+
+_FOR_ITER_EXHAUSTED = {(3, 11): _exhausted_311, (3, 12): _exhausted_312}
+
+
+@op("END_FOR", versions=V312)
+def _end_for(fr, inst):
+    fr.popn(2)
+
+
+@op("BEFORE_WITH")
+def _before_with(fr, inst):
+    ctx = fr.pop()
+    if not isinstance(ctx, GradModeVar):
+        raise Unsupported("unsupported_context", f"with-block over {S.describe(ctx)}")
+    graph = fr.tr.graph
+    previous = getattr(ctx, "previous", None)  # set by set_grad_enabled(), which applies at once
+    if previous is None:
+        previous = graph.grad_enabled
+        if ctx.enabled != previous:
+            graph.set_grad_enabled(ctx.enabled)
+    fr.push(ExitVar(previous))
+    fr.push(ConstVar(None))
+
+
+@op("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
+    "SETUP_ANNOTATIONS", "IMPORT_STAR", "YIELD_VALUE", "SEND", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
+def _unsupported_flow(fr, inst):
+    what = {"RAISE_VARARGS": "raise statement", "YIELD_VALUE": "yield"}.get(inst.opname, inst.opname)
+    raise Unsupported("unsupported_opcode", f"{what} is not traced")
+
+
+@op("IMPORT_NAME")
+def _import_name(fr, inst):
+    fromlist = S.const_value(fr.pop())
+    level = S.const_value(fr.pop())
+    name = inst.argval
+    if level != 0 or name not in sys.modules:
+        raise Unsupported("import", f"import of {name!r} (not yet imported)")
+    top = sys.modules[name] if fromlist else sys.modules[name.split(".")[0]]
+    fr.push(ObjVar(top))
+
+
+@op("IMPORT_FROM")
+def _import_from(fr, inst):
+    fr.push(S.getattr_var(fr, fr.stack[-1], inst.argval))

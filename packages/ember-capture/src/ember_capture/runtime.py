@@ -1,0 +1,306 @@
+"""The capture wrapper: a cache of guarded entries per frame, compiled on a miss.
+
+Note [Frames and sessions]: ``capture(fn)`` makes one ``FrameState`` (the cache for fn's
+code) inside one ``Session`` (the backend, config and statistics). Resume functions and
+callees that a graph break runs natively get their own FrameState in the same Session, so
+that they are compiled with the same backend and counted by the same explain().
+"""
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+import weakref
+
+import torch
+
+
+from .breaks import BreakAction, can_break
+from .calls import inlinable_file
+from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
+from .config import CaptureConfig, CaptureStats, Unsupported
+from .disable import run_shallow
+from .frame import CodeInfo
+from .resume import CannotResume, resume_code
+from .tracer import Tracer
+
+MAX_RESTARTS = 32
+_ALL_STATES: "weakref.WeakSet[FrameState]" = weakref.WeakSet()
+
+
+def log(config: CaptureConfig, name: str, message: str):
+    if name in config.logs:
+        print(f"[ember:{name}] {message}", file=sys.stderr)
+
+
+class Session:
+    def __init__(self, backend, config: CaptureConfig, stats: CaptureStats):
+        self.backend = backend
+        self.config = config
+        self.stats = stats
+        self.callees: dict = {}  # id(obj) -> (obj, wrapper)
+        self.warned: set = set()
+
+    def callee(self, obj):
+        """The capture wrapper used when a graph break calls a user function natively."""
+        hit = self.callees.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, FrameState(self, obj if isinstance(obj, types.FunctionType) else type(obj).forward,
+                                   None if isinstance(obj, types.FunctionType) else obj).wrapper)
+            self.callees[id(obj)] = hit
+        return hit[1]
+
+    def warn_once(self, key, message, stacklevel):
+        if key not in self.warned:
+            self.warned.add(key)
+            warnings.warn(message, stacklevel=stacklevel + 1)
+
+
+class FrameState:
+    def __init__(self, session: Session, func: types.FunctionType, self_obj=None, name=None):
+        self.session = session
+        self.func = func
+        self.code = func.__code__
+        self.self_obj = self_obj
+        self.name = name or func.__qualname__
+        self.entries: list = []
+        self.eager_forever = False
+        self.resumes: dict = {}
+        self.bind, self.arg_names = make_binder(func, self_obj)
+        self.eager = func if self_obj is None else types.MethodType(func, self_obj)
+        self.wrapper = self._make_wrapper()
+        _ALL_STATES.add(self)
+
+    def _make_wrapper(self):
+        entries = self.entries
+        bind = self.bind
+        miss = self.miss
+
+        def wrapper(*args, **kwargs):
+            L = bind(*args, **kwargs)
+            for entry in entries:
+                result = entry(L, args, kwargs)
+                if result is not MISS:
+                    return result
+            return miss(L, args, kwargs)
+
+        wrapper.__wrapped__ = self.eager
+        wrapper.__name__ = getattr(self.func, "__name__", "captured")
+        wrapper.__qualname__ = self.name
+        wrapper.__doc__ = self.func.__doc__
+        wrapper._ember_state = self
+        return wrapper
+
+    def reset(self):
+        self.entries.clear()
+        self.resumes.clear()
+        self.eager_forever = False
+
+    # -- compile on a miss ------------------------------------------------------------------
+    def miss(self, L, args, kwargs):
+        config = self.session.config
+        if self.eager_forever:
+            return self.eager(*args, **kwargs)
+        if len(self.entries) >= config.recompile_limit:
+            self.eager_forever = True
+            self.session.warn_once(("limit", self.code), f"ember: {self.name} hit the recompile limit "
+                                   f"({config.recompile_limit}); running it eagerly from now on", 3)
+            return self.eager(*args, **kwargs)
+        if self.entries:
+            self.session.stats.recompiles += 1
+            log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
+                f"{self.code.co_firstlineno}): {failed_guard(self.entries[0], L)}")
+        entry = self.compile(L)
+        self.entries.append(entry)
+        result = entry(L, args, kwargs)
+        if result is MISS:  # guards that do not hold on the inputs they were made from: a bug
+            self.entries.remove(entry)
+            self.session.warn_once(("guard", self.code), f"ember: internal guard error in {self.name}; running eagerly", 3)
+            return self.eager(*args, **kwargs)
+        return result
+
+    def compile(self, L):
+        config = self.session.config
+        breaks: dict = {}
+        func = self.func
+        for _ in range(MAX_RESTARTS):
+            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names)
+            try:
+                plan = tr.run()
+            except Unsupported as e:
+                inst = tr.root.inst if tr.root is not None else None
+                if config.fullgraph:
+                    raise Unsupported(e.kind, e.reason, e.location) from None
+                if inst is not None and inst.offset not in breaks and can_break(self.code, inst):
+                    breaks[inst.offset] = e
+                    continue
+                return self.eager_entry(tr, e)
+            try:
+                return self.build_entry(tr, plan, breaks)
+            except (CannotRebuild, CannotResume) as e:
+                err = breaks.get(plan.inst.offset) if plan.inst is not None else None
+                return self.eager_entry(tr, Unsupported("cannot_resume", f"{err.reason if err else ''}; "
+                                                        f"cannot resume after it: {e}",
+                                                        err.location if err else None))
+        return self.eager_entry(tr, Unsupported("too_many_breaks", "too many graph breaks"))
+
+    def build_entry(self, tr, plan, breaks):
+        session = self.session
+        code = self.code
+        if plan.kind == "return":
+            roots = [plan.value]
+        else:
+            fr = plan.frame
+            roots = list(fr.stack) + list(fr.locals.values())
+        side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
+        outputs = list(collect_tensors(roots + side_values, {}).values())
+        has_graph = tr.graph.n_ops > 0
+        compiled = None
+        if has_graph:
+            gm = tr.graph.finish(outputs)
+            example_inputs = [real for _, real in tr.graph.inputs]
+            session.stats.graphs.append(gm)
+            log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
+            compiled = session.backend(gm, example_inputs)
+        tr.ns["G"] = self.func.__globals__
+        tr.ns["_NULL"] = RUNTIME_NULL
+        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
+        effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
+        effects += [f"{tr.ns.ref(g)}[{name!r}] = {rb.expr(v)}" for g, name, v in tr.global_write_list]
+        if plan.kind == "return":
+            tail = f"return {rb.expr(plan.value)}"
+        else:
+            reason = breaks[plan.inst.offset]
+            action = BreakAction(self, plan.frame, plan.inst, reason)
+            stack = ", ".join(rb.expr(v) for v in plan.frame.stack)
+            local_names = code.co_varnames
+            locs = ", ".join(rb.expr(plan.frame.locals[n]) if n in plan.frame.locals else "None" for n in local_names)
+            tr.ns["__brk"] = action
+            tail = f"return __brk([{stack}], [{locs}])"
+            session.stats.breaks.append(reason.to_reason())
+            log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
+        if "guards" in session.config.logs:
+            log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(tr.guards.notes or ["(none)"]))
+        entry = generate_entry(tr.ns, tr.guards.lines(), [s for s, _ in tr.graph.inputs], compiled, effects, tail,
+                               rb.prelude)
+        entry.guard_notes = list(tr.guards.notes)
+        entry.guard_checks = dict(tr.guards.items)
+        entry.ns = tr.ns
+        return entry
+
+    def eager_entry(self, tr, error: Unsupported):
+        reason = error.to_reason()
+        self.session.stats.fallbacks.append(reason)
+        self.session.stats.breaks.append(reason)
+        self.session.warn_once((self.code, reason.kind, reason.lineno),
+                               f"ember: running {self.name} eagerly: {reason.reason} ({reason.where()})", 5)
+        log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
+        tr.ns["__eager"] = self.eager
+        entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __eager(*args, **kwargs)")
+        entry.guard_notes = list(tr.guards.notes)
+        entry.guard_checks = dict(tr.guards.items)
+        entry.ns = tr.ns
+        return entry
+
+    # -- resume functions ---------------------------------------------------------------------
+    def resume_function(self, target: int, null_mask: tuple, unbound: tuple):
+        key = (target, null_mask, unbound)
+        wrapper = self.resumes.get(key)
+        if wrapper is None:
+            code = resume_code(self.code, target, null_mask, unbound)
+            fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, self.func.__closure__)
+            wrapper = FrameState(self.session, fn, name=f"{self.name} (resumed at offset {target})").wrapper
+            self.resumes[key] = wrapper
+        return wrapper
+
+    def call_native(self, fn, args, kwargs):
+        """Call ``fn`` for a graph break: user code still goes through capture."""
+        session = self.session
+        disabled = getattr(fn, "_ember_disabled", None)
+        if disabled == "shallow":
+            return run_shallow(fn, session, args, kwargs)
+        if disabled is None:
+            if isinstance(fn, types.FunctionType) and inlinable_file(fn.__code__.co_filename):
+                return session.callee(fn)(*args, **kwargs)
+            if (isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType)
+                    and inlinable_file(fn.__func__.__code__.co_filename)):
+                return session.callee(fn.__func__)(fn.__self__, *args, **kwargs)
+            if isinstance(fn, torch.nn.Module) and not _has_hooks(fn) and isinstance(type(fn).forward, types.FunctionType) \
+                    and inlinable_file(type(fn).forward.__code__.co_filename):
+                return session.callee(fn)(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+
+def _has_hooks(m):
+    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+
+
+def failed_guard(entry, L) -> str:
+    scope = {k: v for k, v in entry.ns.items() if isinstance(k, str)}
+    scope["L"] = L
+    for source, checks in entry.guard_checks.items():
+        try:
+            X = eval(source, scope)
+        except Exception:
+            return f"{source} is missing"
+        scope["X"] = X
+        for check in checks:
+            try:
+                ok = eval(check, scope)
+            except Exception:
+                ok = False
+            if not ok:
+                return f"guard failed: {check.replace('X', source)}"
+    return "grad mode changed"
+
+
+def make_binder(func, self_obj):
+    """A function with ``func``'s signature that returns its arguments as CPython lays out locals."""
+    code = func.__code__
+    argc, kwonly, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    names = list(code.co_varnames[:argc + kwonly])
+    varargs = code.co_varnames[argc + kwonly] if code.co_flags & 0x04 else None
+    varkw = code.co_varnames[argc + kwonly + (1 if varargs else 0)] if code.co_flags & 0x08 else None
+    scope = {"_self": self_obj}
+    defaults = func.__defaults__ or ()
+    kwdefaults = func.__kwdefaults__ or {}
+    params = []
+    first_default = argc - len(defaults)
+    for i, n in enumerate(names[:argc]):
+        if self_obj is not None and i == 0:
+            continue
+        if i >= first_default:
+            scope[f"_d{i}"] = defaults[i - first_default]
+            params.append(f"{n}=_d{i}")
+        else:
+            params.append(n)
+        if i == posonly - 1:
+            params.append("/")
+    if varargs:
+        params.append("*" + varargs)
+    elif kwonly:
+        params.append("*")
+    for n in names[argc:]:
+        if n in kwdefaults:
+            scope[f"_k_{n}"] = kwdefaults[n]
+            params.append(f"{n}=_k_{n}")
+        else:
+            params.append(n)
+    if varkw:
+        params.append("**" + varkw)
+    if params and params[0] == "/":
+        params.pop(0)
+    values = (["_self"] if self_obj is not None else []) + names[1 if self_obj is not None else 0:]
+    values += [v for v in (varargs, varkw) if v]
+    arg_names = tuple(names + [v for v in (varargs, varkw) if v])
+    src = f"def __bind({', '.join(params)}):\n    return ({''.join(v + ', ' for v in values)})"
+    exec(src, scope)
+    return scope["__bind"], arg_names
+
+
+def reset_all():
+    for state in list(_ALL_STATES):
+        state.reset()
+    CodeInfo._cache.clear()
+
+

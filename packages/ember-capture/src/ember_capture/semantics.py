@@ -1,0 +1,430 @@
+"""What Python operations mean on symbolic values: attributes, operators, items, truth.
+
+Each operation dispatches on the kind of symbolic value through a small table.
+"""
+from __future__ import annotations
+
+import operator
+import types
+
+import torch
+
+from .builder import is_stable_module, wrap
+from .config import Unsupported
+from .graph import SliceParts
+from .tables import registrar
+from .variables import (
+    NULL, BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar,
+    NewObjVar, ObjVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
+)
+
+# Tensor attributes that are metadata (constants under static shapes).
+TENSOR_META_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "layout",
+    "is_leaf", "is_quantized", "is_meta", "is_complex", "itemsize", "names",
+})
+TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+
+
+def describe(v: Var) -> str:
+    if isinstance(v, (ObjVar, ConstVar)):
+        return f"{type(v.value).__name__} {getattr(v.value, '__qualname__', '')}".strip()
+    return type(v).__name__.replace("Var", "").lower()
+
+
+def constant_like(value) -> Var:
+    return ObjVar(value) if callable(value) or isinstance(value, types.ModuleType) else ConstVar(value)
+
+
+def const_value(v: Var, what="this operation"):
+    if isinstance(v, ConstVar):
+        return v.value
+    if isinstance(v, TupleVar) and v.cls is tuple:
+        return tuple(const_value(i, what) for i in v.items)
+    if isinstance(v, ListVar):
+        return [const_value(i, what) for i in v.items]
+    if isinstance(v, ObjVar):
+        return v.value
+    if isinstance(v, TensorVar):
+        raise Unsupported("data_dependent", f"{what} needs the value of a tensor")
+    raise Unsupported("unsupported_value", f"{what} needs a constant, got {describe(v)}")
+
+
+def const_key(v: Var):
+    key = const_value(v, "a dict key")
+    hash(key)
+    return key
+
+
+def dedupe(items):
+    out, seen = [], set()
+    for i in items:
+        k = const_key(i)
+        if k not in seen:
+            seen.add(k)
+            out.append(i)
+    return out
+
+
+def mutable_items(fr, v: Var) -> list:
+    if isinstance(v, ListVar):
+        if v.source is not None:
+            fr.tr.mark_mutated(v)
+        return v.items
+    raise Unsupported("unsupported_container", f"appending to {describe(v)}")
+
+
+# -- unpacking and iteration -------------------------------------------------------------
+def unpack(fr, v: Var) -> list[Var]:
+    """The items of an iterable value, as a list."""
+    if isinstance(v, (ListVar, TupleVar, SetVar)):
+        return list(v.items)
+    if isinstance(v, DictVar):
+        return [ConstVar(k) for k in v.items]
+    if isinstance(v, IterVar):
+        items = v.items[v.pos:]
+        v.pos = len(v.items)
+        return items
+    if isinstance(v, ConstVar) and isinstance(v.value, (tuple, list, range, str, torch.Size, dict, set, frozenset)):
+        return [ConstVar(i) for i in v.value]
+    if isinstance(v, TensorVar):
+        if v.fake.dim() == 0:
+            raise Unsupported("trace_error", "iteration over a 0-d tensor")
+        return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
+    if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
+        return module_children(fr, v)
+    raise Unsupported("unsupported_iter", f"iterating over {describe(v)}")
+
+
+def iterate(fr, v: Var) -> IterVar:
+    if isinstance(v, IterVar):
+        return v
+    return IterVar(unpack(fr, v))
+
+
+def module_children(fr, v: ObjVar) -> list[Var]:
+    m = v.value
+    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+        return [_module_entry(fr, v, k) for k in m._modules]
+    if isinstance(m, torch.nn.ModuleDict):
+        return [ConstVar(k) for k in m._modules]
+    if isinstance(m, torch.nn.ParameterList):
+        return [getattr_var(fr, v, str(i)) for i in range(len(m))]
+    raise Unsupported("unsupported_iter", f"iterating over module {type(m).__name__}")
+
+
+def _module_entry(fr, v: ObjVar, key: str) -> Var:
+    sub = v.value._modules[key]
+    src = None if v.source is None else f"{v.source}._modules[{key!r}]"
+    return wrap(fr.tr, sub, src, key)
+
+
+# -- attributes --------------------------------------------------------------------------
+def getattr_var(fr, obj: Var, name: str) -> Var:
+    for cls in type(obj).__mro__:
+        fn = _GETATTR.get(cls)
+        if fn is not None:
+            return fn(fr, obj, name)
+    raise Unsupported("unsupported_attr", f"attribute {name!r} of {describe(obj)}")
+
+
+_GETATTR = {}
+_getattr_for = registrar(_GETATTR)
+
+
+@_getattr_for(TensorVar)
+def _tensor_attr(fr, t: TensorVar, name):
+    if name in TENSOR_META_ATTRS:
+        return ConstVar(getattr(t.fake, name))
+    if name in TENSOR_VIEW_ATTRS:
+        return fr.tr.graph.call("call_function", getattr, [t, ConstVar(name)], {})
+    if name == "grad" and t.source is not None:
+        return wrap(fr.tr, fr.tr.eval_source(t.source).grad, f"{t.source}.grad", "grad")
+    if callable(getattr(torch.Tensor, name, None)):
+        return MethodVar(t, name)
+    raise Unsupported("unsupported_attr", f"Tensor attribute {name!r}")
+
+
+@_getattr_for(ConstVar)
+def _const_attr(fr, c: ConstVar, name):
+    value = getattr(c.value, name)
+    if callable(value) and not isinstance(value, type):
+        return MethodVar(c, name)
+    return ConstVar(value)
+
+
+@_getattr_for(TupleVar)
+def _tuple_attr(fr, t: TupleVar, name):
+    if t.fields and name in t.fields:
+        return t.items[t.fields[name]]
+    return MethodVar(t, name)
+
+
+@_getattr_for(ListVar, DictVar, SetVar)
+def _container_attr(fr, c, name):
+    return MethodVar(c, name)
+
+
+@_getattr_for(NewObjVar)
+def _newobj_attr(fr, o: NewObjVar, name):
+    if name in o.attrs:
+        return o.attrs[name]
+    return _class_attr(fr, o, o.cls, name)
+
+
+@_getattr_for(SuperVar)
+def _super_attr(fr, s: SuperVar, name):
+    mro = type(_self_value(s.obj)).__mro__ if not isinstance(s.obj, NewObjVar) else s.obj.cls.__mro__
+    start = mro.index(s.cls) + 1
+    for klass in mro[start:]:
+        if name in klass.__dict__:
+            return _bind_class_attr(fr, s.obj, klass.__dict__[name], name)
+    raise Unsupported("unsupported_attr", f"super().{name}")
+
+
+def _self_value(v):
+    return v.value if isinstance(v, ObjVar) else None
+
+
+@_getattr_for(GradModeVar)
+def _gradmode_attr(fr, g, name):
+    raise Unsupported("unsupported_attr", f"attribute {name!r} of a grad-mode context")
+
+
+@_getattr_for(ObjVar)
+def _obj_attr(fr, o: ObjVar, name):
+    tr = fr.tr
+    value = o.value
+    overlay = tr.attr_writes.get((id(value), name))
+    if overlay is not None:
+        return overlay
+    if isinstance(value, types.ModuleType):
+        attr = getattr(value, name)
+        if is_stable_module(value):
+            return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
+        return wrap(tr, attr, _attr_source(o.source, name), name)
+    if isinstance(value, torch.nn.Module):
+        for store in ("_parameters", "_buffers", "_modules"):
+            d = value.__dict__.get(store)
+            if d is not None and name in d:
+                return wrap(tr, d[name], None if o.source is None else f"{o.source}.{store}[{name!r}]", name)
+    inst_dict = getattr(value, "__dict__", None)
+    if isinstance(inst_dict, dict) and name in inst_dict and not isinstance(value, type):
+        return wrap(tr, inst_dict[name], _attr_source(o.source, name), name)
+    if isinstance(value, type):
+        for klass in value.__mro__:
+            if name in klass.__dict__:
+                raw = klass.__dict__[name]
+                if isinstance(raw, (staticmethod, classmethod)):
+                    return constant_like(getattr(value, name))
+                break
+        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
+    return _class_attr(fr, o, type(value), name)
+
+
+def constant_like_attr(attr):
+    return constant_like(attr) if not isinstance(attr, (list, dict, set)) else ObjVar(attr)
+
+
+def _attr_source(source, name):
+    return None if source is None else f"{source}.{name}"
+
+
+def _class_attr(fr, obj: Var, cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return _bind_class_attr(fr, obj, klass.__dict__[name], name)
+    if isinstance(obj, ObjVar):
+        try:
+            return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
+        except AttributeError:
+            pass
+    raise Unsupported("unsupported_attr", f"attribute {name!r} of {cls.__name__}")
+
+
+def _bind_class_attr(fr, obj: Var, raw, name):
+    if isinstance(raw, types.FunctionType):
+        return BoundVar(ObjVar(raw), obj)
+    if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
+        return fr.tr.inline(fr, ObjVar(raw.fget), [obj], {})
+    if isinstance(raw, staticmethod):
+        return constant_like(raw.__func__)
+    if isinstance(raw, classmethod):
+        cls = obj.cls if isinstance(obj, NewObjVar) else type(obj.value)
+        return BoundVar(ObjVar(raw.__func__), ObjVar(cls))
+    if isinstance(obj, ObjVar) and not callable(raw):
+        return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
+    if isinstance(raw, (int, float, str, bool, type(None), tuple)):
+        return ConstVar(raw)
+    raise Unsupported("unsupported_attr", f"attribute {name!r} ({type(raw).__name__}) of {describe(obj)}")
+
+
+def setattr_var(fr, obj: Var, name: str, value: Var):
+    if isinstance(obj, NewObjVar):
+        obj.attrs[name] = value
+        return
+    if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, (type, types.ModuleType)):
+        m = obj.value
+        if isinstance(m, torch.nn.Module) and (name in m._parameters or name in m._modules or name in m._buffers):
+            raise Unsupported("side_effect", f"assigning module parameter/buffer/submodule {name!r}")
+        if isinstance(value, TensorVar) and isinstance(m, torch.nn.Module):
+            raise Unsupported("side_effect", f"assigning a tensor to module attribute {name!r}")
+        fr.tr.record_attr_write(obj, name, value)
+        return
+    raise Unsupported("side_effect", f"setting attribute {name!r} on {describe(obj)}")
+
+
+# -- operators ---------------------------------------------------------------------------
+_SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
+
+
+def binary(fr, fn, a: Var, b: Var) -> Var:
+    if isinstance(a, TensorVar) or isinstance(b, TensorVar):
+        return fr.tr.graph.call("call_function", fn, [a, b], {})
+    if isinstance(a, ConstVar) and isinstance(b, ConstVar):
+        return ConstVar(fn(a.value, b.value))
+    if fn in _SEQ_OPS and isinstance(a, (ListVar, TupleVar)):
+        if isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd):
+            if fn is operator.iadd and isinstance(a, ListVar):
+                mutable_items(fr, a).extend(unpack(fr, b))
+                return a
+            return type(a)(a.items + unpack(fr, b)) if isinstance(a, ListVar) else TupleVar(a.items + unpack(fr, b))
+        if isinstance(b, ConstVar) and isinstance(b.value, int) and fn in (operator.mul, operator.imul):
+            return type(a)(a.items * b.value) if isinstance(a, ListVar) else TupleVar(a.items * b.value)
+    if fn in (operator.eq, operator.ne):
+        same = is_same(a, b)
+        if isinstance(a, (ObjVar, FunctionVar)) or isinstance(b, (ObjVar, FunctionVar)):
+            return ConstVar(same if fn is operator.eq else not same)
+    try:
+        return ConstVar(fn(const_value(a), const_value(b)))
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported("unsupported_operator", f"{fn.__name__} on {describe(a)} and {describe(b)}: {e}") from None
+
+
+def unary(fr, fn, a: Var) -> Var:
+    if isinstance(a, TensorVar):
+        return fr.tr.graph.call("call_function", fn, [a], {})
+    return ConstVar(fn(const_value(a)))
+
+
+def is_same(a: Var, b: Var) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, ConstVar) and isinstance(b, ConstVar):
+        return a.value is b.value
+    if isinstance(a, ObjVar) and isinstance(b, ObjVar):
+        return a.value is b.value
+    if isinstance(a, TensorVar) and isinstance(b, TensorVar):
+        return a.node is b.node
+    if isinstance(a, (ConstVar, ObjVar)) and isinstance(b, (ConstVar, ObjVar)):
+        return a.value is b.value
+    # Values of different symbolic kinds are different objects.
+    if NULL in (a, b):
+        raise Unsupported("internal", "identity of NULL")
+    return False
+
+
+def contains(fr, container: Var, item: Var) -> bool:
+    if isinstance(container, DictVar):
+        return const_key(item) in container.items
+    if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
+        return const_key(item) in container.value._modules
+    items = unpack(fr, container)
+    if isinstance(item, TensorVar):
+        if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
+            return True
+        raise Unsupported("data_dependent", "`in` on tensors compares their values")
+    return any(is_same(item, i) or (isinstance(i, ConstVar) and isinstance(item, ConstVar) and i.value == item.value)
+               for i in items)
+
+
+def truthy(fr, v: Var) -> bool:
+    if isinstance(v, ConstVar):
+        return bool(v.value)
+    if isinstance(v, TensorVar):
+        raise Unsupported("data_dependent", "branch on a tensor's value (data-dependent control flow)")
+    if isinstance(v, (ListVar, TupleVar, SetVar, DictVar)):
+        return len(v.items) > 0
+    if isinstance(v, ObjVar):
+        value = v.value
+        cls = type(value)
+        if isinstance(value, torch.nn.Module):
+            return len(value) > 0 if hasattr(cls, "__len__") else True
+        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+            return True
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
+            return True
+        raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
+    if isinstance(v, (FunctionVar, BoundVar, MethodVar, NewObjVar)):
+        return True
+    raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
+
+
+# -- items -------------------------------------------------------------------------------
+def make_slice(parts: list[Var]) -> Var:
+    if all(isinstance(p, ConstVar) for p in parts):
+        return ConstVar(slice(*(p.value for p in parts)))
+    return SliceParts(parts)
+
+
+def getitem(fr, obj: Var, key: Var) -> Var:
+    if isinstance(obj, TensorVar):
+        return fr.tr.graph.call("call_function", operator.getitem, [obj, _index_arg(key)], {})
+    if isinstance(obj, (ListVar, TupleVar)):
+        k = const_value(key, "indexing a list")
+        if isinstance(k, slice):
+            return type(obj)(obj.items[k]) if isinstance(obj, ListVar) else TupleVar(obj.items[k])
+        return obj.items[k]
+    if isinstance(obj, DictVar):
+        return obj.items[const_key(key)]
+    if isinstance(obj, ConstVar):
+        return ConstVar(obj.value[const_value(key)])
+    if isinstance(obj, ObjVar) and isinstance(obj.value, torch.nn.Module):
+        m = obj.value
+        k = const_value(key)
+        if isinstance(m, torch.nn.ModuleDict):
+            return _module_entry(fr, obj, k)
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(k, int):
+            keys = list(m._modules)
+            return _module_entry(fr, obj, keys[k])
+        if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
+            return getattr_var(fr, obj, str(k % len(m)))
+        return wrap(fr.tr, m[k], None)
+    raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
+
+
+def _index_arg(key: Var) -> Var:
+    if isinstance(key, TupleVar):
+        return TupleVar([_index_arg(k) for k in key.items])
+    if isinstance(key, ListVar) and not any(isinstance(i, TensorVar) for i in key.items):
+        return key
+    return key
+
+
+def setitem(fr, obj: Var, key: Var, value: Var):
+    if isinstance(obj, TensorVar):
+        fr.tr.graph.call("call_function", operator.setitem, [obj, _index_arg(key), value], {})
+        return
+    if isinstance(obj, ListVar):
+        items = mutable_items(fr, obj)
+        k = const_value(key)
+        if isinstance(k, slice):
+            items[k] = unpack(fr, value)
+        else:
+            items[k] = value
+        return
+    if isinstance(obj, DictVar) and obj.source is None:
+        obj.items[const_key(key)] = value
+        return
+    raise Unsupported("side_effect", f"item assignment on {describe(obj)}")
+
+
+def delitem(fr, obj: Var, key: Var):
+    if isinstance(obj, ListVar):
+        del mutable_items(fr, obj)[const_value(key)]
+    elif isinstance(obj, DictVar) and obj.source is None:
+        del obj.items[const_key(key)]
+    else:
+        raise Unsupported("side_effect", f"del on {describe(obj)}")

@@ -1,0 +1,82 @@
+"""One trace of one frame: the root symbolic frame, its graph, guards and side effects."""
+from __future__ import annotations
+
+import dataclasses
+
+from . import calls
+from . import ops_basic, ops_build, ops_call, ops_flow  # noqa: F401  (fill the opcode tables)
+from .builder import wrap
+from .builtins_table import BUILTINS
+from .config import CaptureConfig, Unsupported
+from .frame import VERSION, Frame, StopAtBreak
+from .graph import OutputGraph
+from .guards import Guards, Namespace
+from .variables import ListVar, ObjVar, Var
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a trace decided for the frame: return a value, or break at an instruction."""
+
+    kind: str  # "return" | "break"
+    value: Var | None = None
+    frame: Frame | None = None
+    inst: object = None
+
+
+class Tracer:
+    def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names):
+        self.code = code
+        self.root_globals = globals_
+        self.closure = closure
+        self.L = L
+        self.config = config
+        self.break_offsets = frozenset(break_offsets)
+        self.arg_names = arg_names
+        self.version = VERSION
+        self.ns = Namespace()
+        self.guards = Guards(self.ns)
+        self.graph = OutputGraph()
+        self.builtins = BUILTINS
+        self.attr_writes: dict = {}
+        self.attr_write_list: list = []  # (object Var, name, value Var)
+        self.global_writes: dict = {}
+        self.global_write_list: list = []  # (globals dict, name, value Var)
+        self.root: Frame | None = None
+
+    # -- services for handlers ----------------------------------------------------------
+    def globals_ref(self, g) -> str:
+        return "G" if g is self.root_globals else self.ns.ref(g)
+
+    def eval_source(self, source: str):
+        scope = {k: v for k, v in self.ns.items() if isinstance(k, str)}
+        scope.update(L=self.L, G=self.root_globals)
+        return eval(source, scope)
+
+    def inline(self, fr, fn, args, kwargs):
+        return calls.inline(fr, fn, args, kwargs)
+
+    def mark_mutated(self, var: ListVar):
+        raise Unsupported("side_effect", "mutating a list that came from the inputs")
+
+    def record_attr_write(self, obj: ObjVar, name: str, value: Var):
+        self.attr_writes[(id(obj.value), name)] = value
+        self.attr_write_list.append((obj, name, value))
+
+    def record_global_write(self, g, name, value: Var):
+        self.global_writes[(id(g), name)] = value
+        self.global_write_list.append((g, name, value))
+
+    # -- the trace ----------------------------------------------------------------------
+    def run(self) -> Plan:
+        code = self.code
+        self.graph.location = (code.co_filename, code.co_firstlineno, code.co_name)
+        locals_ = {name: wrap(self, v, f"L[{i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L))}
+        freevars = {n: calls.RealCell(self, c, n) for n, c in zip(code.co_freevars, self.closure or ())}
+        self_var = locals_.get(self.arg_names[0]) if self.arg_names else None
+        self.root = Frame(self, code, self.root_globals, locals_, freevars, self_var=self_var)
+        try:
+            value = self.root.run()
+        except StopAtBreak as stop:
+            return Plan("break", frame=stop.frame, inst=stop.inst)
+        return Plan("return", value=value)

@@ -1,0 +1,179 @@
+"""Symbolic values: what the interpreter keeps on its stack and in its locals.
+
+Note [Sources]: a value read from the frame's inputs (arguments, globals, closure cells, or
+attributes/items of those) carries ``source``, a Python expression over ``L`` (the frame's
+argument tuple) and named constants. Guards and graph-input extraction are generated from
+sources; a value built during tracing has ``source=None`` and is rebuilt from its parts.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class Var:
+    source: str | None = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._repr()})"
+
+    def _repr(self):
+        return ""
+
+
+class NullVar(Var):
+    """CPython's NULL stack marker (before a callable)."""
+
+
+NULL = NullVar()
+
+
+class ConstVar(Var):
+    """A Python value known at trace time (guarded when it has a source)."""
+
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def _repr(self):
+        return repr(self.value)
+
+
+class TensorVar(Var):
+    """A tensor in the graph: its FX node and fake example value."""
+
+    def __init__(self, node, fake, source=None):
+        self.node = node
+        self.fake = fake
+        self.source = source
+
+    def _repr(self):
+        return f"{self.node.name}: {tuple(self.fake.shape)} {self.fake.dtype}"
+
+
+class ObjVar(Var):
+    """A real Python object read from the inputs: module, function, class, nn.Module, ..."""
+
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def _repr(self):
+        return f"{type(self.value).__name__} @ {self.source}"
+
+
+class ListVar(Var):
+    def __init__(self, items, source=None):
+        self.items = list(items)
+        self.source = source
+
+
+class TupleVar(Var):
+    """A tuple; ``cls`` is a namedtuple/structseq class when not a plain tuple."""
+
+    def __init__(self, items, source=None, cls=tuple, fields=None):
+        self.items = list(items)
+        self.source = source
+        self.cls = cls
+        self.fields = fields  # attribute name -> index, for namedtuples and structseqs
+
+
+class DictVar(Var):
+    def __init__(self, items: dict, source=None, cls=dict):
+        self.items = dict(items)  # python key -> Var
+        self.source = source
+        self.cls = cls
+
+
+class SetVar(Var):
+    def __init__(self, items):
+        self.items = list(items)
+
+
+class IterVar(Var):
+    """An iterator over a list of values known at trace time."""
+
+    def __init__(self, items):
+        self.items = list(items)
+        self.pos = 0
+
+
+class CellVar(Var):
+    def __init__(self, contents=None):
+        self.contents = contents
+
+
+class FunctionVar(Var):
+    """A function made by MAKE_FUNCTION during tracing (closure cells are CellVars)."""
+
+    def __init__(self, code, globals_, name, defaults, kwdefaults, closure):
+        self.code = code
+        self.globals = globals_
+        self.name = name
+        self.defaults = defaults  # tuple of Var
+        self.kwdefaults = kwdefaults  # dict of Var
+        self.closure = closure  # tuple of CellVar or None
+
+
+class BoundVar(Var):
+    """``obj.method`` where the method is a Python function to inline with ``self`` bound."""
+
+    def __init__(self, func, self_var):
+        self.func = func  # Var: ObjVar(function) or FunctionVar
+        self.self_var = self_var
+
+
+class MethodVar(Var):
+    """A method of a builtin kind on a symbolic receiver: tensor.view, list.append, dict.items."""
+
+    def __init__(self, receiver, name):
+        self.receiver = receiver
+        self.name = name
+
+
+class PartialVar(Var):
+    def __init__(self, func, args, kwargs):
+        self.func = func
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+
+
+class GradModeVar(Var):
+    """``torch.no_grad()`` / ``torch.enable_grad()`` / ``torch.set_grad_enabled(b)`` object."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+
+
+class ExitVar(Var):
+    """The ``__exit__`` that BEFORE_WITH pushes: restores the grad mode it saved."""
+
+    def __init__(self, restore):
+        self.restore = restore
+
+
+class SuperVar(Var):
+    def __init__(self, cls, obj):
+        self.cls = cls
+        self.obj = obj
+
+
+class NewObjVar(Var):
+    """An instance of a user class created during tracing (dataclass-like: attributes only)."""
+
+    def __init__(self, cls, attrs):
+        self.cls = cls
+        self.attrs = dict(attrs)
+
+
+def is_tensor_value(v) -> bool:
+    return isinstance(v, torch.Tensor)
+
+
+def contains_tensor(var: Var) -> bool:
+    if isinstance(var, TensorVar):
+        return True
+    if isinstance(var, (ListVar, TupleVar, SetVar)):
+        return any(contains_tensor(i) for i in var.items)
+    if isinstance(var, DictVar):
+        return any(contains_tensor(i) for i in var.items.values())
+    return False
