@@ -175,9 +175,8 @@ def _sign(ctx, x):
     if ctx.dtype == torch.bool:
         return x
     t = TL_DTYPE[ctx.dtype]
-    # NaN stays NaN for floats: (x > 0) - (x < 0) would give 0; add x * 0 to carry it through.
-    core = f"(({x} > 0).to({t}) - ({x} < 0).to({t}))"
-    return f"({core} + {x} * 0)" if is_float(ctx.dtype) else core
+    # (x > 0) - (x < 0), like ATen's sign kernel: sign(NaN) is 0 there too
+    return f"(({x} > 0).to({t}) - ({x} < 0).to({t}))"
 
 
 @rule("reciprocal")
