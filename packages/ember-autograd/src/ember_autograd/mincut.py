@@ -4,15 +4,18 @@ which the backward can recompute everything else it needs, recomputing only chea
 Cost model (also in the README):
 - cost of saving a value = its size in bytes (numel * element size); primals count too;
 - recomputing is free for *recomputable* ops: ops tagged `pointwise`, view/alias ops, getitem,
-  and ops listed in `AotConfig.recompute_ops`; anything else (matmul, convolution, reductions,
+  conversions, copies and fills (`RECOMPUTABLE`), and ops listed in `AotConfig.recompute_ops`; anything else (matmul, convolution, reductions,
   softmax, norms...) is never recomputed: it runs in the forward and, if the backward needs it,
   it or a recomputable descendant is saved;
 - stateful ops are never recomputed (Note [Stateful ops are never recomputed], partition.py);
-- what the forward outputs need is computed in the forward anyway.
+- a non-recomputable op that only the backward needs (and that reads no tangent) runs once, in
+  the backward, as with the default partitioner.
 The choice is a minimum s-t cut: every node v splits into v_in -> v_out with capacity bytes(v)
 (infinite for tuple-valued nodes, whose getitems are cut instead); the source feeds v_in for
-nodes that must run in the forward; v_out feeds the sink when a tangent-dependent node (the
-backward proper) reads v; data edges are infinite. A cut edge v_in -> v_out means "save v".
+primals, constants, and non-recomputable nodes that the forward runs; v_out feeds the sink when
+a tangent-dependent node (the backward proper) reads v, or v is a gradient; data edges are
+infinite. A cut edge v_in -> v_out means "save v"; nodes on the sink side of the cut that the
+backward needs are recomputed there.
 """
 from __future__ import annotations
 
@@ -35,6 +38,14 @@ from ember_autograd.partition import (
 )
 
 INF = 1 << 62
+aten = torch.ops.aten
+
+# Cheap non-pointwise ops: conversions, copies, fills.
+RECOMPUTABLE = {
+    aten._to_copy.default, aten.clone.default, aten.full.default, aten.full_like.default,
+    aten.zeros.default, aten.zeros_like.default, aten.ones.default, aten.ones_like.default,
+    aten.scalar_tensor.default, aten.empty.memory_format, aten.empty_like.default,
+}
 
 
 def is_recomputable(node: torch.fx.Node, config) -> bool:
@@ -45,7 +56,8 @@ def is_recomputable(node: torch.fx.Node, config) -> bool:
         return True
     if not isinstance(op, torch._ops.OpOverload):
         return False
-    return torch.Tag.pointwise in op.tags or is_view(op) or op._schema.name in config.recompute_ops
+    return (torch.Tag.pointwise in op.tags or is_view(op) or op in RECOMPUTABLE
+            or op._schema.name in config.recompute_ops)
 
 
 def min_cut_partition(joint: JointGraph) -> Partition:
@@ -62,8 +74,8 @@ def min_cut_partition(joint: JointGraph) -> Partition:
     for n in candidates:
         savable = isinstance(n.meta.get("val"), torch.Tensor)
         flow.add((n, "in"), (n, "out"), nbytes(n) if savable else INF)
-        if n in forward or not is_recomputable(n, joint.config):
-            flow.add("source", (n, "in"), INF)
+        if n.op != "call_function" or (n in forward and not is_recomputable(n, joint.config)):
+            flow.add("source", (n, "in"), INF)  # available in the forward, never recomputed
         if n in grad_outputs:
             flow.add((n, "out"), "sink", INF)
         for u in n.users:
