@@ -323,6 +323,23 @@ def _(device, dtype):
     os.abort()
 
 
+class _AbortsOnSecondCall(nn.Module):
+    """Call 1 is the eager reference; call 2, the eager variant's first, kills the process."""
+
+    calls = 0
+
+    def forward(self, x):
+        type(self).calls += 1
+        if type(self).calls == 2:
+            os.abort()
+        return x + 1
+
+
+@register("selftest_abort_second_call", "kills its process on its 2nd call (tests the harness)", cost=0.2)
+def _(device, dtype):
+    return Workload(_AbortsOnSecondCall(), lambda gen, phase: Batch((_randn(gen, (4,), device, dtype),)))
+
+
 # --------------------------------------------------------------------------- suites
 
 SUITES: dict[str, tuple[str, ...]] = {

@@ -101,7 +101,8 @@ def geomeans(rows: list[dict]) -> list[dict]:
         entry = {"phase": phase, "backend": backend}
         for k in ("ember_speedup", "tc_speedup", "ember_vs_tc"):
             entry[k], entry[f"{k}_n"] = geomean([r.get(k) for r in sel])
-        out.append(entry)
+        if any(entry[f"{k}_n"] for k in ("ember_speedup", "tc_speedup")):
+            out.append(entry)
     return out
 
 

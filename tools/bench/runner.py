@@ -73,7 +73,8 @@ class Progress:
         kind = ev["event"]
         if kind == "start":
             self.since = time.time()
-            self._say(f"{ev['phase']:5} {ev['variant']}: first call (compiles)")
+            what = "first call" if ev["variant"] == "eager" else "compiling (first call)"
+            self._say(f"{ev['phase']:5} {ev['variant']}: {what}")
         elif kind == "compiled":
             self._say(f"{ev['phase']:5} {ev['variant']}: first call {ev['first_call_s']:.1f} s, timing")
         elif kind == "result":
@@ -184,12 +185,13 @@ def run_model(name: str, opts: Options, work_dir: Path, env: dict, deadline: flo
             continue  # a fresh worker resumes after the pair that killed its predecessor
         # Killed for time, or died outside any pair (building the model, the eager reference):
         # every pair not yet reported shares that fate.
+        if not record["phases"]:  # died before the model was built: one row says so
+            record.update(status="error", reason=f"while building the model: {why}")
+            break
         status = "timeout" if outcome["killed"] else "crashed"
-        for ph in record["phases"] or list(opts.phases):
+        for ph in record["phases"]:
             for v in variants:
                 results.setdefault((v, ph), {"status": status, "error": why})
-        if not record["phases"]:
-            record.update(status="error", reason=why)
         break
     record["results"] = [{"variant": v, "phase": ph, **res} for (v, ph), res in results.items()]
     record["log"] = str(log_path)
