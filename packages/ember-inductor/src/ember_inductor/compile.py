@@ -102,6 +102,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
+        input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
     backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
     backend = get_backend(backend_name)

@@ -192,6 +192,12 @@ class InputBuffer(Buffer):
 
 
 @dataclass(eq=False)
+class ConstantBuffer(Buffer):
+    """A tensor held by the graph module (a get_attr node): the wrapper binds it by name."""
+    value: object = None
+
+
+@dataclass(eq=False)
 class ExternBuffer(Buffer):
     """The output of an op called eagerly from the wrapper (mm, conv, an unknown prim, ...)."""
     call: "ExternCall" = None

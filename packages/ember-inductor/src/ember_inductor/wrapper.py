@@ -55,6 +55,9 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
     for b in lowered.inputs:
         if isinstance(b, InputBuffer):
             w.base_layout[b.name] = b.layout
+    for c in lowered.constants:
+        w.namespace[c.name] = c.value
+        w.base_layout[c.name] = c.layout
     w.namespace.update(launchers)
     for ps in planned:
         for a in ps.allocs:

@@ -333,7 +333,8 @@ class CppBackend(Backend):
 
     def render(self, kernel: KernelSpec, options) -> KernelSource:
         body = CppKernelRenderer(kernel, threads_hint=options.num_threads or 2).render()
-        return KernelSource(kernel.name, self.name, PRELUDE + "\n" + body, kernel)
+        return KernelSource(kernel.name, self.name, PRELUDE + "\n" + body, kernel, {"body": body})
 
     def build(self, sources: Sequence[KernelSource], options) -> list:
-        return build_many([s.source for s in sources], [len(s.kernel.args) for s in sources], options)
+        return build_many(PRELUDE, [s.meta["body"] for s in sources], [len(s.kernel.args) for s in sources],
+                          options)

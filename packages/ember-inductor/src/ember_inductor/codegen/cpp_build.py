@@ -52,12 +52,12 @@ def _compile(source: str, path: str, cmd: list[str]) -> None:
         os.replace(out, path)
 
 
-def _load(path: str, nargs: int):
+def _load(path: str, symbol: str, nargs: int):
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
             lib = _LOADED[path] = ctypes.CDLL(path)
-    fn = lib.kernel
+    fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_void_p] * nargs
     fn.restype = None
     return fn
@@ -70,13 +70,28 @@ def make_launcher(fn):
     return launch
 
 
-def build_many(sources: Sequence[str], nargs: Sequence[int], options) -> list:
+def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], options) -> list:
+    """Kernels (each `extern "C" void kernel(...)`) -> launchers.
+
+    The kernels are spread over up to `options.compile_workers` translation units, compiled in
+    parallel: one compiler process per unit, the prelude parsed once per unit.
+    """
     cmd = compiler_command(options)
-    paths = [library_path(s, options) for s in sources]
-    todo = {p: s for p, s in zip(paths, sources) if not os.path.exists(p)}
+    n_units = max(1, min(options.compile_workers, len(bodies)))
+    units = [[] for _ in range(n_units)]
+    for i in range(len(bodies)):
+        units[i % n_units].append(i)
+    texts, symbols = [], {}
+    for unit in units:
+        parts = [prelude]
+        for j, i in enumerate(unit):
+            parts.append(bodies[i].replace('extern "C" void kernel(', f'extern "C" void kernel_{j}(', 1))
+            symbols[i] = (len(texts), f"kernel_{j}")
+        texts.append("\n".join(parts))
+    paths = [library_path(t, options) for t in texts]
+    todo = [(t, p) for t, p in zip(texts, paths) if not os.path.exists(p)]
     if todo:
-        workers = max(1, min(options.compile_workers, len(todo)))
-        with ThreadPoolExecutor(workers) as pool:
-            for fut in [pool.submit(_compile, s, p, cmd) for p, s in todo.items()]:
+        with ThreadPoolExecutor(len(todo)) as pool:
+            for fut in [pool.submit(_compile, t, p, cmd) for t, p in todo]:
                 fut.result()
-    return [make_launcher(_load(p, n)) for p, n in zip(paths, nargs)]
+    return [make_launcher(_load(paths[symbols[i][0]], symbols[i][1], nargs[i])) for i in range(len(bodies))]

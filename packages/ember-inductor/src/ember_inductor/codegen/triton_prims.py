@@ -69,13 +69,27 @@ def rule(*names: str):
     return register
 
 
+# prims that only move or select bits: they run on half types as they are
+_NO_UPCAST = frozenset({"where", "clone", "convert_element_type", "uniform", "normal"})
+
+
 def render(prim: str, ctx: ExprCtx, *args: str) -> str:
-    """`render("add", ctx, "a", "b") == "(a + b)"`; KeyError names the missing prim."""
+    """`render("add", ctx, "a", "b") == "(a + b)"`; KeyError names the missing prim.
+
+    float16/bfloat16 operands are computed in float32 and the result rounded back once per op,
+    which is what ATen does (and the interpreter has no half arithmetic of its own).
+    """
     try:
         fn = TRITON_EXPR[prim]
     except KeyError:
         raise KeyError(f"no Triton rule for prim {prim!r}") from None
-    return fn(ctx, *args)
+    if prim in _NO_UPCAST or not any(d in _HALF for d in ctx.in_dtypes):
+        return fn(ctx, *args)
+    up = tuple(torch.float32 if d in _HALF else d for d in ctx.in_dtypes)
+    out = torch.float32 if ctx.out_dtype in _HALF else ctx.out_dtype
+    args = tuple(f"{a}.to(tl.float32)" if d in _HALF else a for a, d in zip(args, ctx.in_dtypes))
+    expr = fn(ExprCtx(up, out, ctx.params), *args)
+    return f"{expr}.to({TL_DTYPE[ctx.out_dtype]})" if ctx.out_dtype in _HALF else expr
 
 
 def is_float(dtype: torch.dtype) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from ember_inductor.ir import (Buffer, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
+from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
                                Reduction, contiguous_strides)
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS
@@ -28,6 +28,7 @@ class LoweredGraph:
     output_kind: type       # tuple or list (what the graph's output node returns)
     single_output: bool
     fallbacks: list = field(default_factory=list)  # (node name, op, reason)
+    constants: list = field(default_factory=list)  # ConstantBuffer
 
     def format(self) -> str:
         lines = ["inputs: " + ", ".join(_fmt_buffer(b) for b in self.inputs)]
@@ -103,7 +104,7 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
     """Walk the graph once, lowering each node by table; unknown ops become extern calls."""
     ctx = LoweringContext(options)
     env: dict[fx.Node, object] = {}
-    inputs = []
+    inputs, constants = [], []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
         raise ValueError(f"graph has {len(placeholders)} inputs, got {len(example_inputs)} examples")
@@ -132,10 +133,15 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
                     v = ctx.realize(v, r.name)
                 outputs.append(v)
         elif node.op == "get_attr":
-            raise ValueError(f"get_attr node {node.name}: lift constants to placeholders")
+            value = getattr(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                value = ConstantBuffer(ctx.new_name("const"), tuple(value.shape), tuple(value.stride()),
+                                       value.dtype, value.device, 0, value=value)
+                constants.append(value)
+            env[node] = value
         else:
             raise ValueError(f"unsupported node {node.format_node()}")
-    return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks)
+    return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks, constants)
 
 
 def _lower_call(ctx, node, args, kwargs):

@@ -1,0 +1,224 @@
+"""Hand-built prims graphs through the C++ backend, compared with the prims' eager kernels."""
+import pytest
+import torch
+import ember_prims
+
+from ember_inductor import compile_graph
+from ember_inductor.graph_builder import GraphBuilder
+
+P = ember_prims.ops
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-10),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2), torch.float16: dict(rtol=1e-3, atol=1e-3)}
+
+
+def assert_close(actual, expected):
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual, expected)
+    torch.testing.assert_close(actual, expected, **TOL.get(expected.dtype, dict(rtol=0, atol=0)),
+                               equal_nan=True)
+
+
+def run(build, inputs, options, n_kernels=None):
+    """build(b, *input nodes) -> output nodes; compile, then compare on fresh inputs."""
+    b = GraphBuilder()
+    nodes = [b.input(x) for x in inputs]
+    outs = build(b, *nodes)
+    b.output(*(outs if isinstance(outs, (tuple, list)) else [outs]))
+    cg = compile_graph(b.build(), b.examples, options)
+    fresh = [torch.randn_like(x) if x.dtype.is_floating_point else x for x in inputs]
+    b2 = GraphBuilder()  # eager reference on the fresh inputs
+    nodes2 = [b2.input(x) for x in fresh]
+    outs2 = build(b2, *nodes2)
+    expected = [n.meta["val"] for n in (outs2 if isinstance(outs2, (tuple, list)) else [outs2])]
+    got = cg(fresh)
+    for g, e in zip(got, expected):
+        assert_close(g, e)
+    if n_kernels is not None:
+        assert len(cg.kernels) == n_kernels, cg.source
+    return cg
+
+
+def simple_fn(b, x):
+    for _ in range(20):
+        x = b.call(P.add.default, x, b.call(P.sin.default, x))
+    return x
+
+
+def test_simple_fn_one_kernel_fast(options):
+    cg = run(simple_fn, [torch.randn(10_000)], options, n_kernels=1)
+    front = sum(v for k, v in cg.timings.items() if k != "build")
+    assert front < 0.5, cg.timings
+
+
+def softmax(b, x):
+    m = b.call(P.amax.default, x, [1])
+    mb = b.call(P.broadcast_in_dim.default, m, list(x.meta["val"].shape), [0])
+    e = b.call(P.exp.default, b.call(P.sub.default, x, mb))
+    s = b.call(P.sum.default, e, [1])
+    sb = b.call(P.broadcast_in_dim.default, s, list(x.meta["val"].shape), [0])
+    return b.call(P.div.default, e, sb)
+
+
+def test_softmax_one_kernel(options):
+    run(softmax, [torch.randn(37, 129)], options, n_kernels=1)
+
+
+def layer_norm(b, x, w):
+    n, d = x.meta["val"].shape
+    full = lambda v: b.call(P.full.default, [n], v, dtype=torch.float32, device=torch.device("cpu"))  # noqa
+    mean = b.call(P.div.default, b.call(P.sum.default, x, [1]), full(float(d)))
+    xc = b.call(P.sub.default, x, b.call(P.broadcast_in_dim.default, mean, [n, d], [0]))
+    var = b.call(P.div.default, b.call(P.sum.default, b.call(P.mul.default, xc, xc), [1]), full(float(d)))
+    rstd = b.call(P.rsqrt.default, b.call(P.add.default, var, full(1e-5)))
+    y = b.call(P.mul.default, xc, b.call(P.broadcast_in_dim.default, rstd, [n, d], [0]))
+    return b.call(P.mul.default, y, b.call(P.broadcast_in_dim.default, w, [n, d], [1]))
+
+
+def test_layer_norm_one_kernel(options):
+    run(layer_norm, [torch.randn(16, 300), torch.randn(300)], options, n_kernels=1)
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("dims", [[0], [1], [0, 1], [0, 2]])
+def test_reductions(options, kind, dims):
+    run(lambda b, x: b.call(getattr(P, kind).default, x, dims), [torch.randn(5, 6, 7)], options)
+
+
+def test_full_sum_large_parallel_inner(options):
+    run(lambda b, x: b.call(P.sum.default, x, [0]), [torch.randn(200_000, dtype=torch.float64)], options)
+
+
+def test_amax_propagates_nan(options):
+    x = torch.randn(4, 8)
+    b = GraphBuilder()
+    n = b.input(x)
+    b.output(b.call(P.amax.default, n, [1]))
+    cg = compile_graph(b.build(), b.examples, options)
+    x[2, 3] = float("nan")
+    out = cg([x])[0]
+    assert torch.isnan(out[2]) and not torch.isnan(out[[0, 1, 3]]).any()
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_reductions(options, kind):
+    run(lambda b, x: b.call(getattr(P, kind).default, x, 1), [torch.randn(6, 9)], options)
+
+
+def test_any_all(options):
+    def build(b, x):
+        pos = b.call(P.gt.default, x, b.call(P.full.default, [5, 6], 0.0, dtype=torch.float32,
+                                             device=torch.device("cpu")))
+        return b.call(P.any.default, pos, [1]), b.call(P.all.default, pos, [0])
+    run(build, [torch.randn(5, 6)], options)
+
+
+def test_views_and_epilogue(options):
+    def build(b, x):
+        t = b.call(P.permute.default, x, [1, 0, 2])
+        r = b.call(P.reshape.default, t, [6, 4 * 5])
+        s = b.call(P.slice.default, r, [1, 0], [6, 20], [2, 3])
+        e = b.call(P.exp.default, s)
+        return b.call(P.rev.default, e, [1]), b.call(P.sum.default, e, [0])
+    run(build, [torch.randn(4, 6, 5)], options)
+
+
+def test_reshape_of_lazy_value(options):
+    def build(b, x):
+        y = b.call(P.cos.default, b.call(P.permute.default, x, [1, 0]))
+        return b.call(P.reshape.default, y, [3, 2, 4])
+    run(build, [torch.randn(4, 6)], options)
+
+
+def test_cat_pad_squeeze(options):
+    def build(b, x, y):
+        c = b.call(P.cat.default, [x, y], 1)
+        p = b.call(P.pad.default, c, 0.5, [1, 0], [2, 3])
+        return b.call(P.squeeze.default, b.call(P.reshape.default, p, [1, 7 * 11]), [0])
+    run(build, [torch.randn(4, 3), torch.randn(4, 5)], options)
+
+
+def test_gather_and_index(options):
+    idx = torch.randint(0, 7, (5, 3))
+    flat = torch.randint(0, 5, (4,))
+
+    def build(b, x, i, j):
+        return b.call(P.gather.default, x, 1, i), b.call(P.index.default, x, [j])
+    run(build, [torch.randn(5, 7), idx, flat], options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16])
+def test_dtypes(options, dtype):
+    def build(b, x, y):
+        z = b.call(P.mul.default, b.call(P.add.default, x, y), y)
+        return z, b.call(P.maximum.default, x, y), b.call(P.sum.default, z, [1])
+    if dtype.is_floating_point:
+        xs = [torch.randn(8, 33, dtype=dtype), torch.randn(8, 33, dtype=dtype)]
+    else:
+        xs = [torch.randint(-50, 50, (8, 33), dtype=dtype), torch.randint(-50, 50, (8, 33), dtype=dtype)]
+    run(build, xs, options)
+
+
+def test_integer_division_semantics(options):
+    a = torch.randint(-20, 20, (64,))
+    bb = torch.randint(1, 7, (64,)) * torch.where(torch.rand(64) > 0.5, 1, -1)
+
+    def build(b, x, y):
+        return tuple(b.call(getattr(P, k).default, x, y) for k in
+                     ("div", "floor_divide", "remainder", "fmod", "bitwise_and", "shift_right"))
+    run(build, [a, bb.abs() % 5 + 0 * bb if False else bb], options)
+
+
+def test_convert_and_where(options):
+    def build(b, x):
+        i = b.call(P.convert_element_type.default, b.call(P.mul.default, x, x), torch.int32)
+        h = b.call(P.convert_element_type.default, x, torch.bfloat16)
+        c = b.call(P.gt.default, x, b.call(P.neg.default, x))
+        return i, h, b.call(P.where.default, c, x, b.call(P.exp.default, x))
+    run(build, [torch.randn(100)], options)
+
+
+def test_iota_full(options):
+    def build(b, x):
+        i = b.call(P.iota.default, 10, start=3, step=2, dtype=torch.float32, device=torch.device("cpu"))
+        return b.call(P.add.default, x, i)
+    run(build, [torch.randn(10)], options)
+
+
+def test_uniform_and_normal_match_reference(options):
+    seed = torch.tensor(1234567, dtype=torch.int64)
+
+    def build(b, s):
+        u = b.call(P.uniform.default, [3, 1000], s, 77, dtype=torch.float32, device=torch.device("cpu"))
+        n = b.call(P.normal.default, [3, 1000], s, 5, dtype=torch.float32, device=torch.device("cpu"))
+        return u, n
+    b = GraphBuilder()
+    s = b.input(seed)
+    b.output(*build(b, s))
+    cg = compile_graph(b.build(), b.examples, options)
+    u, n = cg([seed])
+    assert torch.equal(u, b.values[0])  # bit for bit
+    torch.testing.assert_close(n, b.values[1], rtol=1e-5, atol=1e-5)
+
+
+def test_extern_matmul_between_kernels(options):
+    def build(b, x, w):
+        h = b.call(P.exp.default, x)
+        y = b.call(torch.ops.aten.mm.default, h, w)
+        return b.call(P.tanh.default, y)
+    cg = run(build, [torch.randn(8, 16), torch.randn(16, 4)], options, n_kernels=2)
+    assert any("mm" in f[1] for f in cg.fallbacks)
+
+
+def test_output_is_input_view_and_multiple_outputs(options):
+    def build(b, x):
+        return x, b.call(P.permute.default, x, [1, 0]), b.call(P.neg.default, x)
+    run(build, [torch.randn(3, 4)], options)
+
+
+def test_noncontiguous_input_is_relayouted(options):
+    b = GraphBuilder()
+    x = b.input(torch.randn(4, 6))
+    b.output(b.call(P.sin.default, x))
+    cg = compile_graph(b.build(), b.examples, options)
+    t = torch.randn(6, 4).t()
+    torch.testing.assert_close(cg([t])[0], torch.sin(t))
