@@ -25,6 +25,10 @@ from bench.models import MODELS, SUITES
 from bench.runner import Options, Progress, run_suite
 
 QUICK_BUDGET_S = 500.0  # the whole seeds suite inside 9 minutes, start-up and reporting included
+# Per suite: one (variant, phase) past this is reported as a timeout. The CPU suites are meant to
+# take well under a minute per model; torch.compile's inductor needs minutes for simple_fn on a
+# 2-core machine (ARCHITECTURE.md, "Known pitfalls"), which the cpu suite then shows as a timeout.
+VARIANT_TIMEOUT = {"seeds": 600.0, "cpu": 120.0, "tiny": 120.0}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,8 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="timed calls (fixed count instead of time-adaptive)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget", type=float, help="seconds for the whole suite, shared among models")
-    p.add_argument("--variant-timeout", type=float, default=600.0,
-                   help="seconds for one (variant, phase), compile included (default 600)")
+    p.add_argument("--variant-timeout", type=float,
+                   help="seconds for one (variant, phase), compile included "
+                        f"(default: {', '.join(f'{k} {v:.0f}' for k, v in VARIANT_TIMEOUT.items())})")
     p.add_argument("--model-timeout", type=float, default=1800.0, help="seconds for one model (default 1800)")
     p.add_argument("--tf32", action="store_true", help="torch.set_float32_matmul_precision('high')")
     p.add_argument("--warm-cache", dest="cold_cache", action="store_false",
@@ -88,7 +93,7 @@ def options_from(args: argparse.Namespace) -> Options:
     return Options(models=models, device=args.device, dtype=args.dtype, phases=phases,
                    backends=_split(args.backends), mode=args.mode, torch_compile=args.torch_compile,
                    torch_backend=args.torch_backend, run=run, seed=args.seed,
-                   variant_timeout=args.variant_timeout, model_timeout=args.model_timeout,
+                   variant_timeout=args.variant_timeout or VARIANT_TIMEOUT.get(args.suite, 600.0), model_timeout=args.model_timeout,
                    budget=budget, tf32=args.tf32, cold_cache=args.cold_cache)
 
 

@@ -168,7 +168,8 @@ def max_rel_error(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
     for g, r in zip(got, ref):
         if g.shape != r.shape:
             return math.inf
-        g, r = g.detach().double().cpu(), r.detach().double().cpu()
+        wide = torch.float64 if torch.float64 in (g.dtype, r.dtype) else torch.float32
+        g, r = g.detach().cpu().to(wide), r.detach().cpu().to(wide)
         if g.numel() == 0:
             continue
         if not torch.isfinite(g).all() and not torch.equal(g.isnan(), r.isnan()):

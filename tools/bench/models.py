@@ -59,7 +59,8 @@ class ModelSpec:
     build: Callable[[torch.device, torch.dtype], Workload]
     description: str
     requires: tuple[str, ...] = ()
-    # Relative cost, used to share a time budget among models (1 = a small model).
+    # Relative cost, used to share a time budget among models (1 = a small model): roughly
+    # proportional to torch.compile's cold compile time for the model, the bulk of a model's time.
     cost: float = 1.0
 
     def missing(self) -> list[str]:
@@ -125,7 +126,7 @@ def mlp(d_in=1024, d_hidden=2048, d_out=1024) -> nn.Module:
     return nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out))
 
 
-@register("simple_fn_1e4", "20 x (sin, add), 1e4 elements")
+@register("simple_fn_1e4", "20 x (sin, add), 1e4 elements", cost=2)
 def _(device, dtype):
     return _pointwise_fn(simple_fn, 10_000, device, dtype)
 
@@ -135,7 +136,7 @@ def _(device, dtype):
     return _pointwise_fn(simple_fn, 1_000_000, device, dtype)
 
 
-@register("simple_fn_1.6e7", "20 x (sin, add), 1.6e7 elements")
+@register("simple_fn_1.6e7", "20 x (sin, add), 1.6e7 elements", cost=2)
 def _(device, dtype):
     return _pointwise_fn(simple_fn, 16_000_000, device, dtype)
 
@@ -145,7 +146,7 @@ def _(device, dtype):
     return _regression(mlp(), (512, 1024), (512, 1024), device, dtype)
 
 
-@register("resnet50_b1", "torchvision resnet50, batch 1, 224x224", ("torchvision",), cost=2)
+@register("resnet50_b1", "torchvision resnet50, batch 1, 224x224", ("torchvision",), cost=2.5)
 def _(device, dtype):
     import torchvision
 
@@ -159,7 +160,7 @@ def _(device, dtype):
     return _image_classifier(torchvision.models.resnet50(weights=None), 32, 224, 1000, device, dtype)
 
 
-@register("densenet121_b16", "torchvision densenet121, batch 16, 128x128", ("torchvision",), cost=3)
+@register("densenet121_b16", "torchvision densenet121, batch 16, 128x128", ("torchvision",), cost=4)
 def _(device, dtype):
     import torchvision
 
@@ -167,7 +168,7 @@ def _(device, dtype):
     return _image_classifier(model, 16, 128, 1000, device, dtype)
 
 
-@register("resnext101_32x8d_b64", "timm resnext101_32x8d, batch 64, 224x224", ("timm",), cost=3)
+@register("resnext101_32x8d_b64", "timm resnext101_32x8d, batch 64, 224x224", ("timm",), cost=4)
 def _(device, dtype):
     import timm
 

@@ -162,6 +162,11 @@ def run_model(name: str, opts: Options, work_dir: Path, env: dict, deadline: flo
         progress.event({"event": "skipped", "reason": record["reason"]})
         return record
 
+    if deadline is not None and deadline - time.time() < 10.0:  # not even time to start a process
+        record.update(status="skipped", reason="out of time budget")
+        progress.event({"event": "skipped", "reason": record["reason"]})
+        return record
+
     safe = name.replace("/", "_")
     log_path, events_path = work_dir / f"{safe}.log", work_dir / f"{safe}.events.jsonl"
     for p in (log_path, events_path):
