@@ -1,0 +1,147 @@
+"""Runtime behaviour: inference vs training paths, lazy backward compile, aliases, errors."""
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from ember_autograd import AotConfig, AotTraceError, aot, verify_functional
+from ember_autograd.errors import AotError
+
+
+def eager_compiler(gm, example_inputs):
+    verify_functional(gm)
+    return gm
+
+
+def test_no_grad_gives_a_single_inference_graph_then_training_on_demand():
+    gm = torch.fx.symbolic_trace(lambda x, w: (torch.tanh(x @ w),))
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    with torch.no_grad():
+        fn = aot(gm, [x, w], fw_compiler=eager_compiler)
+        out = fn(x, w)[0]
+    assert fn.inference is not None and fn.training is None and not out.requires_grad
+    out = fn(x, w)[0]  # grad enabled now: the training path is compiled
+    assert fn.training is not None and out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(w.grad, x.t() @ (1 - torch.tanh(x @ w) ** 2).detach())
+
+
+def test_compilers_get_fake_inputs_and_backward_compiles_lazily():
+    seen = []
+
+    def fw(gm, inputs):
+        seen.append(("fw", type(inputs[0]).__name__))
+        return gm
+
+    def bw(gm, inputs):
+        seen.append(("bw", type(inputs[0]).__name__))
+        return gm
+
+    gm = torch.fx.symbolic_trace(lambda x: (x.exp(),))
+    x = torch.randn(3, requires_grad=True)
+    fn = aot(gm, [x], fw_compiler=fw, bw_compiler=bw)
+    y = fn(x)[0]
+    assert seen == [("fw", "FakeTensor")]
+    y.sum().backward()
+    y2 = fn(x)[0]
+    y2.sum().backward()
+    assert seen == [("fw", "FakeTensor"), ("bw", "FakeTensor")]
+    assert "bw_compile" in fn.training.timings
+
+
+def test_boxed_calling_convention():
+    def boxed(gm, inputs):
+        def run(args):
+            assert isinstance(args, list)
+            return gm(*args)
+        run._boxed_call = True
+        return run
+
+    gm = torch.fx.symbolic_trace(lambda x: (x * 3,))
+    x = torch.randn(2, requires_grad=True)
+    fn = aot(gm, [x], fw_compiler=boxed)
+    fn(x)[0].sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 3.0))
+
+
+def test_training_with_inplace_on_intermediates_and_aliased_outputs():
+    def f(x, w):
+        y = x @ w
+        y.mul_(3)
+        y.relu_()
+        return (y, x.view(-1), w.t())
+
+    gm = torch.fx.symbolic_trace(f)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    fn = aot(gm, [x, w], fw_compiler=eager_compiler)
+    got, expected = fn(x, w), f(x2, w2)
+    assert got[1]._base is x and got[2]._base is w  # aliases of inputs are real views
+    loss = sum((o * torch.arange(o.numel()).view(o.shape)).sum() for o in got)
+    ref = sum((o * torch.arange(o.numel()).view(o.shape)).sum() for o in expected)
+    loss.backward()
+    ref.backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
+def test_batchnorm_training_updates_buffers_and_grads():
+    bn, ref = torch.nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)
+
+    def f(x, w, b, rm, rv, nbt):
+        nbt.add_(1)
+        return (F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5).pow(2).sum(),)
+
+    x = torch.randn(6, 4, requires_grad=True)
+    args = [x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked]
+    fn = aot(torch.fx.symbolic_trace(f), args, fw_compiler=eager_compiler)
+    for _ in range(2):
+        fn(*args)[0].backward()
+        x2 = x.detach().clone().requires_grad_()
+        f(x2, ref.weight, ref.bias, ref.running_mean, ref.running_var, ref.num_batches_tracked)[0].backward()
+    for a, b in zip(bn.state_dict().values(), ref.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(bn.weight.grad, ref.weight.grad)
+
+
+def test_mutating_an_input_that_requires_grad_is_refused():
+    gm = torch.fx.symbolic_trace(lambda x: (x.add_(1),))
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(AotError):
+        aot(gm, [x.clone()], fw_compiler=eager_compiler)  # non-leaf: eager would allow it
+
+
+def test_debug_verify_flag_runs_the_verifier():
+    gm = torch.fx.symbolic_trace(lambda x: (x.sin(),))
+    x = torch.randn(3, requires_grad=True)
+    fn = aot(gm, [x], fw_compiler=lambda g, i: g, config=AotConfig(verify=True))
+    assert fn.training.backward is not None
+    assert "backward" in str(fn.training)
+
+
+def test_unsupported_op_names_op_and_line():
+    gm = torch.fx.symbolic_trace(lambda x: (x[x > 0],))
+    for n in gm.graph.nodes:
+        n.meta["stack_trace"] = 'File "model.py", line 12, in forward\n    return x[x > 0]'
+    with pytest.raises(AotTraceError) as info:
+        aot(gm, [torch.randn(4)], fw_compiler=eager_compiler)
+    msg = str(info.value)
+    assert "aten." in msg and "model.py\", line 12" in msg
+
+
+def test_ember_prims_decompositions_training_matches_eager():
+    ember_prims = pytest.importorskip("ember_prims")
+
+    def f(x, w, b):
+        return (F.gelu(F.linear(x, w, b)).softmax(-1).sum(),)
+
+    gm = torch.fx.symbolic_trace(f)
+    args = [torch.randn(4, 8), torch.randn(6, 8, requires_grad=True), torch.randn(6, requires_grad=True)]
+    ref = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+    fn = aot(gm, args, fw_compiler=eager_compiler, decompositions=ember_prims.table())
+    fn(*args)[0].backward()
+    f(*ref)[0].backward()
+    torch.testing.assert_close(args[1].grad, ref[1].grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(args[2].grad, ref[2].grad, rtol=1e-5, atol=1e-5)
+    for gm in (fn.training.forward, fn.training.backward):
+        ember_prims.verify(gm)  # prims-level: the table applied recursively, backward included
