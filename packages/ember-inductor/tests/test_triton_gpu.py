@@ -32,8 +32,17 @@ from test_triton_specs import (  # noqa: E402
     SpecBuilder, layer_norm_spec, pointwise_chain_spec, simple_fn_spec, softmax_spec,
 )
 
+from test_triton_graphs import layer_norm as layer_norm_graph  # noqa: E402
+from test_triton_graphs import simple_fn as simple_fn_graph  # noqa: E402
+from test_triton_graphs import softmax as softmax_graph  # noqa: E402
+
+import ember_prims  # noqa: E402
+from ember_inductor import compile_graph  # noqa: E402
 from ember_inductor.codegen.triton import TritonBackend  # noqa: E402
+from ember_inductor.graph_builder import GraphBuilder  # noqa: E402
 from ember_inductor.options import InductorOptions  # noqa: E402
+
+P = ember_prims.ops
 
 
 def build(spec, cache_dir, autotune=False):
@@ -74,6 +83,43 @@ def workloads(device, big=True):
         ("layer_norm", layer_norm_spec(rows, cols), ln_inputs,
          lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5),
          (2 * rows * cols + 2 * cols) * 4),
+    ]
+
+
+# ---- the same workloads as prims graphs, through the whole pipeline (compile_graph) ----------
+
+def relu_chain_graph(b, x, y):
+    n = x.meta["val"].shape[0]
+    dev = x.meta["val"].device
+    full = lambda v: b.call(P.full.default, [n], v, dtype=torch.float32, device=dev)  # noqa: E731
+    t = b.call(P.add.default, b.call(P.mul.default, x, full(2.0)), full(1.0))
+    return b.call(P.mul.default, b.call(P.maximum.default, t, full(0.0)), y)
+
+
+def layer_norm_bias_graph(b, x, w, bias):
+    n, d = x.meta["val"].shape
+    y = layer_norm_graph(b, x, w)
+    return b.call(P.add.default, y, b.call(P.broadcast_in_dim.default, bias, [n, d], [1]))
+
+
+def compile_prims(build, inputs, cache_dir, autotune=False):
+    b = GraphBuilder()
+    outs = build(b, *[b.input(x) for x in inputs])
+    b.output(outs)
+    return compile_graph(b.build(), b.examples,
+                         InductorOptions(cache_dir=cache_dir, backend="triton", autotune=autotune))
+
+
+def graph_workloads(device, big=True):
+    """(name, graph builder, inputs, eager fn, bytes moved) for the pipeline benchmark."""
+    n = 2**26 if big else 2**16
+    rows, cols = (4096, 4096) if big else (64, 1000)
+    r = lambda *s: torch.randn(*s, device=device)  # noqa: E731
+    return [
+        ("relu(x*2+1)*y", relu_chain_graph, [r(n), r(n)], lambda x, y: torch.relu(x * 2 + 1) * y, 3 * n * 4),
+        ("softmax", softmax_graph, [r(rows, cols)], lambda x: torch.softmax(x, -1), 2 * rows * cols * 4),
+        ("layer_norm", layer_norm_bias_graph, [r(rows, cols), r(cols), r(cols)],
+         lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), (2 * rows * cols + 2 * cols) * 4),
     ]
 
 
@@ -123,8 +169,8 @@ print("SECOND", time.perf_counter() - t)
 
 def second_process_compiles_nothing(cache_dir: str) -> tuple[int, int, float]:
     """Run the small workloads in a fresh process on a warm cache; return (files before, after, s)."""
-    def count():
-        return sum(len(f) for _, _, f in os.walk(os.path.join(cache_dir, "triton")))
+    def count():  # compiled kernels (Triton also writes a launcher stub per new signature)
+        return sum(f.endswith(".cubin") for _, _, fs in os.walk(os.path.join(cache_dir, "triton")) for f in fs)
     before = count()
     code = _SECOND_PROCESS.format(tests=os.path.dirname(os.path.abspath(__file__)), cache=cache_dir)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -189,6 +235,28 @@ def main(argv=None):
                  (time.perf_counter() - t) * 1e3, float("nan")))
     print("simple_fn kernels:", sf.source.count("\n@jit\ndef simple_fn"), flush=True)
 
+    # the product path: prims graph -> compile_graph -> wrapper + Triton kernels
+    for name, graph, inputs, eager, nbytes in graph_workloads("cuda"):
+        ref = eager(*inputs)
+        for autotune in (False, True):
+            t = time.perf_counter()
+            cg = compile_prims(graph, inputs, cache, autotune)
+            out = cg(inputs)[0]
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t
+            _check(out, ref)
+            ms = _bench(lambda: cg(inputs))
+            label = f"ember compile_graph{' autotuned' if autotune else ''} ({len(cg.kernels)} kernel)"
+            rows.append((name, label, ms, nbytes / ms / 1e6))
+            print(f"{name} {label}: {ms:.4f} ms, {100 * nbytes / ms / 1e6 / copy_bw:.1f}% of copy, "
+                  f"compile+first call {first:.2f} s", flush=True)
+    t = time.perf_counter()
+    cg = compile_prims(simple_fn_graph, [torch.randn(10_000, device="cuda")], cache)
+    torch.cuda.synchronize()
+    print(f"simple_fn through compile_graph: {len(cg.kernels)} kernel(s), compile {time.perf_counter() - t:.2f} s",
+          flush=True)
+
+    # the renderer alone on hand-built KernelSpecs (no wrapper), eager, torch.compile
     for name, spec, make, eager, nbytes in workloads("cuda"):
         args = make()
         for autotune in (False, True):
@@ -200,7 +268,7 @@ def main(argv=None):
             first = time.perf_counter() - t
             _check(args[-1], eager(*args[:-1]))
             ms = _bench(lambda: launcher(*args))
-            label = "ember autotuned" if autotune else "ember heuristic"
+            label = "ember kernel only, autotuned" if autotune else "ember kernel only"
             rows.append((name, label, ms, nbytes / ms / 1e6))
             print(f"{name} {label}: {ms:.4f} ms, {nbytes / ms / 1e6:.0f} GB/s "
                   f"({100 * nbytes / ms / 1e6 / copy_bw:.1f}% of copy), first call {first:.2f} s, "
@@ -221,6 +289,33 @@ def main(argv=None):
         build(spec, cache, autotune=True)(*make())
     torch.cuda.synchronize()
     before, after, secs = second_process_compiles_nothing(cache)
+
+    # host overhead per launch, on a kernel too small to matter (1024 elements)
+    small = build(copy_spec(1024), cache)
+    xs, os_ = torch.randn(1024, device="cuda"), torch.empty(1024, device="cuda")
+    for fn_name, fn in (("ember launcher", lambda: small(xs, os_)),
+                        ("torch.add(out=)", lambda: torch.add(xs, 1, out=os_))):
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        torch.cuda.synchronize()
+        us = (time.perf_counter() - t) / 2000 * 1e6
+        print(f"host time per launch, {fn_name}: {us:.1f} us", flush=True)
+
+    # a graph of several kernels: compile time with the parallel build
+    def many(b, x):
+        outs = [b.call(P.sum.default, b.call(op.default, x), [d]) for op in (P.sin, P.cos, P.exp)
+                for d in (0, 1)]
+        return tuple(outs)
+    t = time.perf_counter()
+    cg = compile_prims(many, [torch.randn(300, 500, device="cuda")], tempfile.mkdtemp())
+    cg([torch.randn(300, 500, device="cuda")])
+    torch.cuda.synchronize()
+    print(f"6-output graph: {len(cg.kernels)} kernels, cold compile+run {time.perf_counter() - t:.2f} s",
+          flush=True)
     print(f"second process: cache files {before} -> {after}, small workloads took {secs:.2f} s", flush=True)
 
     print(f"\n| workload | impl | ms (median) | GB/s | % of copy ({copy_bw:.0f} GB/s) |")

@@ -15,6 +15,7 @@ Sizes are literals in the source (static shapes), so a kernel's text is its cach
 from __future__ import annotations
 
 import math
+import os
 from typing import Sequence
 
 import sympy
@@ -23,7 +24,7 @@ import torch
 from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource, KernelSpec, Op, Stage
 from ember_inductor.codegen.triton_autotune import candidates, next_pow2
 from ember_inductor.codegen.triton_helpers import helper_sources
-from ember_inductor.codegen.triton_launch import TritonLauncher
+from ember_inductor.codegen.triton_launch import BuildGroup, TritonLauncher
 from ember_inductor.codegen.triton_prims import (
     ARG_REDUCTIONS, REDUCTIONS, TL_DTYPE, TRITON_EXPR, ExprCtx, acc_dtype, render,
 )
@@ -410,4 +411,7 @@ class TritonBackend(Backend):
         return render_kernel(kernel)
 
     def build(self, sources: Sequence[KernelSource], options) -> list:
-        return [TritonLauncher(s, options) for s in sources]
+        """One launcher per source; compilation happens at the first GPU launch, for all of
+        them at once on `options.compile_workers` threads (see BuildGroup)."""
+        group = BuildGroup(os.path.expanduser(options.cache_dir), options.compile_workers)
+        return [TritonLauncher(s, options, group) for s in sources]

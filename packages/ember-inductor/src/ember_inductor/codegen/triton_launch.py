@@ -7,8 +7,12 @@ heuristic pick, or with `options.autotune` on a GPU the fastest of a few (cached
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
+from triton.runtime._async_compile import AsyncCompileMode
+
+from ember_inductor.codegen.common import BuildError
 
 from ember_inductor.codegen.triton_autotune import LaunchConfig, autotune
 from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash, triton_cache_dir
@@ -21,10 +25,38 @@ def _storage_base(t: torch.Tensor) -> torch.Tensor:
     return t if t.storage_offset() == 0 else t.as_strided((1,), (1,), 0)
 
 
+class BuildGroup:
+    """The launchers of one build: on the first GPU launch of any of them, all are compiled at
+    once on `workers` threads (Triton's AsyncCompileMode), so a graph's kernels compile in
+    parallel rather than one by one as the wrapper reaches them. The device is known only then:
+    CPU tensors run interpreted and compile nothing."""
+
+    def __init__(self, cache_dir: str, workers: int):
+        self.cache_dir = cache_dir
+        self.workers = max(1, workers)
+        self.launchers: list[TritonLauncher] = []
+        self.warmed = False
+
+    def warm(self) -> None:
+        if self.warmed:
+            return
+        self.warmed = True
+        if len(self.launchers) < 2 or self.workers < 2:
+            return
+        try:
+            with triton_cache_dir(self.cache_dir), \
+                    ThreadPoolExecutor(min(self.workers, len(self.launchers))) as pool, \
+                    AsyncCompileMode(pool):
+                for launcher in self.launchers:
+                    launcher.warmup()
+        except Exception as e:  # the compiler's message, with the kernel source to read it against
+            raise BuildError(f"Triton failed to compile a kernel of this graph: {e}") from e
+
+
 class TritonLauncher:
     """Callable that launches one generated kernel; `.source` holds its Triton text."""
 
-    def __init__(self, source, options=None):
+    def __init__(self, source, options=None, group: BuildGroup | None = None):
         self.kernel_source = source
         self.source = source.source
         self.name = source.name
@@ -34,6 +66,15 @@ class TritonLauncher:
         self._fns: dict[bool, object] = {}
         self._config: dict[bool, LaunchConfig] = {}
         self._warm = False  # GPU: compiled and tuned; later launches skip the cache-dir scope
+        self.group = group
+        if group is not None:
+            group.launchers.append(self)
+
+    def warmup(self) -> None:
+        """Compile the heuristic config for the current GPU without launching (mock arguments)."""
+        cfg = self.meta["configs"][0]
+        dtypes = [a.dtype for a in self.kernel_source.kernel.args]
+        self.kernel(False).warmup(*dtypes, grid=self.grid(cfg), **cfg.kwargs())
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
@@ -77,6 +118,8 @@ class TritonLauncher:
             cfg = self._config[False]
             fn[self.grid(cfg)](*tensors, **cfg.kwargs())
         else:  # first launch: autotune and compile into our cache dir
+            if self.group is not None:
+                self.group.warm()
             with triton_cache_dir(self.cache_dir):
                 cfg = self.config(tensors, interpret)
                 fn[self.grid(cfg)](*tensors, **cfg.kwargs())
