@@ -54,7 +54,7 @@ def assert_same(actual, expected, path="out"):
 
 def clone_tree(x):
     if isinstance(x, torch.Tensor):
-        return x.clone()
+        return x.detach().clone().requires_grad_(x.requires_grad)
     if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
         return type(x)(clone_tree(i) for i in x)
     if isinstance(x, dict):

@@ -21,7 +21,7 @@ from .frame import Frame
 from .tables import registrar
 from .semantics import const_value, dedupe, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
-    BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar,
+    BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
 )
 
@@ -214,7 +214,8 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
     locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))
     self_var = args[0] if args else None
     child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
-    return child.run()
+    result = child.run()
+    return result if child.yields is None else IterVar(child.yields)
 
 
 def bind_arguments(code, defaults, kwdefaults, args, kwargs) -> dict:

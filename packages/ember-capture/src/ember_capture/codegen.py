@@ -45,6 +45,8 @@ def collect_tensors(vars_, out: dict):
             collect_tensors(v.items.values(), out)
         elif isinstance(v, NewObjVar):
             collect_tensors(v.attrs.values(), out)
+        elif isinstance(v, MethodVar):
+            collect_tensors([v.receiver], out)
         elif isinstance(v, BoundVar):
             collect_tensors([v.self_var], out)
         elif isinstance(v, FunctionVar):

@@ -15,7 +15,8 @@ from .variables import NULL, CellVar, Var
 VERSION = sys.version_info[:2]
 SUPPORTED_VERSIONS = ((3, 11), (3, 12))
 HANDLERS: dict[tuple, dict] = {v: {} for v in SUPPORTED_VERSIONS}
-CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
+CO_GENERATOR = 0x20
+CO_ASYNC = 0x80 | 0x100 | 0x200  # coroutine, iterable coroutine, async generator
 
 
 def op(*names, versions=SUPPORTED_VERSIONS):
@@ -53,8 +54,10 @@ class CodeInfo:
 
 class Frame:
     def __init__(self, tr, code, globals_, locals_: dict, freevars: dict, parent=None, self_var=None):
-        if code.co_flags & CO_GENERATOR_LIKE:
-            raise Unsupported("generator", f"{code.co_name} is a generator or coroutine")
+        if code.co_flags & CO_ASYNC:
+            raise Unsupported("generator", f"{code.co_name} is a coroutine")
+        # Note: a generator is run to completion when called; its yields become a list.
+        self.yields = [] if code.co_flags & CO_GENERATOR else None
         self.tr = tr
         self.code = code
         self.info = CodeInfo.of(code)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import linecache
 import operator
 import re
+import warnings
 
 import torch
 import torch.fx as fx
@@ -69,7 +70,9 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(name)
         self._last_placeholder = node
-        fake = self.fake_mode.from_tensor(real)
+        with warnings.catch_warnings():  # converting a non-leaf reads .grad, which warns
+            warnings.simplefilter("ignore")
+            fake = self.fake_mode.from_tensor(real)
         node.meta["example_value"] = fake
         node.meta["stack_trace"] = stack_trace(*self.location)
         node.meta["source"] = source

@@ -112,8 +112,23 @@ def _before_with(fr, inst):
     fr.push(ConstVar(None))
 
 
+@op("RETURN_GENERATOR")
+def _return_generator(fr, inst):
+    if fr.yields is None or fr.parent is None:
+        raise Unsupported("generator", "generator at the top of a capture")
+    fr.push(ConstVar(None))  # what the first resume of the generator receives (and pops)
+
+
+@op("YIELD_VALUE")
+def _yield_value(fr, inst):
+    if fr.yields is None:
+        raise Unsupported("generator", "yield outside a generator")
+    fr.yields.append(fr.pop())
+    fr.push(ConstVar(None))  # the value sent back into the generator
+
+
 @op("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
-    "SETUP_ANNOTATIONS", "IMPORT_STAR", "YIELD_VALUE", "SEND", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
+    "SETUP_ANNOTATIONS", "IMPORT_STAR", "SEND", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
 def _unsupported_flow(fr, inst):
     what = {"RAISE_VARARGS": "raise statement", "YIELD_VALUE": "yield"}.get(inst.opname, inst.opname)
     raise Unsupported("unsupported_opcode", f"{what} is not traced")

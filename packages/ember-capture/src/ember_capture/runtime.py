@@ -293,9 +293,27 @@ def make_binder(func, self_obj):
     values = (["_self"] if self_obj is not None else []) + names[1 if self_obj is not None else 0:]
     values += [v for v in (varargs, varkw) if v]
     arg_names = tuple(names + [v for v in (varargs, varkw) if v])
+    if not all(n.isidentifier() for n in arg_names) or (self_obj is None and not defaults and not kwonly
+                                                         and not varargs and not varkw and not posonly):
+        return _positional_binder(len(arg_names), self_obj), arg_names
     src = f"def __bind({', '.join(params)}):\n    return ({''.join(v + ', ' for v in values)})"
     exec(src, scope)
     return scope["__bind"], arg_names
+
+
+def _positional_binder(n, self_obj):
+    """Binder for plain positional signatures (and resume functions, whose names may be odd)."""
+    if self_obj is not None:
+        def bind(*args):
+            if len(args) != n - 1:
+                raise TypeError(f"expected {n - 1} arguments, got {len(args)}")
+            return (self_obj,) + args
+    else:
+        def bind(*args):
+            if len(args) != n:
+                raise TypeError(f"expected {n} arguments, got {len(args)}")
+            return args
+    return bind
 
 
 def reset_all():
