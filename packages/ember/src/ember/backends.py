@@ -142,7 +142,16 @@ def _inductor_build(settings: Settings) -> CompilerFn:
     options = _inductor_options(settings)
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        return ember_inductor.compile_graph(gm, example_inputs, options)
+        compiled = ember_inductor.compile_graph(gm, example_inputs, options)
+
+        # CompiledGraph takes its inputs as one list; ember_autograd calls such a callable
+        # with the list itself when it is marked boxed (and may then free inputs early).
+        def run(args: list) -> Any:
+            return compiled(args)
+
+        run._boxed_call = True
+        run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
+        return run
 
     def compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return ember_autograd.aot(gm, example_inputs, fw_compiler=fw_compiler,
