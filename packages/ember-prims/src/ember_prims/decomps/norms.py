@@ -111,15 +111,21 @@ def _new_running(running, stat, momentum):
     return convert(P.add(P.mul(r, one_m), P.mul(stat, m)), running.dtype)
 
 
-def _empty_stats(a):
-    return full([0], 0, _stat_dtype(a), a.device)
+def _bn_stat_dtype(a, *params):
+    # ATen on CPU: float32 statistics when a low-precision input meets float32 parameters ("mixed
+    # type"), else the input dtype; on CUDA always the accumulation dtype.
+    if a.device.type != "cpu" or any(p is not None and p.dtype != a.dtype for p in params):
+        return opmath(a.dtype)
+    return a.dtype
 
 
 def _bn(a, weight, bias, running_mean, running_var, training, momentum, eps):
     """(out, save_mean, save_invstd, new_running_mean, new_running_var)"""
+    sd = _bn_stat_dtype(a, weight, bias, running_mean, running_var)
     if not training:
         out = _bn_eval(a, weight, bias, running_mean, running_var, eps)
-        return out, _empty_stats(a), _empty_stats(a), running_mean, running_var
+        empty = full([0], 0, sd, a.device)
+        return out, empty, empty, running_mean, running_var
     out, mean, var, rstd = _bn_train(a, weight, bias, eps)
     n = a.numel() // a.shape[1]
     new_rm = new_rv = None
@@ -128,13 +134,25 @@ def _bn(a, weight, bias, running_mean, running_var, training, momentum, eps):
     if running_var is not None:
         unbiased = P.mul(var, full(var.shape, n / max(n - 1, 1), var.dtype, var.device))
         new_rv = _new_running(running_var, unbiased, momentum)
-    sd = _stat_dtype(a)
     return out, convert(mean, sd), convert(rstd, sd), new_rm, new_rv
+
+
+def _bn_updating_running_stats(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    # native_batch_norm and _native_batch_norm_legit update running_mean/var in place when
+    # training: the decomposition must too (copy_, which the autograd tracer functionalizes and
+    # replays onto the real buffers), or the buffers would silently stay as they were.
+    out, mean, rstd, rm, rv = _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)
+    if training:
+        if running_mean is not None:
+            running_mean.copy_(rm)
+        if running_var is not None:
+            running_var.copy_(rv)
+    return out, mean, rstd
 
 
 @register(aten.native_batch_norm.default)
 def native_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
-    return _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+    return _bn_updating_running_stats(a, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
 @register(aten._native_batch_norm_legit_functional.default)
@@ -145,7 +163,7 @@ def _native_batch_norm_legit_functional(a, weight, bias, running_mean, running_v
 
 @register(aten._native_batch_norm_legit.default)
 def _native_batch_norm_legit(a, weight, bias, running_mean, running_var, training, momentum, eps):
-    return _bn(a, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+    return _bn_updating_running_stats(a, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
 @register(aten._native_batch_norm_legit.no_stats)

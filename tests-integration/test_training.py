@@ -1,0 +1,96 @@
+"""Whole training steps (forward, loss, backward, optimizer step) through ember.compile.
+
+After three steps, parameters, gradients and buffers equal eager's. Tolerances (float32):
+aot_eager runs the same ATen kernels, so rtol=1e-5, atol=1e-6; inductor computes through
+decompositions and generated kernels in a different order: rtol=1e-4, atol=1e-5.
+"""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+
+TOL = {"aot_eager": dict(rtol=1e-5, atol=1e-6), "inductor": dict(rtol=1e-4, atol=1e-5)}
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x)))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class Block(torch.nn.Module):
+    """LayerNorm + GELU MLP with a residual and a softmax head: normalization-heavy."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(32)
+        self.up = torch.nn.Linear(32, 64)
+        self.down = torch.nn.Linear(64, 32)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = x + self.down(F.gelu(self.up(self.norm(x))))
+        return torch.log_softmax(self.head(x), dim=-1)
+
+
+CASES = {"mlp": (MLP, (16, 32)), "cnn": (SmallCNN, (4, 3, 8, 8)), "block": (Block, (16, 32))}
+
+
+def train(model, step_fn, inputs):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for x, y in inputs:
+        opt.zero_grad()
+        loss = F.cross_entropy(step_fn(x), y)
+        loss.backward()
+        opt.step()
+    return loss
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_three_training_steps_match_eager(case, backend):
+    make, shape = CASES[case]
+    torch.manual_seed(0)
+    eager_model = make()
+    ember_model = copy.deepcopy(eager_model)
+    compiled = ember.compile(ember_model, backend=backend)
+    inputs = [(torch.randn(shape), torch.randint(0, 10, (shape[0],))) for _ in range(3)]
+    eager_loss = train(eager_model, eager_model, inputs)
+    ember_loss = train(ember_model, compiled, inputs)
+    tol = TOL[backend]
+    torch.testing.assert_close(ember_loss, eager_loss, **tol)
+    for (name, p), q in zip(eager_model.named_parameters(), ember_model.parameters()):
+        torch.testing.assert_close(q, p, **tol, msg=lambda m: f"parameter {name}: {m}")
+        torch.testing.assert_close(q.grad, p.grad, **tol, msg=lambda m: f"grad of {name}: {m}")
+    for (name, b), c in zip(eager_model.named_buffers(), ember_model.buffers()):
+        torch.testing.assert_close(c, b, **tol, msg=lambda m: f"buffer {name}: {m}")
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_inference_under_no_grad_and_eval(backend):
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    compiled = ember.compile(model, backend=backend)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), model(x), **TOL[backend])
