@@ -115,12 +115,13 @@ class TritonLauncher:
             with interpreting():
                 fn[self.grid(cfg)](*tensors, **cfg.kwargs())
         elif self._warm:
-            cfg = self._config[False]
-            fn[self.grid(cfg)](*tensors, **cfg.kwargs())
+            grid, kwargs = self._launch
+            fn[grid](*tensors, **kwargs)
         else:  # first launch: autotune and compile into our cache dir
             if self.group is not None:
                 self.group.warm()
             with triton_cache_dir(self.cache_dir):
                 cfg = self.config(tensors, interpret)
                 fn[self.grid(cfg)](*tensors, **cfg.kwargs())
+            self._launch = (self.grid(cfg), cfg.kwargs())
             self._warm = True
