@@ -174,6 +174,7 @@ class Buffer(IRNode):
     dtype: torch.dtype
     device: torch.device
     offset: int = 0
+    is_view: bool = False  # a strided view of the buffer `name` (views.strided)
 
     def compute(self, kb, index):
         return kb.load(self.name, self.offset_of(index), self.dtype)

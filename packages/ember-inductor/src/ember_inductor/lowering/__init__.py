@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
-                               Reduction, contiguous_strides)
+                               Pointwise, Reduction, contiguous_strides)
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS
 
@@ -76,6 +76,8 @@ class LoweringContext:
     def extern(self, node: fx.Node, op, args, kwargs, reason: str) -> object:
         """Call `op` eagerly from the wrapper; tensor arguments are realized first."""
         def realize_arg(a):
+            if isinstance(a, Buffer) and any(st < 0 for st in a.strides):  # torch views cannot flip
+                a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
             return self.realize(a, node.name) if isinstance(a, IRNode) else a
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
@@ -129,6 +131,8 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
             output_kind = list if isinstance(result, list) else tuple
             for r in ([result] if single else result):
                 v = env[r] if isinstance(r, fx.Node) else r
+                if isinstance(v, Buffer) and v.is_view:  # outputs are fresh values, never views
+                    v = Pointwise(v.sizes, v.dtype, v.device, v.load, r.name)
                 if isinstance(v, IRNode) and not isinstance(v, Buffer):
                     v = ctx.realize(v, r.name)
                 outputs.append(v)

@@ -18,7 +18,7 @@ from ember_inductor.lowering.registry import lowering, pointwise
 
 
 def strided(base: Buffer, sizes, strides, offset) -> Buffer:
-    return dataclasses.replace(base, sizes=tuple(sizes), strides=tuple(strides), offset=offset)
+    return dataclasses.replace(base, sizes=tuple(sizes), strides=tuple(strides), offset=offset, is_view=True)
 
 
 def view(base, sizes, reindex, origin="") -> View:
