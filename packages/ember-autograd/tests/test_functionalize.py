@@ -202,3 +202,23 @@ def test_constants_become_get_attr():
     x = torch.randn(3)
     compiled = aot(gm, [x], fw_compiler=eager_compiler)
     torch.testing.assert_close(compiled(x)[0], x + torch.arange(3.0))
+
+
+def test_inplace_view_ops_on_intermediates():
+    def f(x):
+        y = x * 2
+        v = y[0]  # a view of y taken before y's metadata changes
+        y.unsqueeze_(0)  # y: (1, 3, 4)
+        y.add_(1)  # mutates through the new metadata; v must see it
+        w = x[1].clone()
+        w.t_()
+        return (y, v * 1, w)
+
+    eager_out, aot_out, eager_in, aot_in, compiled = run_both(f, torch.randn(3, 4))
+    assert_same(eager_out, aot_out)
+
+
+def test_inplace_view_of_an_input_is_refused():
+    gm = torch.fx.symbolic_trace(lambda x: (x.unsqueeze_(0),))
+    with pytest.raises(AotTraceError, match="graph input"):
+        aot(gm, [torch.randn(3)], fw_compiler=eager_compiler)

@@ -123,10 +123,11 @@ def functional_variant(op):
     Convention (shared with ATen's generated ``*_functional`` ops): its outputs are the
     original op's non-aliased returns, then the new value of every written argument in
     schema order. Found by name (``foo_functional``, ``foo`` for ``foo_``, ``foo`` for
-    ``foo.out``) with the same argument names once ``out=`` arguments are dropped."""
+    ``foo.out``) with the same argument names and types once ``out=`` arguments are dropped.
+    For an in-place view op (``unsqueeze_``) this finds the view op (``unsqueeze``)."""
     schema = op._schema
     base_name = schema.name.split("::")[1]
-    wanted = [a.name for a in schema.arguments if not (_is_write(a) and a.kwarg_only)]
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if not (_is_write(a) and a.kwarg_only)]
     namespace = getattr(torch.ops, op.namespace)
     for name in (base_name + "_functional", base_name.rstrip("_"), base_name):
         packet = getattr(namespace, name, None)
@@ -137,7 +138,7 @@ def functional_variant(op):
             candidate = getattr(packet, overload, None)
             if candidate is None or candidate is op or is_mutating(candidate):
                 continue
-            if [a.name for a in candidate._schema.arguments] == wanted:
+            if [(a.name, str(a.type)) for a in candidate._schema.arguments] == wanted:
                 return candidate
     raise AotTraceError("no-functional-variant",
                         "in-place/out= op without a functional counterpart", op=op)
@@ -165,9 +166,12 @@ class Functionalizer:
         self.entries: dict[int, _Entry] = {}
         self.versions: dict[int, int] = {}
         self._alive: list[torch.Tensor] = []  # keeps ids unique for the trace's lifetime
+        self.inputs: set[int] = set()
 
     # --- tracking ------------------------------------------------------------------------------
-    def track_base(self, fake: torch.Tensor, node: torch.fx.Node) -> torch.Tensor:
+    def track_base(self, fake: torch.Tensor, node: torch.fx.Node, is_input: bool = False) -> torch.Tensor:
+        if is_input:
+            self.inputs.add(id(fake))
         self._alive.append(fake)
         self.entries[id(fake)] = _Entry(fake, (), node, 0)
         self.versions[id(fake)] = 0
@@ -215,9 +219,11 @@ class Functionalizer:
     def dispatch(self, op, args, kwargs):
         if op in ALIAS_OPS:
             return self._alias(op, args, kwargs)
-        if torch.Tag.inplace_view in op.tags or op in _UNSUPPORTED:
-            raise AotTraceError("metadata-mutation", "ops that mutate a tensor's shape or strides "
-                                "in place are not functionalized", op=op)
+        if op in _UNSUPPORTED:
+            raise AotTraceError("metadata-mutation", "ops that resize or re-point a tensor's "
+                                "storage are not functionalized", op=op)
+        if torch.Tag.inplace_view in op.tags:
+            return self._inplace_view(op, args, kwargs)
         handler = HIDDEN_MUTATIONS.get(op)
         if handler is not None:
             out = handler(self, op, args, kwargs)
@@ -238,6 +244,32 @@ class Functionalizer:
         self._alive.append(out)
         self.entries[id(out)] = _Entry(e.base, e.chain, node, self.version(src))
         return out
+
+    def _inplace_view(self, op, args, kwargs):
+        # `x.unsqueeze_(0)`: x becomes a view (one more step in its chain) of what it was. A base
+        # x first hands its value to a fresh "shadow" base, which its other views follow.
+        x = args[0]
+        view_op = functional_variant(op)
+        if not is_view(view_op) or id(x) in self.inputs:
+            raise AotTraceError("metadata-mutation", "in-place change of a graph input's shape or "
+                                "strides" if id(x) in self.inputs else "no view op counterpart", op=op)
+        node = self.node_of(x)
+        before = self._record(aten.alias.default, (x,), {}, node=node)  # x as it is now; no node
+        if node.meta.get("val") is x:  # the node's value keeps the old metadata
+            node.meta["val"] = before
+        e = self.entries[id(x)]
+        if e.base is x:
+            shadow = before
+            self.track_base(shadow, node)
+            self.versions[id(shadow)] = self.versions[id(x)]
+            for other in self.entries.values():
+                if other.base is x:
+                    other.base = shadow
+        self._record(op, args, kwargs, node=node)  # updates the fake's metadata; records nothing
+        rest = tuple(normalize_args(op, args, kwargs)[1:])
+        e.chain = e.chain + ((view_op, rest, None),)
+        e.node, e.version = self._replay((view_op, rest, None), node), self.versions[id(e.base)]
+        return x
 
     def _mark_views(self, op, args, kwargs, out):
         src = args[0]

@@ -108,6 +108,9 @@ class _Session:
         self.args, self.primals, self.tensor_inputs, self.int_inputs = [], [], [], []
         for i, x in enumerate(example_inputs):
             if isinstance(x, torch.Tensor):
+                if x.layout != torch.strided or x.is_quantized:
+                    raise AotTraceError("bad-input", f"example input {i} has layout {x.layout}; "
+                                        "only dense strided tensors are supported")
                 fake = self.fake_mode.from_tensor(x.detach())
                 if requires_grad and x.requires_grad:
                     fake.requires_grad_(True)

@@ -82,7 +82,7 @@ class AtenTracer(TorchDispatchMode):
     def placeholder(self, name: str, fake: torch.Tensor) -> torch.Tensor:
         node = self.graph.placeholder(name)
         node.meta["val"] = fake
-        return self.functional.track_base(fake, node)
+        return self.functional.track_base(fake, node, is_input=True)
 
     def constant(self, real: torch.Tensor) -> torch.Tensor:
         """A tensor constant of the program (get_attr in the traced graph), as a tracked fake."""
