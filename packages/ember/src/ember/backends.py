@@ -22,6 +22,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
+from ember.cudagraphs import cudagraph_compiler
 from ember.errors import BackendCompilerFailed, BackendUnavailable, InvalidArgument
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
@@ -167,10 +168,14 @@ def _missing(module: Any, *names: str) -> str | None:
     return None
 
 
+def _cudagraphs_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    return ember_autograd.aot(gm, example_inputs, fw_compiler=cudagraph_compiler)
+
+
 def _cudagraphs_unavailable() -> str | None:
     if not torch.cuda.is_available():
         return "it replays CUDA graphs and this machine has no CUDA device"
-    return _missing(ember_autograd, "aot") or "not implemented yet; use mode='reduce-overhead'"
+    return _missing(ember_autograd, "aot")
 
 
 _add(BackendEntry("eager", build=lambda s: _eager_compiler,
@@ -183,8 +188,8 @@ _add(BackendEntry("inductor", build=_inductor_build, takes_options=True,
                                        or _missing(ember_inductor, "compile_graph", "InductorOptions")),
                   doc="ember_autograd + ember_prims decompositions + ember_inductor kernels "
                       "(C++/OpenMP for CPU tensors, Triton for CUDA tensors)."))
-_add(BackendEntry("cudagraphs", build=lambda s: _aot_eager_compiler, unavailable=_cudagraphs_unavailable,
-                  doc="aot_eager with CUDA graph replay."))
+_add(BackendEntry("cudagraphs", build=lambda s: _cudagraphs_compiler, unavailable=_cudagraphs_unavailable,
+                  doc="aot_eager whose forward and backward graphs replay as CUDA graphs."))
 
 
 # --- entry points for torch.compile (pyproject: torch_dynamo_backends) ---------------------------
