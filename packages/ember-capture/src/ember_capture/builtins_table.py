@@ -14,7 +14,7 @@ from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .tables import registrar
 from .variables import (
-    BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
+    AutocastVar, BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
     ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
 )
 
@@ -280,6 +280,23 @@ def _set_grad_enabled(fr, args, kwargs):
     if graph.grad_enabled != mode:
         graph.set_grad_enabled(mode)
     return ctx
+
+
+def _autocast(default_device):
+    def handler(fr, args, kwargs):
+        names = ("device_type", "dtype", "enabled", "cache_enabled")
+        if default_device is not None:
+            names = names[1:]
+        values = dict(zip(names, [S.const_value(a) for a in args]))
+        values.update({k: S.const_value(v) for k, v in kwargs.items()})
+        device = values.get("device_type", default_device)
+        dtype = values.get("dtype") or torch.get_autocast_dtype(device)
+        return AutocastVar(device, dtype, values.get("enabled", True), values.get("cache_enabled", True))
+    return handler
+
+
+builtin(torch.autocast, torch.amp.autocast)(_autocast(None))
+builtin(torch.cpu.amp.autocast)(_autocast("cpu"))
 
 
 @builtin(torch.is_grad_enabled)

@@ -92,6 +92,9 @@ def _call_partial(fr, fn, args, kwargs):
 @_calls(ExitVar)
 def _call_exit(fr, fn, args, kwargs):
     graph = fr.tr.graph
+    if fn.context is not None:
+        graph.exit_autocast(fn, fr.tr)
+        return ConstVar(None)
     if graph.grad_enabled != fn.restore:
         graph.set_grad_enabled(fn.restore)
     return ConstVar(None)
@@ -264,11 +267,13 @@ def construct(fr, cls, args, kwargs) -> Var:
     if issubclass(cls, BaseException):
         return ConstVar(cls)
     init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
-    if (cls.__new__ is object.__new__ and isinstance(init, types.FunctionType)
-            and not issubclass(cls, torch.nn.Module) and type(cls) is type):
-        obj = NewObjVar(cls, {})
-        inline(fr, ObjVar(init), [obj] + list(args), kwargs)
-        return obj
+    if cls.__new__ is object.__new__ and not issubclass(cls, torch.nn.Module) and type(cls) is type:
+        if isinstance(init, types.FunctionType):
+            obj = NewObjVar(cls, {})
+            inline(fr, ObjVar(init), [obj] + list(args), kwargs)
+            return obj
+        if init is object.__init__ and not args and not kwargs:
+            return NewObjVar(cls, {})
     if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
         return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")

@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .config import Unsupported
-from .variables import ConstVar, ListVar, NullVar, TensorVar, TupleVar, Var
+from .variables import ConstVar, ExitVar, ListVar, NullVar, TensorVar, TupleVar, Var
 
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
 # Results of these are Python values that depend on tensor data, or on storage identity.
@@ -145,6 +145,21 @@ class OutputGraph:
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
         node.meta["stack_trace"] = stack_trace(*self.location)
         self.grad_enabled = enabled
+
+    def enter_autocast(self, args, tr) -> "ExitVar":
+        node = self.graph.call_function(torch.amp.autocast_mode._enter_autocast, tuple(args))
+        self._annotate(node, None)
+        device_type, dtype, enabled, cache_enabled = args
+        context = torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        context.__enter__()  # fake values are computed under the same autocast state
+        tr.open_contexts.append(context)
+        return ExitVar(node=node, context=context)
+
+    def exit_autocast(self, exit_var, tr):
+        node = self.graph.call_function(torch.amp.autocast_mode._exit_autocast, (exit_var.node,))
+        self._annotate(node, None)
+        tr.open_contexts.remove(exit_var.context)
+        exit_var.context.__exit__(None, None, None)
 
     def finish(self, outputs: list[TensorVar]) -> fx.GraphModule:
         self.graph.output(tuple(v.node for v in outputs))

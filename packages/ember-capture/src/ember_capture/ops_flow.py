@@ -10,7 +10,7 @@ import sys
 from . import semantics as S
 from .config import Unsupported
 from .frame import op
-from .variables import NULL, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
+from .variables import NULL, AutocastVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
 V311 = ((3, 11),)
 V312 = ((3, 12),)
@@ -100,6 +100,10 @@ def _end_for(fr, inst):
 @op("BEFORE_WITH")
 def _before_with(fr, inst):
     ctx = fr.pop()
+    if isinstance(ctx, AutocastVar):
+        fr.push(fr.tr.graph.enter_autocast(ctx.args, fr.tr))
+        fr.push(ConstVar(None))
+        return
     if not isinstance(ctx, GradModeVar):
         raise Unsupported("unsupported_context", f"with-block over {S.describe(ctx)}")
     graph = fr.tr.graph

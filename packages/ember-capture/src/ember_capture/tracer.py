@@ -43,6 +43,7 @@ class Tracer:
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
         self.root: Frame | None = None
+        self.open_contexts: list = []  # autocast regions entered for fake tensors, left in run()
 
     # -- services for handlers ----------------------------------------------------------
     def globals_ref(self, g) -> str:
@@ -79,4 +80,7 @@ class Tracer:
             value = self.root.run()
         except StopAtBreak as stop:
             return Plan("break", frame=stop.frame, inst=stop.inst)
+        finally:
+            for context in reversed(self.open_contexts):
+                context.__exit__(None, None, None)
         return Plan("return", value=value)

@@ -144,11 +144,21 @@ class GradModeVar(Var):
         self.enabled = enabled
 
 
-class ExitVar(Var):
-    """The ``__exit__`` that BEFORE_WITH pushes: restores the grad mode it saved."""
+class AutocastVar(Var):
+    """``torch.autocast(...)`` and its aliases, with constant arguments."""
 
-    def __init__(self, restore):
+    def __init__(self, device_type, dtype, enabled, cache_enabled):
+        self.args = (device_type, dtype, enabled, cache_enabled)
+
+
+class ExitVar(Var):
+    """The ``__exit__`` that BEFORE_WITH pushes: restores the grad mode it saved, or leaves
+    the autocast region it entered (``node`` is the graph's _enter_autocast)."""
+
+    def __init__(self, restore=None, node=None, context=None):
         self.restore = restore
+        self.node = node
+        self.context = context
 
 
 class SuperVar(Var):

@@ -1,0 +1,230 @@
+"""Guards and caching: what is guarded, recompiles, the recompile limit, logs."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember_capture
+from ember_capture import CaptureConfig, CaptureStats
+from capture_helpers import Recorder, check
+
+SCALE = 2.0
+ACTIVATION = torch.relu
+
+
+def uses_globals(x):
+    return ACTIVATION(x) * SCALE
+
+
+def test_global_constant_and_function_guarded():
+    global SCALE, ACTIVATION
+    rec = Recorder()
+    f = ember_capture.capture(uses_globals, rec)
+    x = torch.randn(4)
+    torch.testing.assert_close(f(x), uses_globals(x))
+    SCALE = 3.0
+    torch.testing.assert_close(f(x), uses_globals(x))
+    ACTIVATION = torch.tanh
+    try:
+        torch.testing.assert_close(f(x), uses_globals(x))
+    finally:
+        SCALE, ACTIVATION = 2.0, torch.relu
+    assert len(rec.graphs) == 3
+
+
+def test_closure_contents_guarded():
+    k = 2
+
+    def f(x):
+        return x * k
+
+    rec = Recorder()
+    g = ember_capture.capture(f, rec)
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x), x * 2)
+    k = 5  # noqa: F841 - read through the closure cell
+    torch.testing.assert_close(g(x), x * 5)
+    assert len(rec.graphs) == 2
+
+
+def test_module_attribute_guarded():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.alpha = 1.0
+            self.use_bias = True
+
+        def forward(self, x):
+            return x * self.alpha + (1 if self.use_bias else 0)
+
+    m = M()
+    rec = Recorder()
+    g = ember_capture.capture(m, rec)
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x), m(x))
+    m.alpha = 4.0
+    torch.testing.assert_close(g(x), m(x))
+    m.use_bias = False
+    torch.testing.assert_close(g(x), m(x))
+    assert len(rec.graphs) == 3
+
+
+def test_swapped_submodule_guarded():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    m = M()
+    g = ember_capture.capture(m, Recorder())
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(g(x), m(x))
+    m.lin = nn.Linear(3, 3)
+    torch.testing.assert_close(g(x), m(x))
+    with torch.no_grad():
+        m.lin.weight.mul_(2)  # in-place parameter update: no recompile needed, still right
+    torch.testing.assert_close(g(x), m(x))
+
+
+def test_tensor_property_guards():
+    def f(x):
+        return x * 2
+
+    check(f, torch.randn(3), torch.randn(3, dtype=torch.float64), torch.randn(4, 3).t(),
+          torch.randn(3, requires_grad=True), torch.randn(3), graphs=4)
+
+
+def test_list_length_and_dict_keys_guarded():
+    def f(xs, d):
+        return sum(xs) * len(d) + d.get("a", 0)
+
+    check(f, ([torch.randn(2)], {"a": 1}), ([torch.randn(2), torch.randn(2)], {"a": 1}),
+          ([torch.randn(2)], {"b": 1, "a": 2}), graphs=3)
+
+
+def test_python_constant_arguments():
+    def f(x, n, flag, name):
+        return x * n if flag else x + len(name)
+
+    check(f, (torch.randn(2), 2, True, "ab"), (torch.randn(2), 3, True, "ab"), (torch.randn(2), 3, False, "abc"),
+          (torch.randn(2), 2.5, True, "ab"), graphs=4)
+
+
+def test_grad_mode_guarded():
+    def f(x):
+        return x * 2
+
+    rec = Recorder()
+    g = ember_capture.capture(f, rec)
+    x = torch.randn(3, requires_grad=True)
+    assert g(x).requires_grad
+    with torch.no_grad():
+        assert not g(x).requires_grad
+    assert len(rec.graphs) == 2
+
+
+def test_recompile_limit_then_eager_with_one_warning():
+    def f(x, n):
+        return x + n
+
+    rec = Recorder()
+    g = ember_capture.capture(f, rec, CaptureConfig(recompile_limit=3))
+    x = torch.randn(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(6):
+            torch.testing.assert_close(g(x, n), x + n)
+    limit_warnings = [w for w in caught if "recompile limit" in str(w.message)]
+    assert len(limit_warnings) == 1 and len(rec.graphs) == 3
+
+
+def test_cache_hit_reuses_entry():
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    def f(x):
+        return x.sin()
+
+    g = ember_capture.capture(f, backend)
+    for _ in range(5):
+        x = torch.randn(4)
+        torch.testing.assert_close(g(x), x.sin())
+    assert len(calls) == 1
+
+
+def test_reset_forgets_entries():
+    rec = Recorder()
+    g = ember_capture.capture(lambda x: x + 1, rec)
+    x = torch.randn(2)
+    g(x)
+    ember_capture.reset()
+    g(x)
+    assert len(rec.graphs) == 2
+
+
+def test_logs_print_breaks_recompiles_guards_graph(capsys):
+    def f(x):
+        y = x * 2
+        print("between")
+        return y + 1
+
+    g = ember_capture.capture(f, Recorder(), CaptureConfig(logs=frozenset({"graph_breaks", "recompiles", "guards", "graph"})))
+    g(torch.randn(2))
+    g(torch.randn(3))
+    err = capsys.readouterr().err
+    assert "[ember:graph_breaks]" in err and 'print("between")' in err
+    assert "[ember:recompiles]" in err and "X.shape" not in err and "shape" in err
+    assert "[ember:guards]" in err and "[ember:graph]" in err
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="unknown log names"):
+        CaptureConfig(logs=frozenset({"nope"}))
+    with pytest.raises(ValueError):
+        CaptureConfig(recompile_limit=0)
+    with pytest.raises(TypeError):
+        ember_capture.capture(lambda x: x, Recorder(), config={"fullgraph": True})
+
+
+def test_stats_and_explain_on_straight_line():
+    out = ember_capture.explain(lambda x: (x + 1).relu(), torch.randn(3))
+    assert out.graph_count == 1 and out.graph_break_count == 0 and out.break_reasons == []
+    assert len(out.ops_per_graph[0]) == 2
+
+
+def test_bound_method_capture():
+    class Thing:
+        def __init__(self):
+            self.k = 3.0
+
+        def run(self, x):
+            return x * self.k
+
+    t = Thing()
+    stats = CaptureStats()
+    g = ember_capture.capture(t.run, Recorder(), stats=stats)
+    x = torch.randn(2)
+    torch.testing.assert_close(g(x), x * 3)
+    t.k = 4.0
+    torch.testing.assert_close(g(x), x * 4)
+    assert stats.recompiles == 1
+
+
+def test_no_module_leak():
+    import gc
+    import weakref
+
+    m = nn.Linear(2, 2)
+    g = ember_capture.capture(m, Recorder())
+    g(torch.randn(1, 2))
+    ref = weakref.ref(m)
+    del m, g
+    gc.collect()
+    assert ref() is None
