@@ -11,7 +11,6 @@ Shared by tests/test_opinfo.py and scripts/coverage_table.py.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 
 import torch
@@ -31,7 +30,8 @@ SAMPLES_PER_DTYPE = 3  # OpInfo sample inputs used per (op, dtype); keeps the su
 
 
 class StrictDecompose(TorchDispatchMode):
-    """Expand the table recursively; only prims and externs may run."""
+    """Expand the table recursively; only prims and externs may run, plus `aten.copy_`, with which
+    the decompositions of mutating ATen ops (native_batch_norm's running statistics) write back."""
 
     def __init__(self, table):
         super().__init__()
@@ -42,7 +42,8 @@ class StrictDecompose(TorchDispatchMode):
         if func in self.table:
             with self:
                 return self.table[func](*args, **kwargs)
-        if is_prim(func) or func in ember_prims.EXTERN_OPS:
+        if is_prim(func) or func in ember_prims.EXTERN_OPS or ember_prims.is_metadata_query(func) or \
+                func is torch.ops.aten.copy_.default:
             return func(*args, **kwargs)
         raise ember_prims.UndecomposedOpError(f"{func} reached, with no decomposition")
 
@@ -86,8 +87,10 @@ class Interceptor(TorchDispatchMode):
         out = func(*args, **kwargs)
         dense = all(t.layout == torch.strided for t in pytree.tree_leaves((args, kwargs))
                     if isinstance(t, torch.Tensor))
-        if func in self.table and dense:
-            res = self.results[func]
+        if func not in self.table:
+            self.results.setdefault("unhandled", set()).add(str(func))
+        elif dense:
+            res = self.results.setdefault(func, Result())
             try:
                 with StrictDecompose(self.table):
                     got = self.table[func](*args, **kwargs)
@@ -117,7 +120,7 @@ def _grad_inputs(sample):
 def run_opinfo(opinfo, table=None, samples_per_dtype=SAMPLES_PER_DTYPE, backward=True, results=None):
     """Run the samples of one OpInfo; returns {aten overload: Result}."""
     table = ember_prims.table() if table is None else table
-    results = collections.defaultdict(Result) if results is None else results
+    results = {} if results is None else results
     for dtype in pick_dtypes(opinfo):
         want_grad = backward and opinfo.supports_autograd and dtype.is_floating_point
         try:
@@ -126,18 +129,19 @@ def run_opinfo(opinfo, table=None, samples_per_dtype=SAMPLES_PER_DTYPE, backward
             continue
         for sample in samples:
             torch.manual_seed(0)
-            with Interceptor(table, results):
-                try:
+            try:
+                with Interceptor(table, results):
                     out = opinfo.op(sample.input, *sample.args, **sample.kwargs)
-                except Exception:  # noqa: BLE001 - the ATen op itself rejects the sample
-                    continue
-                leaves = _grad_inputs(sample) if want_grad else []
-                outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)
-                        and o.requires_grad and o.dtype.is_floating_point and o.layout == torch.strided]
-                if leaves and outs:
-                    try:
-                        grads = [torch.randn(o.shape, dtype=o.dtype) for o in outs]
+            except Exception:  # noqa: BLE001 - the ATen op itself rejects the sample
+                continue
+            leaves = _grad_inputs(sample) if want_grad else []
+            outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)
+                    and o.requires_grad and o.dtype.is_floating_point and o.layout == torch.strided]
+            if leaves and outs:
+                grads = [torch.randn(o.shape, dtype=o.dtype) for o in outs]
+                try:
+                    with Interceptor(table, results):
                         torch.autograd.grad(outs, leaves, grads, allow_unused=True)
-                    except Exception:  # noqa: BLE001 - e.g. a non-differentiable output
-                        pass
+                except Exception:  # noqa: BLE001 - e.g. a non-differentiable output
+                    pass
     return results

@@ -32,6 +32,15 @@ def _user_line(stack_trace: str | None) -> str:
     return " | ".join(lines[-2:])
 
 
+def is_metadata_query(func) -> bool:
+    """Ops that read tensor metadata (`prim::device`, `aten::sym_size`, `aten::is_contiguous`, ...)
+    reach a dispatch mode when a FakeTensor is asked; they return no tensor and are not graph nodes.
+    `.item()` (`_local_scalar_dense`) reads data, and is not one of them."""
+    if func is torch.ops.aten._local_scalar_dense.default:
+        return False
+    return not any("Tensor" in str(r.type) for r in func._schema.returns)
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, graph: fx.Graph, table: dict, constants: dict):
         super().__init__()
@@ -55,7 +64,9 @@ class _Recorder(TorchDispatchMode):
         return node
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        return self.dispatch(func, args, kwargs or {})
+
+    def dispatch(self, func, args, kwargs):
         if func in self.table:
             with self:
                 return self.table[func](*args, **kwargs)
@@ -63,6 +74,8 @@ class _Recorder(TorchDispatchMode):
             out = func(*args, **kwargs)
             self._emit(func, args, kwargs, out)
             return out
+        if is_metadata_query(func):
+            return func(*args, **kwargs)
         where = self.source
         raise UndecomposedOpError(
             f"ember_prims.decompose: {func} has no decomposition and is not an extern "
@@ -129,15 +142,19 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
         elif node.op == "call_function":
             args, kwargs = load(node.args), load(node.kwargs)
             if isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+                # called through our dispatch logic, not the dispatcher: see _registry's Note
                 rec.source = node
-                with mode, rec:
-                    env[node] = node.target(*args, **kwargs)
+                op = node.target if isinstance(node.target, torch._ops.OpOverload) else \
+                    node.target.default
+                with mode:
+                    env[node] = rec.dispatch(op, args, kwargs)
                 rec.source = None
             else:  # operator.getitem on a tuple of results, arithmetic on ints
                 env[node] = node.target(*args, **kwargs)
         elif node.op == "output":
-            out = pytree.tree_map(lambda x: rec.node_of(x) if isinstance(x, torch.Tensor) else x, load(node.args))
-            graph.output(out[0])
+            vals = load(node.args)[0]
+            out = graph.output(pytree.tree_map(lambda x: rec.node_of(x) if isinstance(x, torch.Tensor) else x, vals))
+            out.meta["val"] = vals
         else:
             raise ValueError(f"ember_prims.decompose: unsupported node {node.format_node()}")
     graph.eliminate_dead_code(is_impure_node=lambda n: n.op in ("placeholder", "output") or

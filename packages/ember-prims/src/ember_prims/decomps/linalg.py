@@ -23,11 +23,14 @@ def _scale(t, s):
 
 
 def _add_bias(prod, bias, beta, alpha):
-    prod = _scale(prod, alpha)
+    # beta * bias + alpha * prod, in float32 for low-precision dtypes
+    dtype = prod.dtype
+    acc = opmath(dtype)
+    p = _scale(convert(prod, acc), alpha)
     if beta == 0:
-        return prod
-    b = _scale(broadcast_to(convert(bias, prod.dtype), prod.shape), beta)
-    return P.add(b, prod)
+        return convert(p, dtype)
+    b = _scale(broadcast_to(convert(bias, acc), prod.shape), beta)
+    return convert(P.add(b, p), dtype)
 
 
 @register(aten.addmm.default)

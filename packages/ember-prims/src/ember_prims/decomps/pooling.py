@@ -265,26 +265,75 @@ def _nearest_index(n_in, n_out, scale, device):
     return P.minimum(convert(P.floor(f), torch.int64), full([n_out], n_in - 1, torch.int64, device))
 
 
-def _vec_sizes(a, output_size, scale_factors):
-    if output_size is not None:
-        return list(output_size), [None, None]
-    sizes = [int(math.floor(a.shape[-2 + i] * scale_factors[i])) for i in range(2)]
-    return sizes, list(scale_factors)
+def _nearest_indices(a, output_size, scales):
+    """One int64 index tensor per spatial dim, each broadcast to the output's spatial shape."""
+    k = len(output_size)
+    spatial = list(output_size)
+    idx = []
+    for i in range(k):
+        n_in = a.shape[a.dim() - k + i]
+        io = _nearest_index(n_in, spatial[i], scales[i] if scales else None, a.device)
+        idx.append(P.broadcast_in_dim(io, spatial, [i]))
+    return [None] * (a.dim() - k) + idx
+
+
+def _upsample_nearest(a, output_size, scales):
+    return P.index(a, _nearest_indices(a, list(output_size), scales))
+
+
+def _upsample_nearest_backward(grad, output_size, input_size, scales):
+    acc = opmath(grad.dtype)
+    shape_only = _ShapeOnly(input_size, grad.device)
+    idx = _nearest_indices(shape_only, list(output_size), scales)
+    out = P.index_put(full(input_size, 0, acc, grad.device), idx, convert(grad, acc), True)
+    return convert(out, grad.dtype)
+
+
+class _ShapeOnly:
+    # what _nearest_indices reads of its input: shape, dim(), device
+    def __init__(self, shape, device):
+        self.shape, self.device = list(shape), device
+
+    def dim(self):
+        return len(self.shape)
+
+
+@register(aten.upsample_nearest1d.default)
+def upsample_nearest1d(a, output_size, scales=None):
+    return _upsample_nearest(a, output_size, [scales])
 
 
 @register(aten.upsample_nearest2d.default)
 def upsample_nearest2d(a, output_size, scales_h=None, scales_w=None):
-    oh, ow = output_size
-    H, W = a.shape[-2], a.shape[-1]
-    hi = P.broadcast_in_dim(_nearest_index(H, oh, scales_h, a.device), [oh, ow], [0])
-    wi = P.broadcast_in_dim(_nearest_index(W, ow, scales_w, a.device), [oh, ow], [1])
-    return P.index(a, [None] * (a.dim() - 2) + [hi, wi])
+    return _upsample_nearest(a, output_size, [scales_h, scales_w])
+
+
+@register(aten.upsample_nearest3d.default)
+def upsample_nearest3d(a, output_size, scales_d=None, scales_h=None, scales_w=None):
+    return _upsample_nearest(a, output_size, [scales_d, scales_h, scales_w])
+
+
+@register(aten.upsample_nearest1d_backward.default)
+def upsample_nearest1d_backward(grad, output_size, input_size, scales=None):
+    return _upsample_nearest_backward(grad, output_size, input_size, [scales])
+
+
+@register(aten.upsample_nearest2d_backward.default)
+def upsample_nearest2d_backward(grad, output_size, input_size, scales_h=None, scales_w=None):
+    return _upsample_nearest_backward(grad, output_size, input_size, [scales_h, scales_w])
+
+
+def _vec_sizes(a, output_size, scale_factors, k=2):
+    if output_size is not None:
+        return list(output_size), [None] * k
+    sizes = [int(math.floor(a.shape[-k + i] * scale_factors[i])) for i in range(k)]
+    return sizes, list(scale_factors)
 
 
 @register(aten.upsample_nearest2d.vec)
 def upsample_nearest2d_vec(a, output_size, scale_factors):
     sizes, scales = _vec_sizes(a, output_size, scale_factors)
-    return upsample_nearest2d(a, sizes, *scales)
+    return _upsample_nearest(a, sizes, scales)
 
 
 def _linear_weights(n_in, n_out, align_corners, scale, dtype, device):
@@ -303,24 +352,43 @@ def _linear_weights(n_in, n_out, align_corners, scale, dtype, device):
     return i0, i1, l0, l1
 
 
+def _bilinear_terms(lead, H, W, oh, ow, align_corners, scales_h, scales_w, acc, device):
+    """The four (index, weight) terms of bilinear interpolation, weights broadcast to [oh, ow]."""
+    h0, h1, lh0, lh1 = _linear_weights(H, oh, align_corners, scales_h, acc, device)
+    w0, w1, lw0, lw1 = _linear_weights(W, ow, align_corners, scales_w, acc, device)
+    bh = lambda t: P.broadcast_in_dim(t, [oh, ow], [0])  # noqa: E731
+    bw = lambda t: P.broadcast_in_dim(t, [oh, ow], [1])  # noqa: E731
+    terms = []
+    for hi, lh in ((h0, lh0), (h1, lh1)):
+        for wi, lw in ((w0, lw0), (w1, lw1)):
+            terms.append(([None] * lead + [bh(hi), bw(wi)], P.mul(bh(lh), bw(lw))))
+    return terms
+
+
 @register(aten.upsample_bilinear2d.default)
 def upsample_bilinear2d(a, output_size, align_corners, scales_h=None, scales_w=None):
     oh, ow = output_size
-    H, W = a.shape[-2], a.shape[-1]
     acc = opmath(a.dtype)
     x = convert(a, acc)
-    h0, h1, lh0, lh1 = _linear_weights(H, oh, align_corners, scales_h, acc, a.device)
-    w0, w1, lw0, lw1 = _linear_weights(W, ow, align_corners, scales_w, acc, a.device)
-    lead = [None] * (a.dim() - 2)
     shape = list(a.shape[:-2]) + [oh, ow]
-    bh = lambda t: P.broadcast_in_dim(t, [oh, ow], [0])  # noqa: E731
-    bw = lambda t: P.broadcast_in_dim(t, [oh, ow], [1])  # noqa: E731
-    at = lambda hi, wi: P.index(x, lead + [bh(hi), bw(wi)])  # noqa: E731
-    wgt = lambda t: broadcast_to(t, shape)  # noqa: E731
-    top = P.add(P.mul(at(h0, w0), wgt(bw(lw0))), P.mul(at(h0, w1), wgt(bw(lw1))))
-    bot = P.add(P.mul(at(h1, w0), wgt(bw(lw0))), P.mul(at(h1, w1), wgt(bw(lw1))))
-    out = P.add(P.mul(top, wgt(bh(lh0))), P.mul(bot, wgt(bh(lh1))))
+    out = None
+    for idx, w in _bilinear_terms(a.dim() - 2, a.shape[-2], a.shape[-1], oh, ow, align_corners, scales_h,
+                                  scales_w, acc, a.device):
+        term = P.mul(P.index(x, idx), broadcast_to(w, shape))
+        out = term if out is None else P.add(out, term)
     return convert(out, a.dtype)
+
+
+@register(aten.upsample_bilinear2d_backward.default)
+def upsample_bilinear2d_backward(grad, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    oh, ow = output_size
+    acc = opmath(grad.dtype)
+    g = convert(grad, acc)
+    out = full(input_size, 0, acc, grad.device)
+    for idx, w in _bilinear_terms(len(input_size) - 2, input_size[-2], input_size[-1], oh, ow, align_corners,
+                                  scales_h, scales_w, acc, grad.device):
+        out = P.index_put(out, idx, P.mul(g, broadcast_to(w, g.shape)), True)
+    return convert(out, grad.dtype)
 
 
 @register(aten.upsample_bilinear2d.vec)
