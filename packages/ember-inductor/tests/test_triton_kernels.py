@@ -189,3 +189,23 @@ def test_kernel_source_is_readable_and_stable():
     assert src == render_kernel(softmax_spec(8, 16)).source  # deterministic: the cache key
     assert "@jit\ndef softmax(p0, p1, XBLOCK: tl.constexpr):" in src
     assert src.count("tl.load(") == 1  # persistent: x is read once for three uses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_store_of_constant_and_scalar_load(run_spec, device):
+    n = 70
+    b = SpecBuilder("t_fill", (n,))
+    b.store("ones", b.x(0), b.const(1.5, F32))                      # a [1] value into a block
+    s = b.load("s", 0, F32)                                          # one scalar for all lanes
+    b.store("out", b.x(0), b.pw("mul", s, b.load("x", b.x(0), F32)))
+    sv, xv = torch.randn(1, device=device), torch.randn(n, device=device)
+    ones, out = torch.empty(n, device=device), torch.empty(n, device=device)
+    run_spec(b.build(), ones, sv, xv, out)
+    assert torch.equal(ones, torch.full((n,), 1.5, device=device))
+    close(out, sv * xv)
+
+
+def test_empty_iteration_space_launches_nothing(run_spec):
+    b = SpecBuilder("t_empty", (0,))
+    b.store("out", b.x(0), b.pw("neg", b.load("x", b.x(0), F32)))
+    run_spec(b.build(), torch.empty(0), torch.empty(0))

@@ -297,3 +297,28 @@ def test_reductions_other_dtypes(run_spec, kind, dtype, device):
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-2, equal_nan=True)
     else:
         assert torch.equal(out, ref) or torch.allclose(out.float(), ref.float(), equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("prim", ["shift_left", "shift_right"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_shift_out_of_range_amounts(run_spec, prim, dtype, device):
+    # ATen: negative or >= bit-width amounts give 0 (left) or the sign fill (right)
+    g = torch.Generator().manual_seed(3)
+    lo = 0 if dtype == torch.uint8 else -100
+    a = _ints(N, dtype, device, g, lo, 100)
+    b = _ints(N, dtype, device, g, 0 if dtype == torch.uint8 else -4, 70)
+    ref = getattr(P, prim)(a, b)
+    out = torch.empty_like(ref)
+    run_spec(_pointwise_spec(prim, [dtype, dtype], dtype, N), a, b, out)
+    assert torch.equal(out, ref), (a, b, out, ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_narrow_int_sum_accumulates_in_result_dtype(run_spec, device):
+    x = torch.full((3, 300), 100, dtype=torch.int8, device=device)
+    b = SpecBuilder("t_sum_i8", (3,), (300,))
+    b.store("out", b.x(0), b.reduce("sum", b.load("x", b.x(0) * 300 + b.r(0), torch.int8), dtype=torch.int64))
+    out = torch.empty(3, dtype=torch.int64, device=device)
+    run_spec(b.build(), x, out)
+    assert torch.equal(out, x.sum(1))

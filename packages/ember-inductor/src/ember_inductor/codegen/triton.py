@@ -275,7 +275,8 @@ class _KernelWriter:
         src = self.k.op(op.args[0])
         if op.target in ("any", "all"):
             return f"({src.name} != 0).to(tl.int32)", torch.int32
-        acc = acc_dtype(op.target, src.dtype)
+        # sum/prod accumulate in the (possibly wider) result dtype: int8 -> int64 sums must not wrap
+        acc = acc_dtype(op.target, op.dtype if op.target in ("sum", "prod") else src.dtype)
         v = src.name if acc == src.dtype else f"{src.name}.to({TL_DTYPE[acc]})"
         return v, acc
 

@@ -107,6 +107,8 @@ class TritonLauncher:
         return cfg
 
     def __call__(self, *tensors):
+        if self.meta["xnumel"] == 0 or self.meta.get("ynumel") == 0:
+            return  # empty iteration space: nothing to launch (a grid of 0 is an error)
         tensors = [_storage_base(t) for t in tensors]
         interpret = not tensors[0].is_cuda
         fn = self.kernel(interpret)

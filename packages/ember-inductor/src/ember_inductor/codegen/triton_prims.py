@@ -323,15 +323,23 @@ for _name, _op in {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}.it
     TRITON_EXPR[_name] = (lambda op: lambda ctx, a, b: f"({a} {op} {b})")(_op)
 
 
+def _bits(dtype: torch.dtype) -> int:
+    return torch.iinfo(dtype).bits
+
+
 @rule("shift_left")
 def _shift_left(ctx, a, b):
-    return f"({a} << {b})"
+    # ATen: a shift by a negative amount or by >= the bit width gives 0 (LLVM: poison)
+    return f"tl.where(({b} < 0) | ({b} >= {_bits(ctx.dtype)}), 0, {a} << {b}).to({TL_DTYPE[ctx.dtype]})"
 
 
 @rule("shift_right")
 def _shift_right(ctx, a, b):
-    # Triton's >> is arithmetic for signed and logical for unsigned types, like ATen.
-    return f"({a} >> {b})"
+    # Triton's >> is arithmetic for signed and logical for unsigned types, like ATen; ATen fills
+    # with the sign (or 0 for unsigned) when the amount is negative or >= the bit width.
+    n = _bits(ctx.dtype)
+    return (f"tl.where(({b} < 0) | ({b} >= {n}), {a} >> {n - 1}, {a} >> {b})"
+            if ctx.dtype.is_signed else f"tl.where(({b} < 0) | ({b} >= {n}), 0, {a} >> {b}).to({TL_DTYPE[ctx.dtype]})")
 
 
 @rule("where")
