@@ -7,7 +7,7 @@ from . import semantics as S
 from .builder import wrap
 from .config import Unsupported
 from .frame import op
-from .variables import NULL, CellVar, ConstVar, Var
+from .variables import NULL, CellVar, ConstVar, ObjVar, SuperVar, Var
 
 
 @op("NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "CACHE")
@@ -157,3 +157,16 @@ def _load_assertion_error(fr, inst):
 
 def new_cell(contents=None) -> CellVar:
     return CellVar(contents)
+
+
+@op("LOAD_SUPER_ATTR", versions=((3, 12),))
+def _load_super_attr(fr, inst):
+    self_var = fr.pop()
+    cls = fr.pop()
+    super_fn = fr.pop()
+    if not (isinstance(super_fn, ObjVar) and super_fn.value is super):
+        raise Unsupported("unsupported_call", "LOAD_SUPER_ATTR with a shadowed super")
+    attr = S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval)
+    if inst.arg & 1:
+        fr.push(NULL)
+    fr.push(attr)
