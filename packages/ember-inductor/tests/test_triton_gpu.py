@@ -161,6 +161,19 @@ def test_workloads_match_eager_gpu(tmp_path, autotune):
         _check(args[-1], eager(*args[:-1]))
 
 
+@pytest.mark.gpu
+def test_launch_fast_path_gpu(tmp_path):
+    """See Note [Launch fast path]: later launches skip JITFunction.run and stay correct."""
+    for name, spec, make, eager, _ in workloads("cuda", big=False):
+        launcher = build(spec, str(tmp_path))
+        for i in range(3):
+            args = make()
+            args[-1].fill_(float("nan"))
+            launcher(*args)
+            _check(args[-1], eager(*args[:-1]))
+            assert (launcher._fast is not None) == True  # noqa: E712  (set by the first launch)
+
+
 _SECOND_PROCESS = """
 import sys, time, torch
 sys.path.insert(0, {tests!r})
