@@ -65,6 +65,11 @@ def workloads(device, big=True):
     rows, cols = (4096, 4096) if big else (64, 1000)
     f32 = torch.float32
 
+    long_rows, long_cols = (1024, 65536) if big else (4, 20000)
+
+    def long_inputs():
+        return [torch.randn(long_rows, long_cols, device=device), torch.empty(long_rows, long_cols, device=device)]
+
     def chain_inputs():
         return [torch.randn(n, device=device), torch.randn(n, device=device), torch.empty(n, device=device)]
 
@@ -83,6 +88,8 @@ def workloads(device, big=True):
         ("layer_norm", layer_norm_spec(rows, cols), ln_inputs,
          lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5),
          (2 * rows * cols + 2 * cols) * 4),
+        ("softmax, long rows (looped)", softmax_spec(long_rows, long_cols), long_inputs,
+         lambda x: torch.softmax(x, -1), 2 * long_rows * long_cols * 4),
     ]
 
 
@@ -171,7 +178,7 @@ def test_launch_fast_path_gpu(tmp_path):
             args[-1].fill_(float("nan"))
             launcher(*args)
             _check(args[-1], eager(*args[:-1]))
-            assert (launcher._fast is not None) == True  # noqa: E712  (set by the first launch)
+            assert launcher._fast is not None  # set by the first launch
 
 
 _SECOND_PROCESS = """
