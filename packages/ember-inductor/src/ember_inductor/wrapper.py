@@ -71,7 +71,13 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         if isinstance(step, KernelGroup):
             name = kernel_names[id(step)]
             spec_args = origins[name][1]
-            w.emit(f"{name}({', '.join(spec_args)})  # {', '.join(origins[name][0])}")
+            c_fn = getattr(launchers[name], "c_function", None)
+            if c_fn is not None:  # a C entry point: pass data pointers, skip the Python launcher
+                w.namespace[f"{name}_c"] = c_fn
+                ptrs = ", ".join(f"{a}.data_ptr()" for a in spec_args)
+                w.emit(f"{name}_c({ptrs})  # {', '.join(origins[name][0])}")
+            else:
+                w.emit(f"{name}({', '.join(spec_args)})  # {', '.join(origins[name][0])}")
         else:
             _emit_extern(w, step)
         if ps.frees:

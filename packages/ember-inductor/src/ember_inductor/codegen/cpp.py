@@ -281,15 +281,68 @@ class CppKernelRenderer:
         for i in stage.ops:
             self.emit_op(self.ops[i])
 
-    def inner_loop(self, stage: Stage, parallel: bool) -> None:
+    # -- row caches: an expensive inner value needed by a later inner loop is kept in a per-row
+    # stack buffer instead of recomputed (softmax's exp(x - max) is computed once, not twice)
+    ROW_CACHE_BYTES = 64 * 1024
+    CACHEABLE = ("pointwise", "convert", "rand")
+
+    def plan_row_caches(self, inner_stages) -> dict:
+        """-> {stage index: (ops to compute, {op id: 'write'|'read'})} for the inner loops."""
+        red_n = math.prod(int(s) for s in self.k.reduction_ranges)
+        first: dict[int, int] = {}
+        for j, st in enumerate(inner_stages):
+            for i in st.ops:
+                first.setdefault(i, j)
+        plans, cached = {}, {}
+        budget = self.ROW_CACHE_BYTES // max(red_n * 8, 1)
+        for j, st in enumerate(inner_stages):
+            roots = [i for i in st.ops if self.ops[i].kind == "store"]
+            roots += [a for r in st.reduces for a in self.ops[r].args]
+            keep, reads, stack = set(), set(), list(roots)
+            in_stage = set(st.ops)
+            while stack:
+                i = stack.pop()
+                if i in keep or i in reads or i not in in_stage:
+                    continue
+                op = self.ops[i]
+                if first[i] < j and op.kind in self.CACHEABLE and (i in cached or len(cached) < budget):
+                    cached[i] = first[i]
+                    reads.add(i)
+                    continue
+                keep.add(i)
+                stack.extend(op.args)
+                if op.mask is not None:
+                    stack.append(op.mask)
+            plans[j] = [keep, reads]
+        for i, j in cached.items():
+            plans[j].append(i)
+        return {j: (tuple(i for i in inner_stages[j].ops if i in p[0]), set(p[1]), set(p[2:]))
+                for j, p in plans.items()}
+
+    def row_index(self) -> str:
+        k = self.k
+        expr, stride = [], 1
+        for v, n in reversed(list(zip(k.reduction_vars, k.reduction_ranges))):
+            expr.append(f"{v}*{stride}" if stride != 1 else str(v))
+            stride *= int(n)
+        return " + ".join(reversed(expr)) or "0"
+
+    def inner_loop(self, stage: Stage, parallel: bool, plan=None) -> None:
         k = self.k
         for r in stage.reduces:
             self.acc_decls(self.ops[r])
         clauses = self.clauses(stage.reduces)
         vectorize = clauses is not None
+        ops, reads, writes = plan if plan else (stage.ops, set(), set())
+        row = self.row_index()
 
         def body():
-            self.render_stage_ops(stage)
+            for i in sorted(reads):
+                self.emit(f"const {ctype(self.ops[i].dtype)} tmp{i} = row{i}[{row}];")
+            for i in ops:
+                self.emit_op(self.ops[i])
+                if i in writes:
+                    self.emit(f"row{i}[{row}] = tmp{i};")
             for r in stage.reduces:
                 self.acc_update(self.ops[r])
         self.loops([str(v) for v in k.reduction_vars], k.reduction_ranges, parallel and vectorize,
@@ -304,10 +357,17 @@ class CppKernelRenderer:
         inner_stages = [s for s in k.stages if s.inner]
         parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
 
+        plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 else {}
+        red_n = max(red_n, 1)
+
         def body():
+            for j in sorted({i for p in plans.values() for i in p[2]}):
+                self.emit(f"{ctype(self.ops[j].dtype)} row{j}[{red_n}] __attribute__((aligned(64)));")
+            n_inner = 0
             for stage in k.stages:
                 if stage.inner:
-                    self.inner_loop(stage, parallel_inner)
+                    self.inner_loop(stage, parallel_inner, plans.get(n_inner))
+                    n_inner += 1
                 else:
                     self.render_stage_ops(stage)
 
