@@ -6,7 +6,8 @@
 --discover runs one sample of every OpInfo in torch's op_db, and keeps, for each ATen op in the
 table, the first few OpInfos whose samples reach it (tests/opinfo_selection.json): the test suite
 runs only those, to stay fast. The tables (pass rate per ATen op over float32 plus one more dtype,
-forward and backward) are written between the `<!-- coverage -->` markers of docs/prims.md.
+forward and backward) are written between the `<!-- coverage -->` markers of docs/prims.md, and
+the op set (from `ember_prims.PRIMS`) between its `<!-- prims -->` markers.
 """
 from __future__ import annotations
 
@@ -86,6 +87,22 @@ def render(results, unhandled, seconds):
     return "\n".join([head, ""] + lines + tail)
 
 
+def render_prims():
+    lines = ["| prim | category | schema | semantics |", "| --- | --- | --- | --- |"]
+    for name, info in ember_prims.PRIMS.items():
+        lines.append(f"| `{name}` | {info.category} | `{info.schema}` | {info.doc} |")
+    lines += ["", "Externs (`EXTERN_OPS`, ATen overloads kept whole): " +
+              ", ".join(f"`{op}`" for op in sorted(ember_prims.EXTERN_OPS, key=str)) + "."]
+    return "\n".join(lines)
+
+
+def splice(doc, marker, text):
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    if start not in doc or end not in doc:
+        return doc
+    return doc[:doc.index(start) + len(start)] + "\n" + text + "\n" + doc[doc.index(end):]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--discover", action="store_true")
@@ -96,13 +113,8 @@ def main():
     t1 = time.time()
     results, unhandled = run(op_db, chosen)
     text = render(results, unhandled, time.time() - t1)
-    doc = DOC.read_text()
-    start, end = "<!-- coverage -->", "<!-- /coverage -->"
-    if start in doc and end in doc:
-        doc = doc[:doc.index(start) + len(start)] + "\n" + text + "\n" + doc[doc.index(end):]
-        DOC.write_text(doc)
-    else:
-        print(text)
+    doc = splice(splice(DOC.read_text(), "coverage", text), "prims", render_prims())
+    DOC.write_text(doc)
     print(f"discover {t1 - t0:.0f} s, run {time.time() - t1:.0f} s, {len(chosen)} OpInfos")
 
 

@@ -120,3 +120,21 @@ def test_decompositions_run_on_fake_tensors_under_a_recording_mode():
             t[aten.gelu_backward.default](out, x, approximate="tanh")
     assert out.shape == (4, 8) and mean.shape == (4, 1)
     assert all(ember_prims.is_prim(f) or ember_prims.is_metadata_query(f) for f in seen), set(seen)
+
+
+def test_extra_decompositions_lower_the_externs():
+    from ember_prims.decomps.linalg import extra_decompositions
+    t = ember_prims.table()
+    t.update(extra_decompositions())
+    q, k, v = _r(2, 3, 5, 4), _r(2, 3, 6, 4), _r(2, 3, 6, 4)
+    bias = _r(2, 3, 5, 6)
+    with StrictDecompose(t):
+        out, lse, _, _ = t[aten._scaled_dot_product_efficient_attention.default](q, k, v, bias, True)
+        mm = t[aten.mm.default](_r(3, 4), _r(4, 2))
+        causal = t[aten._scaled_dot_product_efficient_attention.default](q, k[:, :, :5], v[:, :, :5], None, False,
+                                                                         is_causal=True)[0]
+    torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+    torch.testing.assert_close(lse, torch.logsumexp(q @ k.transpose(-1, -2) / 2 + bias, -1))
+    torch.testing.assert_close(causal, torch.nn.functional.scaled_dot_product_attention(
+        q, k[:, :, :5], v[:, :, :5], is_causal=True))
+    assert mm.shape == (3, 2)

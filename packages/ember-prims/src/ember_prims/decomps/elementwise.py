@@ -108,8 +108,7 @@ def logical_not(a):
 
 @register(aten.square.default)
 def square(a):
-    return elementwise(lambda x: P.mul(x, x), a, kind=Kind.DEFAULT) if a.dtype != torch.bool else \
-        elementwise(lambda x: P.mul(x, x), convert(a, torch.int64))
+    return pow_tensor_scalar(a, 2)
 
 
 # binary ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def _wrap(index: torch.Tensor, size: int) -> torch.Tensor:
     return P.where(neg, P.add(index, full(index.shape, size, torch.int64, index.device)), index)
 
 
-def _as_index(a, dim, index):
+def _as_index(index):
     return convert(index, torch.int64)
 
 
@@ -32,8 +32,8 @@ def gather(a, dim, index, *, sparse_grad=False):
     d = canon_dim(dim, a.dim())
     if index.dim() == 0:
         index = reshape(index, [1] * a.dim())
-        return reshape(P.gather(a, d, _as_index(a, d, index)), [])
-    return P.gather(a, d, _as_index(a, d, index))
+        return reshape(P.gather(a, d, _as_index(index)), [])
+    return P.gather(a, d, _as_index(index))
 
 
 def _scatter_src(src, index):
@@ -50,7 +50,7 @@ def scatter(a, dim, index, src):
         _scatter_src(convert(src, a.dtype), index)
     if a.dim() == 0:
         return P.clone(reshape(src, []))
-    return P.scatter(a, canon_dim(dim, a.dim()), _as_index(a, dim, index), src)
+    return P.scatter(a, canon_dim(dim, a.dim()), _as_index(index), src)
 
 
 @register(aten.scatter_add.default)
@@ -60,7 +60,7 @@ def scatter_add(a, dim, index, src):
     src = _scatter_src(convert(src, a.dtype), index)
     if a.dim() == 0:
         return P.add(a, reshape(src, []))
-    return P.scatter_add(a, canon_dim(dim, a.dim()), _as_index(a, dim, index), src)
+    return P.scatter_add(a, canon_dim(dim, a.dim()), _as_index(index), src)
 
 
 def _prep_indices(a, indices):
