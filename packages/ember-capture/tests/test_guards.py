@@ -228,3 +228,78 @@ def test_no_module_leak():
     del m, g
     gc.collect()
     assert ref() is None
+
+
+class Settings:
+    factor = 2
+
+
+def uses_class_attr(x):
+    return x * Settings.factor
+
+
+def test_class_attribute_guarded():
+    rec = Recorder()
+    g = ember_capture.capture(uses_class_attr, rec)
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x), x * 2)
+    Settings.factor = 5
+    try:
+        torch.testing.assert_close(g(x), x * 5)
+    finally:
+        Settings.factor = 2
+
+
+def test_python_random_is_not_frozen():
+    import random
+
+    def f(x):
+        return x + random.random()
+
+    g = ember_capture.capture(f, Recorder())
+    x = torch.zeros(2)
+    random.seed(0)
+    expected = [f(x) for _ in range(3)]
+    random.seed(0)
+    actual = [g(x) for _ in range(3)]
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+
+
+def test_returned_python_lists_are_fresh_each_call():
+    def f(x):
+        out = sorted([3, 1, 2])
+        out.append(x.shape[0])
+        return out
+
+    g = ember_capture.capture(f, Recorder())
+    first = g(torch.randn(2))
+    first.append("mutated by the caller")
+    assert g(torch.randn(2)) == [1, 2, 3, 2]
+
+
+def test_root_varargs_kwargs_and_defaults():
+    def f(x, *rest, scale=2.0, **extra):
+        out = x * scale
+        for r in rest:
+            out = out + r
+        return out + extra.get("bias", 0)
+
+    check(f, (torch.randn(2),), (torch.randn(2), torch.randn(2)), graphs=2)
+    g = ember_capture.capture(f, Recorder())
+    x, y = torch.randn(2), torch.randn(2)
+    torch.testing.assert_close(g(x, y, scale=3.0, bias=1), f(x, y, scale=3.0, bias=1))
+    torch.testing.assert_close(g(x=x), f(x=x))
+    with pytest.raises(TypeError):
+        g()
+
+
+def test_mutable_default_list_guarded():
+    def f(x, acc=[1]):  # noqa: B006 - the point of the test
+        return x * len(acc)
+
+    g = ember_capture.capture(f, Recorder())
+    x = torch.randn(2)
+    torch.testing.assert_close(g(x), x)
+    f.__defaults__[0].append(2)
+    torch.testing.assert_close(g(x), x * 2)

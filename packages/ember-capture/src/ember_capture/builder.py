@@ -23,7 +23,13 @@ STABLE_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools",
 
 
 def wrap(tr, value, source, name="input"):
-    """Symbolic value for ``value`` read from ``source`` (None: a constant we hold)."""
+    """Symbolic value for ``value`` read from ``source``.
+
+    With no source the value is held by reference (``_cN``), so that what the trace reads
+    from it (attributes, items, closure cells) is still guarded.
+    """
+    if source is None and not isinstance(value, _CONST_TYPES):
+        source = tr.ns.ref(value)
     for t in type(value).__mro__:
         fn = _WRAPPERS.get(t)
         if fn is not None:

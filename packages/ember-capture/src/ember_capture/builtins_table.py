@@ -205,7 +205,7 @@ def _fold(fn):
             raise Unsupported("data_dependent", f"{fn.__name__}() on a tensor needs its value")
         if len(args) == 1 and not isinstance(args[0], ConstVar):
             args = [TupleVar(S.unpack(fr, args[0]))]
-        return ConstVar(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
+        return S.from_python(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
     return handler
 
 

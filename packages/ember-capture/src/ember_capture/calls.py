@@ -19,7 +19,7 @@ from .builder import wrap
 from .config import Unsupported
 from .frame import Frame
 from .tables import registrar
-from .semantics import const_value, dedupe, describe, getattr_var, getitem, mutable_items, unpack
+from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
     BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
@@ -31,6 +31,8 @@ TORCH_FUNCTION_MODULES = frozenset({"torch", "torch.functional", "torch.nn.funct
 TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state", "set_default_dtype",
                         "set_printoptions", "use_deterministic_algorithms", "save", "load",
                         "set_num_threads", "from_numpy", "is_nonzero", "equal", "allclose"})
+# Functions of these modules are pure: calls on constants are computed at trace time.
+PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
 MAX_INLINE_DEPTH = 48
 _LIBRARY_DIRS = tuple({os.path.realpath(p) + os.sep for p in
                        (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
@@ -133,9 +135,8 @@ def _call_obj(fr, fn, args, kwargs):
                     {**{k: wrap(fr.tr, v, None) for k, v in value.keywords.items()}, **kwargs})
     if isinstance(value, type):
         return construct(fr, value, args, kwargs)
-    if getattr(value, "__module__", None) in ("math", "cmath", "_operator", "operator") or \
-            isinstance(value, types.BuiltinMethodType) and not isinstance(getattr(value, "__self__", None), types.ModuleType):
-        return ConstVar(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
+    if getattr(value, "__module__", None) in PURE_MODULES:
+        return from_python(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"calling {describe(fn)}")
 
 
@@ -367,7 +368,7 @@ def _set_method(fr, s, name, args, kwargs):
 @_methods(ConstVar)
 def _const_method(fr, c, name, args, kwargs):
     method = getattr(c.value, name)
-    return ConstVar(method(*[const_value(a, f"{name}()") for a in args],
+    return from_python(method(*[const_value(a, f"{name}()") for a in args],
                            **{k: const_value(v, f"{name}()") for k, v in kwargs.items()}))
 
 

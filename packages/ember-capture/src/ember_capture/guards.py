@@ -6,8 +6,11 @@ handful of attribute checks and one call.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
+_HELD = re.compile(r"^_c\d+$")
 _PLAIN_EQ = (int, float, str, bytes, complex)
 _IDENTITY_CONST = (type(None), bool, type(Ellipsis), type(NotImplemented))
 
@@ -19,8 +22,8 @@ class Guards:
         self.notes: list[str] = []  # readable form for the "guards" log
 
     def add(self, source: str | None, check: str, note: str | None = None):
-        if source is None:
-            return
+        if source is None or (_HELD.match(source) and check in (f"X is {source}", f"id(X) == {id(self.ns[source])}")):
+            return  # an object held by reference is that object
         checks = self.items.setdefault(source, [])
         if check not in checks:
             checks.append(check)
@@ -57,6 +60,8 @@ class Guards:
         self.add(source, f"id(X) == {id(obj)}", f"{source} is <{type(obj).__name__} at {id(obj):#x}>")
 
     def type_is(self, source, obj):
+        if _HELD.match(source):
+            return
         self.add(source, f"type(X) is {self.ns.ref(type(obj))}", f"type({source}) is {type(obj).__qualname__}")
 
     def lines(self) -> list[str]:

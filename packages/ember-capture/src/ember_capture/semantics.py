@@ -50,6 +50,18 @@ def const_value(v: Var, what="this operation"):
     raise Unsupported("unsupported_value", f"{what} needs a constant, got {describe(v)}")
 
 
+def from_python(value) -> Var:
+    """A trace-time Python result as a symbolic value: mutable containers become symbolic ones
+    (so that each call builds its own), immutable values constants."""
+    if type(value) is list:
+        return ListVar([from_python(v) for v in value])
+    if type(value) is dict:
+        return DictVar({k: from_python(v) for k, v in value.items()})
+    if type(value) in (set, frozenset):
+        return SetVar([ConstVar(v) for v in value])
+    return ConstVar(value)
+
+
 def const_key(v: Var):
     key = const_value(v, "a dict key")
     hash(key)
