@@ -145,6 +145,7 @@ class _KernelWriter:
         self.buf_dtype = {a.name: a.dtype for a in k.args}
         self.used = set().union(*(o.index.free_symbols for o in k.ops if o.index is not None))
         self.inner_ids = {i for st in self.k.stages if st.inner for i in st.ops}
+        self.evict: str | None = None  # eviction policy of inner loads in the loop being written
         self.layout, self.tile_var = self._choose_layout()
 
     def _choose_layout(self):
@@ -236,7 +237,8 @@ class _KernelWriter:
             if op.mask is not None:  # masked-off lanes read 0 and touch no memory
                 mask = f"{mask} & {self.k.op(op.mask).name}" if mask else self.k.op(op.mask).name
             ptr = f"{self.params[op.target]} + {_print(op.index)}"
-            emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''})")
+            evict = f", eviction_policy='{self.evict}'" if self.evict and op.id in self.inner_ids else ""
+            emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''}{evict})")
         elif op.kind == "store":
             self._store(op)
         elif op.kind == "const":
@@ -312,6 +314,10 @@ class _KernelWriter:
                 _, acc = self._reduce_input(r)
                 init = REDUCTIONS[r.target].init(acc)
                 emit(f"_acc{r.id} = tl.full([XBLOCK, RBLOCK], {init}, {TL_DTYPE[acc]})")
+        # Loops that a later loop re-reads keep their rows in L2 (evict_last); the last loop's
+        # loads are not read again (evict_first). Softmax over long rows then reads HBM ~once.
+        last = stage is [s for s in self.k.stages if s.inner][-1]
+        self.evict = "evict_first" if last else "evict_last"
         emit("for roffset in range(0, rnumel, RBLOCK):")
         self.indent += 1
         self._rdefs("roffset + rbase")
@@ -329,6 +335,7 @@ class _KernelWriter:
                 rule = REDUCTIONS[r.target]
                 emit(f"_acc{r.id} = tl.where(omask & rmask, {rule.combine(acc, f'_acc{r.id}', v)}, _acc{r.id})")
         self.indent -= 1
+        self.evict = None
         for r in reduces:
             if r.target in ARG_REDUCTIONS:
                 _, combine = ARG_REDUCTIONS[r.target]
