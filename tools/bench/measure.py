@@ -12,11 +12,15 @@ timing:
   of the caching allocator, weights and inputs included.
 - CPU: peak resident set size *above the baseline* just before those calls, sampled every
   millisecond from /proc/self/statm by a thread (no tracemalloc: torch's CPU allocations do not go
-  through Python's allocator). Large tensors are mmap'ed and returned to the OS on free, so the
-  figure follows the live working set; the allocator's retained small blocks are not counted.
+  through Python's allocator). For the RSS to follow the live working set, glibc's free memory is
+  returned first (`malloc_trim`) and, during those calls only, every allocation of 64 KiB or more
+  is its own mmap (`mallopt(M_MMAP_THRESHOLD)`), unmapped on free. For the timed calls the worker
+  fixes glibc's thresholds at what its dynamic policy converges to (32 MiB mmap, 64 MiB trim), so
+  that every variant is timed under the same allocator behaviour.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import statistics
@@ -126,6 +130,26 @@ class _RssSampler:
         self.peak = max(self.peak, _rss_bytes())
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+STEADY_MMAP_THRESHOLD, STEADY_TRIM_THRESHOLD, MEASURE_MMAP_THRESHOLD = 32 << 20, 64 << 20, 64 << 10
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def steady_malloc() -> None:
+    """Fix glibc's mmap/trim thresholds (see the module docstring); a no-op without glibc."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD)
+
+
 def peak_memory_mb(device: torch.device, run: Callable[[], Any]) -> float | None:
     """Peak memory while `run()` executes, in MiB (see the module docstring for what it means)."""
     if device.type == "cuda":
@@ -136,9 +160,17 @@ def peak_memory_mb(device: torch.device, run: Callable[[], Any]) -> float | None
         return torch.cuda.max_memory_allocated() / 2**20
     if not os.path.exists("/proc/self/statm"):
         return None
-    base = _rss_bytes()
-    with _RssSampler() as sampler:
-        run()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+        libc.mallopt(M_MMAP_THRESHOLD, MEASURE_MMAP_THRESHOLD)
+    try:
+        base = _rss_bytes()
+        with _RssSampler() as sampler:
+            run()
+    finally:
+        if libc is not None:
+            libc.mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD)
     return max(0, sampler.peak - base) / 2**20
 
 
@@ -159,25 +191,46 @@ def detach_cpu(value: Any) -> list[torch.Tensor]:
     return [t.detach().to("cpu", copy=True) for t in tensors_of(value)]
 
 
+def rel_error(g: torch.Tensor, r: torch.Tensor) -> float:
+    """max|g - r| / max|r|: a per-tensor, scale-aware relative error (an elementwise ratio would
+    blow up wherever the reference crosses zero)."""
+    if g.shape != r.shape:
+        return math.inf
+    wide = torch.float64 if torch.float64 in (g.dtype, r.dtype) else torch.float32
+    g, r = g.detach().cpu().to(wide), r.detach().cpu().to(wide)
+    if g.numel() == 0:
+        return 0.0
+    if not torch.equal(g.isnan(), r.isnan()):
+        return math.inf
+    diff = (g - r).abs().nan_to_num(0.0).max().item()
+    scale = r.abs().nan_to_num(0.0).max().item()
+    return diff / scale if scale > 0 else diff
+
+
 def max_rel_error(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
-    """max over tensors of  max|got - ref| / max|ref|  (a per-tensor, scale-aware relative error;
-    an elementwise ratio would blow up wherever the reference crosses zero)."""
+    """The worst `rel_error` over a list of tensors."""
     if len(got) != len(ref):
         return math.inf
-    worst = 0.0
-    for g, r in zip(got, ref):
-        if g.shape != r.shape:
-            return math.inf
-        wide = torch.float64 if torch.float64 in (g.dtype, r.dtype) else torch.float32
-        g, r = g.detach().cpu().to(wide), r.detach().cpu().to(wide)
-        if g.numel() == 0:
+    return max((rel_error(g, r) for g, r in zip(got, ref)), default=0.0)
+
+
+def no_worse_than_eager(got: list[torch.Tensor], ref: list[torch.Tensor], ref64: list[torch.Tensor],
+                        tol: float) -> bool:
+    """Accept each tensor within `tol` of eager, or else no less accurate than eager itself,
+    measured against a float64 run: rel_error(got, ref64) <= max(tol, 2 * rel_error(ref, ref64)).
+
+    Note: eager float32 is not the truth. Batch-norm backward in eager float32 differs from float64
+    by 2e-2 on small_resnet_b16 while torch.compile's is within 1e-4 of it (measured); without
+    this check the better result would be flagged as a mismatch.
+    """
+    if not (len(got) == len(ref) == len(ref64)):
+        return False
+    for g, r, r64 in zip(got, ref, ref64):
+        if rel_error(g, r) <= tol:
             continue
-        if not torch.isfinite(g).all() and not torch.equal(g.isnan(), r.isnan()):
-            return math.inf
-        diff = (g - r).abs().nan_to_num(0.0).max().item()
-        scale = r.abs().nan_to_num(0.0).max().item()
-        worst = max(worst, diff / scale if scale > 0 else diff)
-    return worst
+        if rel_error(g, r64) > max(tol, 2 * rel_error(r, r64)):
+            return False
+    return True
 
 
 def tolerance(dtype: torch.dtype, grads: bool = False) -> float:

@@ -81,6 +81,11 @@ def register(name: str, description: str, requires: tuple[str, ...] = (), cost: 
 
 # --------------------------------------------------------------------------- helpers
 
+def _f32(t: torch.Tensor) -> torch.Tensor:
+    """Losses in at least float32 (half-precision losses lose the gradients' low bits)."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
 def _randn(gen: torch.Generator, shape, device, dtype) -> torch.Tensor:
     return torch.randn(shape, generator=gen, device=device, dtype=dtype)
 
@@ -96,7 +101,7 @@ def _image_classifier(model: nn.Module, batch: int, size: int, classes: int, dev
         x = _randn(gen, (batch, 3, size, size), device, dtype)
         return Batch((x,), target=_randint(gen, classes, (batch,), device))
 
-    return Workload(model, make_batch, lambda out, b: F.cross_entropy(out.float(), b.target))
+    return Workload(model, make_batch, lambda out, b: F.cross_entropy(_f32(out), b.target))
 
 
 def _regression(model: nn.Module, in_shape, out_shape, device, dtype) -> Workload:
@@ -105,7 +110,7 @@ def _regression(model: nn.Module, in_shape, out_shape, device, dtype) -> Workloa
     def make_batch(gen, phase):
         return Batch((_randn(gen, in_shape, device, dtype),), target=_randn(gen, out_shape, device, dtype))
 
-    return Workload(model, make_batch, lambda out, b: F.mse_loss(out.float(), b.target.float()))
+    return Workload(model, make_batch, lambda out, b: F.mse_loss(_f32(out), _f32(b.target)))
 
 
 def _pointwise_fn(fn, numel: int, device, dtype) -> Workload:

@@ -40,17 +40,26 @@ def _worst_err(res: dict | None) -> tuple[float | None, bool]:
     return (max(errs) if errs else None), bool(res.get("within_tolerance", True))
 
 
-def _problem(label: str, res: dict | None) -> str | None:
+def _problem(label: str, res: dict | None) -> tuple[str, str] | None:
+    """(full note, short note) for a variant that did not give a clean result, else None."""
     if res is None:
         return None
-    if res.get("status") != "ok":
-        return f"{label}: {res.get('status')}: {res.get('error', '')}".rstrip(": ")
+    status = res.get("status")
+    if status != "ok":
+        error = res.get("error", "")
+        kind = error.split(":", 1)[0] if status == "error" and ":" in error else ""
+        short = f"{label}: {status}" + (f" ({kind})" if kind and " " not in kind else "")
+        return f"{label}: {status}: {error}".rstrip(": "), short
     if not res.get("within_tolerance", True):
         out, grad = res.get("max_rel_err"), res.get("grad_max_rel_err")
         detail = f"out {out:.1e} (tol {res['tolerance']:.0e})"
         if grad is not None:
             detail += f", grad {grad:.1e} (tol {res['grad_tolerance']:.0e})"
-        return f"{label}: MISMATCH {detail}"
+        if res.get("accuracy_note"):
+            detail += f"; {res['accuracy_note']}"
+        return f"{label}: MISMATCH {detail}", f"{label}: MISMATCH"
+    if res.get("accuracy_note"):
+        return f"{label}: {res['accuracy_note']}", f"{label}: ok vs float64"
     return None
 
 
@@ -59,8 +68,9 @@ def build_rows(records: list[dict], variants: list[str]) -> list[dict]:
     rows = []
     for rec in records:
         if rec["status"] != "ok" and not rec["results"]:
+            note = f"{rec['status']}: {rec['reason']}"
             rows.append({"model": rec["model"], "phase": "-", "backend": "-", "status": rec["status"],
-                         "notes": f"{rec['status']}: {rec['reason']}"})
+                         "notes": note, "notes_short": note})
             continue
         phases = rec["phases"] or sorted({r["phase"] for r in rec["results"]})
         for phase in phases:
@@ -82,7 +92,7 @@ def build_rows(records: list[dict], variants: list[str]) -> list[dict]:
                     "ember_err": ember_err, "ember_within_tolerance": ember_within,
                     "tc_err": tc_err, "tc_within_tolerance": tc_within,
                     "eager_mb": _ok(eager, "peak_mb"), "ember_mb": _ok(em, "peak_mb"), "tc_mb": _ok(tc, "peak_mb"),
-                    "notes": "; ".join(notes),
+                    "notes": "; ".join(n for n, _ in notes), "notes_short": "; ".join(n for _, n in notes),
                 })
     return rows
 
@@ -141,6 +151,7 @@ def cells(row: dict) -> dict[str, str]:
         "tc_err": fmt_err(row.get("tc_err"), row.get("tc_within_tolerance", True)),
         "eager_mb": fmt_mb(row.get("eager_mb")), "ember_mb": fmt_mb(row.get("ember_mb")),
         "tc_mb": fmt_mb(row.get("tc_mb")), "notes": row.get("notes", ""),
+        "notes_short": row.get("notes_short", row.get("notes", "")),
     }
 
 
@@ -154,9 +165,12 @@ def geomean_cells(g: dict) -> dict[str, str]:
 
 
 def _table(rows: list[dict], gms: list[dict], notes_width: int | None) -> tuple[list[str], list[list[str]]]:
+    """Header and cells; with `notes_width` (the terminal), short notes cut to that width."""
     headers = [h for _, h, _ in COLUMNS]
     body = []
     for c in [cells(r) for r in rows] + [geomean_cells(g) for g in gms]:
+        if notes_width is not None:
+            c["notes"] = c.get("notes_short", c.get("notes", ""))
         line = [c.get(k, "") for k, _, _ in COLUMNS]
         if notes_width is not None and len(line[-1]) > notes_width:
             line[-1] = line[-1][: notes_width - 3] + "..."

@@ -18,6 +18,8 @@ Every variant starts from the same weights and sees the same input batches.
 """
 from __future__ import annotations
 
+import copy
+import gc
 import json
 import signal
 import sys
@@ -84,19 +86,17 @@ def _compiler(variant: dict, mode: str | None) -> Callable[[Callable], Callable]
 class Phase:
     """Everything shared by the variants of one phase: the batches and the eager reference."""
 
-    def __init__(self, workload: Workload, phase: str, device: torch.device, cfg: RunConfig, seed: int):
-        self.workload, self.phase = workload, phase
+    def __init__(self, workload: Workload, initial_state: dict | None, phase: str, device: torch.device,
+                 cfg: RunConfig, seed: int):
+        self.workload, self.phase, self.initial_state = workload, phase, initial_state
         self.module = workload.fn if isinstance(workload.fn, nn.Module) else None
-        self.initial_state = (
-            {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
-            if self.module is not None else None
-        )
         self.batches = []
         for i in range(cfg.pool):
             gen = torch.Generator(device=device)
             gen.manual_seed(seed * 1000 + i)
             self.batches.append(workload.make_batch(gen, phase))
         self.reference: tuple[list, list] | None = None
+        self._ref64: tuple[list, list] | bool | None = None
 
     def reset(self) -> None:
         if self.module is not None:
@@ -106,24 +106,44 @@ class Phase:
     def grad_context(self):
         return torch.no_grad() if self.phase == "infer" else nullcontext()
 
-    def params(self) -> list[nn.Parameter]:
-        return [p for p in self.module.parameters() if p.requires_grad] if self.module is not None else []
+    def params(self, module: nn.Module | None = None) -> list[nn.Parameter]:
+        module = module if module is not None else self.module
+        return [p for p in module.parameters() if p.requires_grad] if module is not None else []
 
-    def first_call(self, fn: Callable, opt) -> tuple[list, list]:
-        """One call on batch 0 from the initial weights: the outputs and, in training, the gradients
-        (read before the optimizer step)."""
-        b = self.batches[0]
+    def first_call(self, fn: Callable, opt, module: nn.Module | None = None, batch: Batch | None = None
+                   ) -> tuple[list, list]:
+        """One call on batch 0 from the initial weights: the outputs and, in training, the loss and
+        the gradients (read before the optimizer step)."""
+        b = batch if batch is not None else self.batches[0]
         out = fn(*b.args, **b.kwargs)
         if self.phase == "infer":
             return measure.detach_cpu(out), []
         loss = self.workload.loss(out, b)
         loss.backward()
         grads = [p.grad.detach().to("cpu", copy=True) if p.grad is not None else torch.zeros(())
-                 for p in self.params()]
+                 for p in self.params(module)]
         outs = measure.detach_cpu(loss)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         return outs, grads
+
+    def reference64(self) -> tuple[list, list] | None:
+        """The same first call in float64, on a copy of the model: the arbiter when a variant
+        disagrees with eager float32 (see measure.no_worse_than_eager). None if it cannot run."""
+        if self._ref64 is None:
+            try:
+                module = copy.deepcopy(self.module) if self.module is not None else None
+                if module is not None:
+                    module.load_state_dict(self.initial_state)
+                    module.to(torch.float64).train(self.phase == "train")
+                fn = module if module is not None else self.workload.fn
+                with self.grad_context():
+                    self._ref64 = self.first_call(fn, None, module, _to64(self.batches[0]))
+            except Exception:  # noqa: BLE001 - without it, the plain tolerance decides
+                traceback.print_exc()
+                self._ref64 = False
+        return self._ref64 or None
 
     def step_fn(self, fn: Callable, opt) -> Callable[[int], Any]:
         batches, loss_fn = self.batches, self.workload.loss
@@ -166,19 +186,38 @@ def measure_variant(ph: Phase, variant: dict, mode: str | None, timer: Timer, cf
         events.emit("compiled", variant=name, phase=ph.phase, first_call_s=first_s)
         median_s, reps = measure.time_calls(timer, ph.step_fn(fn, opt), cfg, start=1)
         mem_step = ph.step_fn(fn, opt)
-        peak = measure.peak_memory_mb(
-            timer.device, lambda: [mem_step(i) for i in range(cfg.memory_calls)])
+
+        def memory_calls():
+            for i in range(cfg.memory_calls):
+                mem_step(i)  # outputs not kept: the peak is one call's
+
+        peak = measure.peak_memory_mb(timer.device, memory_calls)
     ref_outs, ref_grads = ph.reference
     err = measure.max_rel_error(outs, ref_outs)
     grad_err = measure.max_rel_error(grads, ref_grads) if ph.phase == "train" else None
     tol, grad_tol = measure.tolerance(dtype), measure.tolerance(dtype, grads=True)
     within = err <= tol and (grad_err is None or grad_err <= grad_tol)
+    accuracy = None
+    if not within and (ref64 := ph.reference64()) is not None:
+        within = (measure.no_worse_than_eager(outs, ref_outs, ref64[0], tol)
+                  and measure.no_worse_than_eager(grads, ref_grads, ref64[1], grad_tol))
+        accuracy = (f"beyond tolerance vs eager, but as close to float64 as eager (vs float64: "
+                    f"{max(measure.max_rel_error(outs, ref64[0]), measure.max_rel_error(grads, ref64[1])):.1e}, "
+                    f"eager {max(measure.max_rel_error(ref_outs, ref64[0]), measure.max_rel_error(ref_grads, ref64[1])):.1e})"
+                    if within else "beyond tolerance vs eager and less accurate than eager vs float64")
     return {
         "status": "ok", "first_call_s": first_s, "ms": median_s * 1e3, "reps": reps,
         "max_rel_err": err, "grad_max_rel_err": grad_err, "tolerance": tol,
         "grad_tolerance": grad_tol if ph.phase == "train" else None, "within_tolerance": within,
-        "peak_mb": peak,
+        "accuracy_note": accuracy, "peak_mb": peak,
     }
+
+
+def _to64(b: Batch) -> Batch:
+    def conv(x):
+        return x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+    return Batch(tuple(conv(a) for a in b.args), {k: conv(v) for k, v in b.kwargs.items()}, conv(b.target))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -205,8 +244,6 @@ def _run_guarded(seconds: float | None, thunk: Callable[[], dict]) -> dict:
         return {"status": "error", "error_kind": kind, "error": _error_text(exc)}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
 
 # --------------------------------------------------------------------------- main
@@ -217,6 +254,8 @@ def run(spec: dict) -> None:
     cfg = RunConfig(**spec["run"])
     timer = Timer(device)
     signal.signal(signal.SIGALRM, _on_alarm)
+    if device.type == "cpu":
+        measure.steady_malloc()
     if spec.get("tf32"):
         torch.set_float32_matmul_precision("high")
     torch.manual_seed(spec["seed"])
@@ -234,37 +273,67 @@ def run(spec: dict) -> None:
     phases = [p for p in spec["phases"] if p in workload.phases]
     n_params = sum(p.numel() for p in workload.fn.parameters()) if isinstance(workload.fn, nn.Module) else 0
     events.emit("model", phases=phases, params=n_params)
+    # The weights every variant of every phase starts from (kept on the host: not in GPU peaks).
+    initial_state = ({k: v.detach().to("cpu", copy=True) for k, v in workload.fn.state_dict().items()}
+                     if isinstance(workload.fn, nn.Module) else None)
 
     skip = {tuple(s) for s in spec.get("skip", [])}
-    deadline = spec.get("deadline")
     todo = [(p, v) for p in phases for v in spec["variants"] if (v["name"], p) not in skip]
+    limit = _Limits(spec.get("deadline"), spec["variant_timeout"])
     for phase in phases:
         variants = [v for p, v in todo if p == phase]
         if not variants:
             continue
-        ph = Phase(workload, phase, device, cfg, spec["seed"])
-        ref = _run_guarded(_share(deadline, spec["variant_timeout"], 1 + len(todo)),
+        ph = Phase(workload, initial_state, phase, device, cfg, spec["seed"])
+        ref = _run_guarded(limit.next(_weight(phase, None), todo),
                            lambda: (ph.compute_reference(), {"status": "ok"})[1])
         for v in variants:
             todo.remove((phase, v))
             events.emit("start", variant=v["name"], phase=phase)
-            timeout = _share(deadline, spec["variant_timeout"], 1 + len(todo))
+            timeout = limit.next(_weight(phase, v), todo)
             if ref["status"] != "ok":
                 result = {**ref, "error": f"eager reference failed: {ref.get('error', ref['status'])}"}
             elif timeout is not None and timeout < 1.0:
                 result = {"status": "skipped", "error": "out of time budget"}
             else:
                 result = _run_guarded(timeout, lambda: measure_variant(ph, v, spec.get("mode"), timer, cfg, dtype, events))
+            _release(v)
             events.emit("result", variant=v["name"], phase=phase, **result)
         del ph
 
 
-def _share(deadline: float | None, per_variant: float | None, remaining_items: int) -> float | None:
-    """This item's time limit: the per-variant limit, or its share of the time left to the model."""
-    limits = [per_variant] if per_variant else []
-    if deadline is not None:
-        limits.append((deadline - time.time()) / max(remaining_items, 1))
-    return min(limits) if limits else None
+def _weight(phase: str, variant: dict | None) -> float:
+    """An item's expected share of the model's time: compiling dominates, a backward doubles it.
+    `variant` None is the eager reference."""
+    if variant is None or variant["kind"] == "eager":
+        return 0.1
+    return 2.0 if phase == "train" else 1.0
+
+
+class _Limits:
+    """Time limits per item: the per-variant limit, or the item's weighted share of the time left
+    to the model (what an item leaves unused goes to the next)."""
+
+    def __init__(self, deadline: float | None, per_variant: float | None):
+        self.deadline, self.per_variant = deadline, per_variant
+
+    def next(self, weight: float, todo_after: list[tuple[str, dict]]) -> float | None:
+        limits = [self.per_variant] if self.per_variant else []
+        if self.deadline is not None:
+            rest = sum(_weight(p, v) for p, v in todo_after)
+            # Items ahead get a little more than their share (half of the rest's weight counts):
+            # an item that fails fast is common, one that needs all of its share is not.
+            limits.append((self.deadline - time.time()) * weight / (weight + 0.5 * rest))
+        return min(limits) if limits else None
+
+
+def _release(variant: dict) -> None:
+    """Drop what a compiled variant keeps alive (code caches, CUDA graph pools) before the next."""
+    if variant["kind"] == "torch":
+        torch.compiler.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def main(argv: list[str] | None = None) -> None:

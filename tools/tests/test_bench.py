@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "tools"))
 from bench import png, report  # noqa: E402
 
 
-def run_bench(*args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+def run_bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, str(BENCH), *args, "--no-live"], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -56,15 +56,22 @@ def result(doc: dict, model: str, variant: str, phase: str) -> dict:
     return res
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
-    proc = run_bench("--suite", "tiny", "--quick", "--out", str(out))
-    return out, json.loads((out / "results.json").read_text()), proc
+def test_tiny_suite_end_to_end(tmp_path):
+    """One run of the tiny suite (kept to one test: under pytest-xdist, a shared fixture would
+    run the suite once per worker).
+
+    ember and torch.compile both use their `aot_eager` backend here: real capture and real
+    autograd lowering, without the C++ builds of an inductor, which would take this test past a
+    minute on 2 cores (the harness treats every backend alike)."""
+    proc = run_bench("--suite", "tiny", "--quick", "--out", str(tmp_path),
+                     "--backends", "aot_eager", "--torch-backend", "aot_eager")
+    doc = json.loads((tmp_path / "results.json").read_text())
+    check_json(doc)
+    check_markdown_and_terminal(tmp_path, proc)
+    check_png(tmp_path)
 
 
-def test_tiny_suite_json(tiny):
-    out, doc, _ = tiny
+def check_json(doc: dict) -> None:
     assert doc["meta"]["suite"] == "tiny" and doc["meta"]["device"] == "cpu"
     assert doc["meta"]["torch"].startswith("2.")
     assert [m["model"] for m in doc["models"]] == ["tiny_fn", "tiny_mlp"]
@@ -78,7 +85,7 @@ def test_tiny_suite_json(tiny):
             assert r["peak_mb"] is not None and r["peak_mb"] >= 0
             assert (r["grad_max_rel_err"] is not None) == (phase == "train")
         assert result(doc, model, "eager", phase)["max_rel_err"] == 0.0  # eager against itself
-        ember = result(doc, model, "ember:inductor", phase)
+        ember = result(doc, model, "ember:aot_eager", phase)
         assert ember["status"] in ("ok", "error", "timeout"), ember
         if ember["status"] == "ok":
             assert ember["ms"] > 0 and ember["max_rel_err"] is not None
@@ -86,18 +93,18 @@ def test_tiny_suite_json(tiny):
             assert ember["error"]
     rows = doc["rows"]
     assert [(r["model"], r["phase"], r["backend"]) for r in rows] == [
-        ("tiny_fn", "infer", "inductor"), ("tiny_mlp", "infer", "inductor"), ("tiny_mlp", "train", "inductor")]
+        ("tiny_fn", "infer", "aot_eager"), ("tiny_mlp", "infer", "aot_eager"), ("tiny_mlp", "train", "aot_eager")]
     for r in rows:
         assert r["tc_speedup"] == pytest.approx(r["eager_ms"] / r["tc_ms"])
         if r["ember_ms"] is None:
             assert "ember: " in r["notes"]  # why ember has no time is in the row
     gms = {(g["phase"], g["backend"]): g for g in doc["geomeans"]}
-    assert gms[("train", "inductor")]["tc_speedup"] == pytest.approx(rows[2]["tc_speedup"])
-    assert gms[("infer", "inductor")]["tc_speedup_n"] == 2
+    assert gms[("train", "aot_eager")]["tc_speedup"] == pytest.approx(rows[2]["tc_speedup"])
+    assert gms[("infer", "aot_eager")]["tc_speedup_n"] == 2
+    assert doc["meta"]["torch_compile_backend"] == "aot_eager"
 
 
-def test_tiny_suite_markdown_and_terminal(tiny):
-    out, doc, proc = tiny
+def check_markdown_and_terminal(out: Path, proc: subprocess.CompletedProcess) -> None:
     md = (out / "results.md").read_text()
     assert "| model | phase | ember backend | eager ms |" in md
     assert md.count("| tiny_mlp |") == 2 and "| tiny_fn |" in md
@@ -108,8 +115,7 @@ def test_tiny_suite_markdown_and_terminal(tiny):
     assert "[2/2] tiny_mlp" in proc.stderr  # progress
 
 
-def test_tiny_suite_png(tiny):
-    out, doc, _ = tiny
+def check_png(out: Path) -> None:
     w, h, pixels = read_png((out / "speedups.png").read_bytes())
     assert w > 300 and h > 100
     colours = {pixels[i:i + 3] for i in range(0, len(pixels), 3)}
@@ -118,33 +124,28 @@ def test_tiny_suite_png(tiny):
 
 
 def test_failures_stay_in_their_rows(tmp_path):
-    """A model that raises, one that kills its process while building, one that kills it in the
-    middle of a variant, and an ember backend that does not exist: each is reported in its own
-    row and the suite goes on (tiny_fn, last, is measured)."""
-    models = "selftest_raises,selftest_abort,selftest_abort_second_call,tiny_fn"
+    """A model that raises, one that kills its process in the middle of a variant, and an ember
+    backend that does not exist: each is reported in its own row, and the suite goes on.
+    (`selftest_abort`, which dies while building, is left out: a process start costs seconds.)"""
+    models = "selftest_raises,selftest_abort_second_call"
     run_bench("--models", models, "--backends", "no_such_backend", "--phases", "infer",
               "--no-torch-compile", "--quick", "--json", str(tmp_path / "r.json"),
               "--markdown", str(tmp_path / "r.md"))
     doc = json.loads((tmp_path / "r.json").read_text())
-    by_name = {m["model"]: m for m in doc["models"]}
-    assert list(by_name) == models.split(",")
+    assert [m["model"] for m in doc["models"]] == models.split(",")
 
     raises = result(doc, "selftest_raises", "eager", "infer")
     assert raises["status"] == "error" and "raises on purpose" in raises["error"]
-    assert by_name["selftest_abort"]["status"] == "error"
-    assert "SIGABRT" in by_name["selftest_abort"]["reason"]
 
-    # The worker died in the eager variant; a fresh worker went on with the ember variant.
+    # The next model ran. Its worker died in the eager variant; a fresh worker went on with
+    # the ember variant, which failed on its unknown backend.
     crashed = result(doc, "selftest_abort_second_call", "eager", "infer")
     assert crashed["status"] == "crashed" and "SIGABRT" in crashed["error"]
-    assert result(doc, "selftest_abort_second_call", "ember:no_such_backend", "infer")["status"] == "error"
-
-    assert result(doc, "tiny_fn", "eager", "infer")["status"] == "ok"
-    backend_error = result(doc, "tiny_fn", "ember:no_such_backend", "infer")
+    backend_error = result(doc, "selftest_abort_second_call", "ember:no_such_backend", "infer")
     assert backend_error["status"] == "error" and backend_error["error"]
 
     md = (tmp_path / "r.md").read_text()
-    assert "raises on purpose" in md and "SIGABRT" in md
+    assert "raises on purpose" in md and "SIGABRT" in md and backend_error["error"][:40] in md
     assert all(f"| {m} |" in md for m in models.split(","))
 
 
