@@ -303,3 +303,22 @@ def test_mutable_default_list_guarded():
     torch.testing.assert_close(g(x), x)
     f.__defaults__[0].append(2)
     torch.testing.assert_close(g(x), x * 2)
+
+
+def test_autocast_and_default_dtype_guarded():
+    def f(x):
+        return x @ x.t(), torch.ones(2)
+
+    rec = Recorder()
+    g = ember_capture.capture(f, rec)
+    x = torch.randn(3, 3)
+    assert g(x)[0].dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert g(x)[0].dtype == f(x)[0].dtype == torch.bfloat16
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert g(x)[1].dtype == torch.float64
+    finally:
+        torch.set_default_dtype(old)
+    assert len(rec.graphs) == 3

@@ -131,7 +131,9 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     """Compile the entry function; ``tail`` is the statement that returns the result."""
     lines = ["def __entry(L, args, kwargs):", "    try:"]
     lines += ["        " + g for g in guard_lines] or ["        pass"]
-    lines += ["        if _grad() is not " + repr(torch.is_grad_enabled()) + ": return _MISS",
+    # Global state the trace depended on: grad mode, autocast, the default dtype.
+    lines += [f"        if _grad() is not {torch.is_grad_enabled()} or _autocast() is not "
+              f"{torch._C._is_any_autocast_enabled()} or _dtype() is not _default_dtype: return _MISS",
               "    except Exception:", "        return _MISS"]
     if compiled is not None:
         lines.append(f"    __o = __compiled({''.join(s + ', ' for s in input_sources)})")
@@ -139,7 +141,9 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     lines.append("    " + tail)
     source = "\n".join(lines)
     scope = {k: v for k, v in ns.items() if isinstance(k, str)}
-    scope.update(_MISS=MISS, _grad=torch.is_grad_enabled, __compiled=compiled, _setattr=setattr)
+    scope.update(_MISS=MISS, _grad=torch.is_grad_enabled, _autocast=torch._C._is_any_autocast_enabled,
+                 _dtype=torch.get_default_dtype, _default_dtype=torch.get_default_dtype(),
+                 __compiled=compiled, _setattr=setattr)
     exec(compile(source, "<ember entry>", "exec"), scope)
     entry = scope["__entry"]
     entry.source = source

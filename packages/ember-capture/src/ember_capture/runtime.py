@@ -251,7 +251,7 @@ def failed_guard(entry, L) -> str:
                 ok = False
             if not ok:
                 return f"guard failed: {check.replace('X', source)}"
-    return "grad mode changed"
+    return "global state changed (grad mode, autocast or default dtype)"
 
 
 def make_binder(func, self_obj):
