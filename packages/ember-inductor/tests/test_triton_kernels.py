@@ -20,6 +20,7 @@ from ember_inductor.options import InductorOptions
 sys.path.insert(0, os.path.dirname(__file__))
 from test_triton_specs import SpecBuilder, simple_fn_spec, softmax_spec  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy on inf/NaN samples
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 F32 = torch.float32
 
@@ -209,3 +210,35 @@ def test_empty_iteration_space_launches_nothing(run_spec):
     b = SpecBuilder("t_empty", (0,))
     b.store("out", b.x(0), b.pw("neg", b.load("x", b.x(0), F32)))
     run_spec(b.build(), torch.empty(0), torch.empty(0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("looped", [False, True], ids=["persistent", "looped-online"])
+def test_softmax_special_rows(run_spec, device, looped, monkeypatch):
+    # Note [Online softmax]: the merged max/sum loop must give what the two-pass decomposition
+    # gives on NaN, +inf, all -inf and partly -inf rows; the spec also stores the sum itself.
+    if looped:
+        monkeypatch.setattr(triton_codegen, "PERSISTENT_MAX_RBLOCK", 8)
+    rows, cols = 6, 45
+    b = SpecBuilder("t_softmax_sum", (rows,), (cols,))
+    idx = b.x(0) * cols + b.r(0)
+    x = b.load("x", idx, F32)
+    m = b.reduce("amax", x)
+    e = b.pw("exp", b.pw("sub", x, m))
+    s = b.reduce("sum", e)
+    b.store("out", idx, b.pw("div", e, s))
+    b.store("sums", b.x(0), s)
+    spec = b.build()
+    xv = torch.randn(rows, cols, device=device) * 30
+    xv[1, 7] = float("nan")
+    xv[2, 3] = float("inf")
+    xv[3, :] = float("-inf")
+    xv[4, ::2] = float("-inf")
+    out = torch.empty(rows, cols, device=device)
+    sums = torch.empty(rows, device=device)
+    launcher = run_spec(spec, xv, out, sums)
+    if looped:
+        assert launcher.meta["layout"] == "looped" and "_scale" in launcher.source
+    e_ref = torch.exp(xv - xv.amax(1, keepdim=True))
+    close(sums, e_ref.sum(1))
+    close(out, e_ref / e_ref.sum(1, keepdim=True))

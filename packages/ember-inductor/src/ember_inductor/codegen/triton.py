@@ -302,6 +302,61 @@ class _KernelWriter:
         self.emit(f"{op.name} = {self._finish(op, rule.final(acc, masked), acc)}[:, None]")
 
     # -- looped reductions: accumulators around each inner loop --
+    def _online_pair(self, si: int):
+        """Note [Online softmax]: a loop accumulating m = amax(v), then the next loop accumulating
+        sum(exp(v - m)) (and nothing else), merge into one loop with running per-lane (max, sum)
+        accumulators rescaled as the max grows, saving one read of each row (softmax over long
+        rows: 2 reads + 1 write instead of 3 + 1). Returns (amax op, sum op) or None."""
+        st = self.k.stages
+        if si + 2 >= len(st) or not (st[si].inner and st[si + 2].inner) or st[si + 1].inner:
+            return None
+        first, between, second = st[si], st[si + 1], st[si + 2]
+        if len(first.reduces) != 1 or len(second.reduces) != 1:
+            return None
+        rmax, rsum = self.k.op(first.reduces[0]), self.k.op(second.reduces[0])
+        if rmax.target != "amax" or rsum.target != "sum" or between.ops != (rmax.id,):
+            return None
+        e = self.k.op(rsum.args[0])
+        if e.kind != "pointwise" or e.target != "exp":
+            return None
+        d = self.k.op(e.args[0])
+        if d.kind != "pointwise" or d.target != "sub" or d.args != (rmax.args[0], rmax.id):
+            return None
+        v = self.k.op(rmax.args[0])
+        if v.dtype not in (torch.float32, torch.float64) or rsum.dtype != v.dtype:
+            return None
+        if not set(second.ops) <= set(first.ops) | {d.id, e.id}:
+            return None
+        if any(self.k.op(i).kind == "store" for i in second.ops):
+            return None
+        return rmax, rsum
+
+    def _online_loop(self, stage: Stage, rmax: Op, rsum: Op):
+        emit, v = self.emit, self.k.op(rmax.args[0]).name
+        t = TL_DTYPE[rmax.dtype]
+        m, sm = f"_acc{rmax.id}", f"_acc{rsum.id}"
+        emit(f"{m} = tl.full([XBLOCK, RBLOCK], float('-inf'), {t})")
+        emit(f"{sm} = tl.full([XBLOCK, RBLOCK], 0, {t})")
+        self.evict = "evict_last"
+        emit("for roffset in range(0, rnumel, RBLOCK):")
+        self.indent += 1
+        self._rdefs("roffset + rbase")
+        for i in stage.ops:
+            self._op(self.k.op(i))
+        emit(f"_m = tl.where(omask & rmask, eh_max_nan({m}, {v}), {m})")
+        # lanes still at -inf (nothing finite seen) must not turn exp(-inf - -inf) into NaN
+        emit(f"_scale = tl.where({m} == _m, 1.0, tl.exp({m} - _m))")
+        emit(f"_term = tl.where(_m == float('-inf'), 0.0, tl.exp({v} - _m))")
+        emit(f"{sm} = tl.where(omask & rmask, {sm} * _scale + _term, {sm})")
+        emit(f"{m} = _m")
+        self.indent -= 1
+        self.evict = None
+        emit(f"{rmax.name} = tl.reduce({m}, 1, eh_max_nan)[:, None]")
+        emit(f"_rescaled = tl.where({m} == {rmax.name}, {sm}, {sm} * tl.exp({m} - {rmax.name}))")
+        # an all -inf row: eager computes exp(-inf - -inf) = NaN terms, so its sum is NaN
+        emit(f"{rsum.name} = tl.where({rmax.name} == float('-inf'), float('nan'), "
+             f"tl.sum(_rescaled, 1)[:, None])")
+
     def _loop(self, stage: Stage, reduces: list[Op]):
         emit = self.emit
         for r in reduces:
@@ -356,8 +411,15 @@ class _KernelWriter:
                         done.add(i)
                         self._op(self.k.op(i))
             return
+        skip: set[int] = set()
         for si, st in enumerate(stages):
-            if st.inner:
+            if si in skip:
+                continue
+            pair = self._online_pair(si) if st.inner else None
+            if pair is not None:  # Note [Online softmax]
+                self._online_loop(st, *pair)
+                skip |= {si + 1, si + 2}
+            elif st.inner:
                 self._loop(st, [self.k.op(i) for i in st.reduces])
             else:
                 for i in st.ops:
