@@ -145,3 +145,15 @@ def test_ember_prims_decompositions_training_matches_eager():
     torch.testing.assert_close(args[2].grad, ref[2].grad, rtol=1e-5, atol=1e-5)
     for gm in (fn.training.forward, fn.training.backward):
         ember_prims.verify(gm)  # prims-level: the table applied recursively, backward included
+
+
+def test_mutated_input_sharing_memory_with_another_input_is_refused():
+    def f(a, b):
+        a.add_(1)
+        return (b * 1,)
+
+    gm = torch.fx.symbolic_trace(f)
+    fn = aot(gm, [torch.zeros(4), torch.zeros(4)], fw_compiler=eager_compiler)
+    base = torch.zeros(4)
+    with pytest.raises(AotError, match="shares memory"):
+        fn(base, base.view(2, 2).view(4))

@@ -362,3 +362,18 @@ def _native_batch_norm(fn: Functionalizer, op, args, kwargs):
 
 # Ops that mutate without saying so in their schema.
 HIDDEN_MUTATIONS: dict[Any, Callable] = {aten.native_batch_norm.default: _native_batch_norm}
+
+
+def writes_arguments(op, args, kwargs) -> bool:
+    """Whether this call of `op` writes to an argument: by its schema, or a hidden mutation
+    (native_batch_norm in training with running statistics).
+
+    Note [functionalize before decompose]: such a call is functionalized first and only its
+    functional counterpart is decomposed (AOTAutograd's order). A decomposition of the
+    mutating op itself would have to write to its arguments, which prims cannot express."""
+    if is_mutating(op):
+        return True
+    if op is aten.native_batch_norm.default:
+        a = normalize_args(op, args, kwargs)
+        return bool(a[5]) and a[3] is not None
+    return False

@@ -9,6 +9,7 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
+from ember_autograd.errors import AotError
 from ember_autograd.joint import AliasOutput, Signature
 
 
@@ -24,7 +25,22 @@ def tensor_args(sig: Signature, args) -> list[torch.Tensor]:
         if args[i] != value:
             raise ValueError(f"input {i} is {args[i]!r}; this graph was traced with {value!r} "
                              "(shapes and numbers are specialized: retrace)")
-    return [args[i] for i in sig.tensor_inputs]
+    tensors = [args[i] for i in sig.tensor_inputs]
+    if sig.mutated_inputs:
+        _check_mutated_inputs_unaliased(sig, tensors)
+    return tensors
+
+
+def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor]) -> None:
+    # The graph treats inputs as independent: a mutation of one would not reach another input
+    # sharing its memory. Refuse rather than compute a wrong answer.
+    storages = [t.untyped_storage().data_ptr() if t.numel() else None for t in tensors]
+    for k in sig.mutated_inputs:
+        for j, ptr in enumerate(storages):
+            if j != k and ptr is not None and ptr == storages[k]:
+                raise AotError("aliased-mutated-input",
+                               f"graph input {sig.tensor_inputs[k]} is mutated and shares memory "
+                               f"with input {sig.tensor_inputs[j]}; not supported")
 
 
 def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:

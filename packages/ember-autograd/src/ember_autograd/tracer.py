@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import (
 )
 
 from ember_autograd.errors import AotError, AotTraceError
-from ember_autograd.functionalize import Functionalizer
+from ember_autograd.functionalize import Functionalizer, writes_arguments
 
 # FakeTensor's way of saying "this op has no static answer": turned into AotTraceError.
 _FAKE_FAILURES = {
@@ -109,6 +109,8 @@ class AtenTracer(TorchDispatchMode):
             with self._below():
                 return func(*args, **kwargs)
         decomposition = self.decompositions.get(func)
+        if decomposition is not None and writes_arguments(func, args, kwargs):
+            decomposition = None  # Note [functionalize before decompose]
         if decomposition is not None and func.namespace != "ember_prims" and func not in self._active:
             # an op is not decomposed again inside its own decomposition: that call is the base case
             self._active.add(func)
