@@ -66,6 +66,11 @@ SAMPLES = [
     (aten.nll_loss2d_forward.default, lambda: (_r(2, 4, 3, 3).log_softmax(1), torch.randint(0, 4, (2, 3, 3)), _r(4).abs(), 1, 1)),
     (aten.nll_loss2d_backward.default, lambda: (torch.tensor(1.3), _r(2, 4, 3, 3).log_softmax(1), torch.randint(0, 4, (2, 3, 3)), None, 1, -100, torch.tensor(18.0))),
     (aten.addmm.default, lambda: (_r(5), _r(3, 4), _r(4, 5)), {"beta": 0.5, "alpha": 2}),
+    (aten.arange.start, lambda: (2, 11), {"dtype": torch.float32}),
+    (aten.clamp.default, lambda: (_r(5), -0.5, 0.5)),
+    (aten.squeeze_copy.dims, lambda: (_r(2, 1, 3, 1), [1, 3])),
+    (aten.xlogy.Scalar_Other, lambda: (torch.tensor([0.0, 1.0, 2.0]), 3.0)),
+    (aten.xlogy.Scalar_Self, lambda: (2.0, torch.tensor([0.0, 1.0, float("nan")]))),
     (aten.max_pool2d_with_indices.default, lambda: (torch.full((1, 1, 4, 4), float("-inf")), [3, 3], [2, 2], [1, 1])),
 ]
 
@@ -82,6 +87,11 @@ def test_sample(i):
     tol = dict(atol=1e-2, rtol=1.6e-2) if any(isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16
                                               for a in args) else dict(atol=1e-5, rtol=1.3e-5)
     torch.testing.assert_close(got, expected, **tol, equal_nan=True)
+
+
+# random ops: checked by statistics, not values, in test_random_ops_shapes_and_statistics
+RANDOM_CHECKED = [aten.native_dropout.default, aten.rand.default, aten.randn.default, aten.bernoulli.p,
+                  aten.rand_like.default]
 
 
 def test_random_ops_shapes_and_statistics():

@@ -221,3 +221,52 @@ def _log_softmax_backward_data(grad, y, dim, input_dtype):
         s = broadcast_to(unsqueeze_dims(s, [d]), y.t.shape) if y.t.dim() else s
         return g - y.exp() * Ex(s)
     return in_opmath(f, grad, y, out_dtype=input_dtype)
+
+
+# more backward ops -------------------------------------------------------------------------------
+@register(aten.elu_backward.default)
+def elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result):
+    neg, pos, ipt = alpha * scale, scale, input_scale
+    if is_result:
+        return in_opmath(lambda g, y: ex_where(y <= 0, g * ipt * (y + neg), g * pos), grad, self_or_result)
+    return in_opmath(lambda g, x: ex_where(x <= 0, g * ipt * neg * (x * ipt).exp(), g * pos), grad, self_or_result)
+
+
+@register(aten.hardsigmoid_backward.default)
+def hardsigmoid_backward(grad, a):
+    return in_opmath(lambda g, x: ex_where(_and(x > -3, x < 3), g / 6, 0), grad, a)
+
+
+@register(aten.hardswish_backward.default)
+def hardswish_backward(grad, a):
+    return in_opmath(lambda g, x: ex_where(x < -3, 0, ex_where(x <= 3, g * (x / 3 + 0.5), g)), grad, a)
+
+
+@register(aten.mish_backward.default)
+def mish_backward(grad, a):
+    def f(g, x):
+        sp = ex_where(x > 20, x, x.exp().log1p())
+        t = sp.tanh()
+        return g * (t + x * _sigmoid(x) * (1 - t * t))
+    return in_opmath(f, grad, a)
+
+
+def _and(a, b):
+    return Ex(P.logical_and(a.t, b.t))
+
+
+@register(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(a):
+    # (log(sigmoid(x)), buffer = exp(-|x|)): ATen's CPU kernel hands the buffer to the backward
+    def out(x):
+        z = (-x.abs()).exp()
+        return Ex(P.minimum(x.t, x._o(0))) - z.log1p()
+    return in_opmath(out, a), in_opmath(lambda x: (-x.abs()).exp(), a)
+
+
+@register(aten.log_sigmoid_backward.default)
+def log_sigmoid_backward(grad, a, buffer):
+    def f(g, x):
+        z = (-x.abs()).exp()  # recomputed: the buffer is empty on CUDA
+        return g * ex_where(x < 0, 1 / (1 + z), z / (1 + z))
+    return in_opmath(f, grad, a)

@@ -338,7 +338,72 @@ def copy(a, src, non_blocking=False):
     return P.clone(out) if out is src else out
 
 
-@register(aten.alias.default, aten.detach.default)
+@register(aten.alias.default, aten.detach.default, aten.lift_fresh.default)
 def alias(a):
     return a
 
+
+
+# more math -----------------------------------------------------------------------------------------
+@register(aten.sgn.default)
+def sgn(a):
+    if a.dtype.is_complex:
+        raise NotImplementedError("sgn of a complex tensor")
+    return elementwise(P.sign, a) if a.dtype != torch.bool else P.clone(a)
+
+
+@register(aten.deg2rad.default)
+def deg2rad(a):
+    return elementwise(lambda x: P.mul(x, full(x.shape, math.pi / 180, x.dtype, x.device)), a, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.rad2deg.default)
+def rad2deg(a):
+    return elementwise(lambda x: P.mul(x, full(x.shape, 180 / math.pi, x.dtype, x.device)), a, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.logit.default)
+def logit(a, eps=None):
+    def f(x):
+        if eps is not None:
+            x = P.minimum(P.maximum(x, full(x.shape, eps, x.dtype, x.device)), full(x.shape, 1 - eps, x.dtype, x.device))
+        return P.log(P.div(x, P.sub(full(x.shape, 1, x.dtype, x.device), x)))
+    return elementwise(f, a, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)
+def xlogy(a, b):
+    # NaN in b wins; else 0 where a == 0; else a * log(b)
+    def f(x, y):
+        zero = full(x.shape, 0, x.dtype, x.device)
+        out = P.where(P.eq(x, zero), zero, P.mul(x, P.log(y)))
+        return P.where(P.isnan(y), y, out)
+    return elementwise(f, a, b, kind=Kind.INT_TO_FLOAT)
+
+
+def _fmaxmin(prim):
+    def f(x, y):  # the non-NaN operand wins
+        return P.where(P.isnan(x), y, P.where(P.isnan(y), x, prim(x, y)))
+    return f
+
+
+@register(aten.fmax.default)
+def fmax(a, b):
+    return elementwise(_fmaxmin(P.maximum) if result_type(a, b).is_floating_point else P.maximum, a, b)
+
+
+@register(aten.fmin.default)
+def fmin(a, b):
+    return elementwise(_fmaxmin(P.minimum) if result_type(a, b).is_floating_point else P.minimum, a, b)
+
+
+@register(aten.logaddexp.default)
+def logaddexp(a, b):
+    def f(x, y):
+        m = P.maximum(x, y)
+        m = P.where(P.isinf(m), P.where(P.isnan(m), m, x), m)  # both -inf: result -inf, no NaN
+        d = P.neg(P.abs(P.sub(x, y)))
+        d = P.where(P.isnan(d), full(d.shape, float("-inf"), d.dtype, d.device), d)
+        out = P.add(m, P.log1p(P.exp(d)))
+        return P.where(P.logical_or(P.isnan(x), P.isnan(y)), P.add(x, y), out)
+    return elementwise(f, a, b, kind=Kind.INT_TO_FLOAT)

@@ -128,3 +128,41 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
     out = P.index_put(full([num_weights, d], 0, acc, g.device), [flat], g, True)
     return convert(out, dtype)
 
+
+
+def _dim_index(a, dim, index):
+    d = canon_dim(dim, a.dim()) if a.dim() else 0
+    idx = reshape(index, [1]) if index.dim() == 0 else index
+    return d, [None] * d + [_wrap(idx, a.shape[d] if a.dim() else 1)]
+
+
+@register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def index_fill(a, dim, index, value):
+    if a.dim() == 0:
+        if index.numel() == 0:
+            return P.clone(a)
+        return P.clone(convert(value, a.dtype)) if isinstance(value, torch.Tensor) else full([], value, a.dtype, a.device)
+    d, idx = _dim_index(a, dim, index)
+    shape = index_shape(a, idx)
+    v = broadcast_to(convert(value, a.dtype), shape) if isinstance(value, torch.Tensor) else \
+        full(shape, value, a.dtype, a.device)
+    return P.index_put(a, idx, v, False)
+
+
+@register(aten.index_copy.default)
+def index_copy(a, dim, index, source):
+    if a.dim() == 0:
+        return P.clone(reshape(convert(source, a.dtype), []))
+    d, idx = _dim_index(a, dim, index)
+    return P.index_put(a, idx, reshape(convert(source, a.dtype), index_shape(a, idx)), False)
+
+
+@register(aten.index_add.default)
+def index_add(a, dim, index, source, *, alpha=1):
+    if a.dim() == 0:
+        return P.add(a, reshape(convert(source, a.dtype), []))
+    d, idx = _dim_index(a, dim, index)
+    src = reshape(convert(source, a.dtype), index_shape(a, idx))
+    if alpha != 1:
+        src = P.mul(src, full(src.shape, alpha, a.dtype, a.device))
+    return P.index_put(a, idx, src, True)

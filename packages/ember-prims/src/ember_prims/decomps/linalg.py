@@ -12,7 +12,7 @@ import torch
 
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
-    P, aten, broadcast_to, convert, full, opmath, reshape,
+    P, aten, broadcast_to, convert, full, opmath, reshape, result_type,
 )
 
 
@@ -59,6 +59,23 @@ def dot(a, b):
 @register(aten.addmv.default)
 def addmv(bias, m, v, *, beta=1, alpha=1):
     return _add_bias(mv(m, v), bias, beta, alpha)
+
+
+@register(aten.addr.default)
+def addr(bias, v1, v2, *, beta=1, alpha=1):
+    # ATen's kernel: self * beta + v1 * v2 * alpha, each step rounded in the result dtype
+    # (no float32 opmath for bfloat16 here); for bool, `or` and `and`
+    n, m = v1.shape[0], v2.shape[0]
+    dtype = result_type(bias, v1, v2)
+    c = lambda v: full([n, m], v, dtype, v1.device)  # noqa: E731
+    outer = P.mul(P.broadcast_in_dim(convert(v1, dtype), [n, m], [0]), P.broadcast_in_dim(convert(v2, dtype), [n, m], [1]))
+    b = broadcast_to(convert(bias, dtype), [n, m])
+    if dtype == torch.bool:
+        return P.logical_or(P.logical_and(b, c(bool(beta))), P.logical_and(outer, c(bool(alpha))))
+    prod = outer if alpha == 1 else P.mul(outer, c(alpha))
+    if beta == 0:
+        return prod
+    return P.add(b if beta == 1 else P.mul(b, c(beta)), prod)
 
 
 # decompositions of the externs (not in the default table) ---------------------------------------

@@ -218,3 +218,28 @@ def native_group_norm(a, weight, bias, N, C, HxW, group, eps):
     y = _affine(y, weight, bias, [1])
     sd = _stat_dtype(a)
     return convert(y, a.dtype), convert(reshape(mean, [N, group]), sd), convert(reshape(rstd, [N, group]), sd)
+
+
+@register(aten.native_group_norm_backward.default)
+def native_group_norm_backward(grad, a, mean, rstd, weight, N, C, HxW, group, output_mask):
+    acc = opmath(a.dtype)
+    cg = C // group
+    shape = [N, group, cg, HxW]
+    x, g = reshape(convert(a, acc), shape), reshape(convert(grad, acc), shape)
+    m = P.broadcast_in_dim(convert(mean, acc), shape, [0, 1])
+    r = P.broadcast_in_dim(convert(rstd, acc), shape, [0, 1])
+    x_hat = P.mul(P.sub(x, m), r)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gx = g if weight is None else P.mul(g, P.broadcast_in_dim(reshape(convert(weight, acc), [group, cg]),
+                                                                   shape, [1, 2]))
+        n = cg * HxW
+        s1 = P.broadcast_in_dim(sum_dims(gx, [2, 3]), shape, [0, 1])
+        s2 = P.broadcast_in_dim(sum_dims(P.mul(gx, x_hat), [2, 3]), shape, [0, 1])
+        t = P.sub(P.sub(P.mul(gx, full(shape, n, acc, a.device)), s1), P.mul(x_hat, s2))
+        gi = convert(reshape(P.mul(t, P.div(r, full(shape, n, acc, a.device))), list(a.shape)), a.dtype)
+    if output_mask[1] and weight is not None:
+        gw = convert(reshape(sum_dims(P.mul(g, x_hat), [0, 3]), [C]), weight.dtype)
+    if output_mask[2]:
+        gb = convert(reshape(sum_dims(g, [0, 3]), [C]), weight.dtype if weight is not None else a.dtype)
+    return gi, gw, gb

@@ -199,3 +199,29 @@ def logsumexp(a, dim, keepdim=False):
     s = P.log(P.sum(P.exp(P.sub(x, mk)), dims))
     out = P.add(s, m)
     return convert(unsqueeze_dims(out, dims) if keepdim else out, dtype)
+
+
+@register(aten.linalg_vector_norm.default)
+def linalg_vector_norm(a, ord=2, dim=None, keepdim=False, *, dtype=None):
+    if a.dtype.is_complex:
+        raise NotImplementedError("linalg_vector_norm of a complex tensor")
+    out_dtype = dtype or a.dtype
+    dims = reduction_dims(dim, a.dim())
+    acc = opmath(out_dtype)
+    x = P.abs(convert(a, acc))
+    if ord == float("inf"):
+        out = P.amax(x, dims) if a.numel() else P.sum(x, dims)
+    elif ord == float("-inf"):
+        out = P.amin(x, dims)
+    elif ord == 0:
+        out = P.sum(convert(P.ne(x, full(x.shape, 0, acc, x.device)), acc), dims)
+    elif ord == 1:
+        out = P.sum(x, dims)
+    elif ord == 2:
+        out = P.sqrt(P.sum(P.mul(x, x), dims))
+    else:
+        p = full(x.shape, ord, acc, x.device)
+        s = P.sum(P.pow(x, p), dims)
+        out = P.pow(s, full(s.shape, 1 / ord, acc, x.device))
+    out = convert(out, out_dtype)
+    return unsqueeze_dims(out, dims) if keepdim else out

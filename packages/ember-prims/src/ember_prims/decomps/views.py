@@ -33,12 +33,12 @@ def permute_(a, dims):
     return permute(a, dims)
 
 
-@register(aten.t.default)
+@register(aten.t.default, aten.t_copy.default)
 def t(a):
     return a if a.dim() < 2 else P.permute(a, [1, 0])
 
 
-@register(aten.transpose.int)
+@register(aten.transpose.int, aten.transpose_copy.int)
 def transpose(a, dim0, dim1):
     if a.dim() == 0:
         return a
@@ -48,7 +48,7 @@ def transpose(a, dim0, dim1):
     return permute(a, dims)
 
 
-@register(aten.unsqueeze.default)
+@register(aten.unsqueeze.default, aten.unsqueeze_copy.default)
 def unsqueeze(a, dim):
     d = canon_dim(dim, a.dim() + 1)
     shape = list(a.shape)
@@ -56,7 +56,8 @@ def unsqueeze(a, dim):
     return P.reshape(a, shape)
 
 
-@register(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+@register(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze_copy.default,
+          aten.squeeze_copy.dim, aten.squeeze_copy.dims)
 def squeeze(a, dim=None):
     dims = canon_dims(dim, a.dim())
     dims = [d for d in dims if a.shape[d] == 1]
@@ -87,14 +88,14 @@ def select(a, dim, index):
     return P.squeeze(slice_dim(a, d, index, index + 1), [d])
 
 
-@register(aten.narrow.default)
+@register(aten.narrow.default, aten.narrow_copy.default)
 def narrow(a, dim, start, length):
     d = canon_dim(dim, a.dim())
     start = start + a.shape[d] if start < 0 else start
     return slice_dim(a, d, start, start + length)
 
 
-@register(aten.split.Tensor, aten.split_copy.Tensor)
+@register(aten.split.Tensor, aten.split_copy.Tensor, aten.unsafe_split.Tensor)
 def split(a, split_size, dim=0):
     d = canon_dim(dim, a.dim())
     n = a.shape[d]
@@ -235,3 +236,19 @@ def tril(a, diagonal=0):
 def triu(a, diagonal=0):
     return _tri(a, diagonal, upper=True)
 
+
+
+@register(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(a, offset=0, dim1=0, dim2=1):
+    d1, d2 = canon_dim(dim1, a.dim()), canon_dim(dim2, a.dim())
+    rest = [d for d in range(a.dim()) if d not in (d1, d2)]
+    x = permute(a, rest + [d1, d2])
+    R, C = a.shape[d1], a.shape[d2]
+    n = max(min(R, C - offset) if offset >= 0 else min(R + offset, C), 0)
+    lead = [a.shape[d] for d in rest]
+    flat = reshape(x, lead + [R * C])
+    if n == 0:
+        return full(lead + [0], 0, a.dtype, a.device)
+    start = offset if offset >= 0 else -offset * C
+    k = len(lead)
+    return P.slice(flat, [0] * k + [start], lead + [start + (n - 1) * (C + 1) + 1], [1] * k + [C + 1])
