@@ -301,3 +301,49 @@ def clone_detach_contig(x):
 @pytest.mark.parametrize("fn, input_sets, graphs, fallback_ok, breaks", CASES)
 def test_case(fn, input_sets, graphs, fallback_ok, breaks):
     check(fn, *input_sets, graphs=graphs, fallback_ok=fallback_ok, breaks=breaks)
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+
+class WithEq:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+
+EQ_A, EQ_B = WithEq(1), WithEq(1)
+
+
+@case(*TWO)
+def custom_eq_objects(x):
+    return x * 2 if EQ_A == EQ_B else x
+
+
+@case(*TWO)
+def inplace_identity(x):
+    y = x.clone()
+    z = y.add_(1)
+    w = y.add(1)
+    return z is y, w is y, z
+
+
+@case(*TWO)
+def list_grows_while_iterating(x):
+    items = [x]
+    for t in items:
+        if len(items) < 4:
+            items.append(t * 2)
+    return items
+
+
+def test_callable_object_capture():
+    s = Scaler(3.0)
+    check(s, (torch.randn(2),), (torch.randn(3),), graphs=2)

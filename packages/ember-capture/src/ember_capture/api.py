@@ -45,6 +45,9 @@ def _capture_in(session: Session, fn):
         return FrameState(session, fn.__func__, fn.__self__).wrapper
     if isinstance(fn, types.FunctionType):
         return FrameState(session, fn).wrapper
+    call = getattr(type(fn), "__call__", None)
+    if isinstance(call, types.FunctionType):  # a callable object: trace its __call__
+        return FrameState(session, call, fn, name=f"{type(fn).__qualname__}.__call__").wrapper
     raise TypeError(f"capture() needs a Python function, bound method or nn.Module, got {type(fn).__name__}")
 
 

@@ -116,7 +116,11 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
         self._annotate(node, out)
         self.n_ops += 1
-        return self._wrap_output(node, out)
+        result = self._wrap_output(node, out)
+        first = args[0] if args else None
+        if isinstance(first, TensorVar) and out is first.fake:  # in-place: the same tensor object
+            result.ident = first.ident
+        return result
 
     def _annotate(self, node, fake):
         node.meta["example_value"] = fake

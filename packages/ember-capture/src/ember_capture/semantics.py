@@ -111,6 +111,8 @@ def unpack(fr, v: Var) -> list[Var]:
 def iterate(fr, v: Var) -> IterVar:
     if isinstance(v, IterVar):
         return v
+    if isinstance(v, ListVar):
+        return IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
     return IterVar(unpack(fr, v))
 
 
@@ -303,16 +305,24 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
             return type(a)(a.items + unpack(fr, b)) if isinstance(a, ListVar) else TupleVar(a.items + unpack(fr, b))
         if isinstance(b, ConstVar) and isinstance(b.value, int) and fn in (operator.mul, operator.imul):
             return type(a)(a.items * b.value) if isinstance(a, ListVar) else TupleVar(a.items * b.value)
-    if fn in (operator.eq, operator.ne):
+    if fn in (operator.eq, operator.ne) and _identity_eq(a) and _identity_eq(b):
         same = is_same(a, b)
-        if isinstance(a, (ObjVar, FunctionVar)) or isinstance(b, (ObjVar, FunctionVar)):
-            return ConstVar(same if fn is operator.eq else not same)
+        return ConstVar(same if fn is operator.eq else not same)
     try:
         return ConstVar(fn(const_value(a), const_value(b)))
     except Unsupported:
         raise
     except Exception as e:
         raise Unsupported("unsupported_operator", f"{fn.__name__} on {describe(a)} and {describe(b)}: {e}") from None
+
+
+def _identity_eq(v: Var) -> bool:
+    """Whether ``==`` on this value is identity (object.__eq__), so the trace can decide it."""
+    if isinstance(v, FunctionVar):
+        return True
+    if isinstance(v, ObjVar):
+        return type(v.value).__eq__ is object.__eq__ or isinstance(v.value, (types.FunctionType, types.ModuleType))
+    return False
 
 
 def unary(fr, fn, a: Var) -> Var:
@@ -329,7 +339,7 @@ def is_same(a: Var, b: Var) -> bool:
     if isinstance(a, ObjVar) and isinstance(b, ObjVar):
         return a.value is b.value
     if isinstance(a, TensorVar) and isinstance(b, TensorVar):
-        return a.node is b.node
+        return a.ident is b.ident
     if isinstance(a, (ConstVar, ObjVar)) and isinstance(b, (ConstVar, ObjVar)):
         return a.value is b.value
     # Values of different symbolic kinds are different objects.

@@ -41,10 +41,11 @@ class ConstVar(Var):
 class TensorVar(Var):
     """A tensor in the graph: its FX node and fake example value."""
 
-    def __init__(self, node, fake, source=None):
+    def __init__(self, node, fake, source=None, ident=None):
         self.node = node
         self.fake = fake
         self.source = source
+        self.ident = ident if ident is not None else self  # in-place results share the identity
 
     def _repr(self):
         return f"{self.node.name}: {tuple(self.fake.shape)} {self.fake.dtype}"
@@ -92,8 +93,8 @@ class SetVar(Var):
 class IterVar(Var):
     """An iterator over a list of values known at trace time."""
 
-    def __init__(self, items):
-        self.items = list(items)
+    def __init__(self, items, live=False):
+        self.items = items if live else list(items)
         self.pos = 0
 
 
