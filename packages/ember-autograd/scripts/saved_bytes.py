@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import sys
 
 import torch
 
@@ -19,6 +20,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 def load_models():
     spec = importlib.util.spec_from_file_location("ember_autograd_test_models", HERE.parent / "tests" / "models.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dynamo looks classes' modules up by name
     spec.loader.exec_module(module)
     return module
 

@@ -5,6 +5,7 @@ Tolerance: float32, rtol=1e-5, atol=1e-5 on parameters, gradients and buffers af
 import copy
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from ember_autograd import aot, default_partition, min_cut_partition, verify_fun
 _spec = importlib.util.spec_from_file_location("ember_autograd_test_models",
                                                pathlib.Path(__file__).with_name("models.py"))
 models = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault(_spec.name, models)  # dynamo looks classes' modules up by name
 _spec.loader.exec_module(models)
 
 TOL = dict(rtol=1e-5, atol=1e-5)
