@@ -8,6 +8,7 @@ ARCHITECTURE.md, "Known pitfalls").
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import ember_prims
@@ -70,16 +71,20 @@ CASES = {
 }
 
 
-def bench(fn, reps=30):
-    fn()
-    fn()
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.perf_counter() - t) / reps)
-    return best * 1e3
+def bench(fns: dict, reps=10, rounds=9) -> dict:
+    """Median over interleaved rounds of the mean time per call (ms): the machine is shared, so
+    every implementation sees the same background load."""
+    for f in fns.values():
+        f()
+        f()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t = time.perf_counter()
+            for _ in range(reps):
+                f()
+            times[k].append((time.perf_counter() - t) / reps * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def main():
@@ -97,12 +102,13 @@ def main():
         cg = compile_graph(b.build(), b.examples)
         ct = time.perf_counter() - t0
         torch.testing.assert_close(cg(inputs)[0], eager(*inputs), rtol=1e-4, atol=1e-4)
-        te, tm = bench(lambda: eager(*inputs)), bench(lambda: cg(inputs))
-        tt = float("nan")
+        fns = {"eager": lambda: eager(*inputs), "ember": lambda: cg(inputs)}
         if try_tc and not args.no_torch_compile:
             compiled = torch.compile(eager)
             compiled(*inputs)
-            tt = bench(lambda: compiled(*inputs))
+            fns["tc"] = lambda: compiled(*inputs)
+        r = bench(fns)
+        te, tm, tt = r["eager"], r["ember"], r.get("tc", float("nan"))
         print(f"{name:24} {te:9.3f} {tm:9.3f} {tt:10.3f} {te / tm:11.2f} {tt / tm:9.2f} {ct:15.2f}")
 
 

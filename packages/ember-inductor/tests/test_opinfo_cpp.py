@@ -23,8 +23,9 @@ softmax log_softmax nn.functional.layer_norm nn.functional.gelu nn.functional.re
 nn.functional.silu nn.functional.softplus lerp addcmul xlogy square cat stack flip roll
 transpose permute t reshape view expand squeeze unsqueeze narrow gather index_select
 nn.functional.pad masked_fill tril triu cumsum""".split()
-DTYPES = {"float32": torch.float32, "int64": torch.int64}
-SAMPLES = 3
+INT_OPS = set("""abs neg sign add sub mul div floor_divide remainder fmod maximum minimum eq lt ge
+bitwise_and bitwise_xor where sum prod amax argmax cat flip gather cumsum""".split())
+SAMPLES = 2
 TOL = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.int64: dict(rtol=0, atol=0),
        torch.bool: dict(rtol=0, atol=0)}
 
@@ -36,8 +37,9 @@ def _cases():
             by_name[op.name] = op
     for name in OPS:
         if name in by_name:
-            for dname in DTYPES:
-                yield pytest.param(by_name[name], DTYPES[dname], id=f"{name}-{dname}")
+            yield pytest.param(by_name[name], torch.float32, id=f"{name}-float32")
+            if name in INT_OPS:
+                yield pytest.param(by_name[name], torch.int64, id=f"{name}-int64")
 
 
 @pytest.mark.parametrize("op,dtype", list(_cases()))

@@ -284,7 +284,17 @@ class CppKernelRenderer:
     # -- row caches: an expensive inner value needed by a later inner loop is kept in a per-row
     # stack buffer instead of recomputed (softmax's exp(x - max) is computed once, not twice)
     ROW_CACHE_BYTES = 64 * 1024
-    CACHEABLE = ("pointwise", "convert", "rand")
+    CHEAP = frozenset("add sub mul neg abs where maximum minimum eq ne lt le gt ge logical_and logical_or "
+                      "logical_not bitwise_and bitwise_or bitwise_xor".split())
+
+    def expensive(self, i: int, depth: int = 0) -> bool:
+        """Worth a row cache: a transcendental, a random draw or a long chain of cheap ops."""
+        op = self.ops[i]
+        if op.kind == "rand" or (op.kind == "pointwise" and op.target not in self.CHEAP):
+            return True
+        if op.kind not in ("pointwise", "convert") or depth > 6:
+            return depth > 6
+        return any(self.expensive(a, depth + 1) for a in op.args)
 
     def plan_row_caches(self, inner_stages) -> dict:
         """-> {stage index: (ops to compute, {op id: 'write'|'read'})} for the inner loops."""
@@ -305,7 +315,7 @@ class CppKernelRenderer:
                 if i in keep or i in reads or i not in in_stage:
                     continue
                 op = self.ops[i]
-                if first[i] < j and op.kind in self.CACHEABLE and (i in cached or len(cached) < budget):
+                if first[i] < j and (i in cached or (len(cached) < budget and self.expensive(i))):
                     cached[i] = first[i]
                     reads.add(i)
                     continue

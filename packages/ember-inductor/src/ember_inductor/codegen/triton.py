@@ -90,6 +90,25 @@ def _transposed_var(k: KernelSpec):
     return None
 
 
+def _is_column_reduction(k: KernelSpec) -> bool:
+    """A reduction whose loads are contiguous along the last outer variable and not along r
+    (sum over dim 0 of a row-major matrix, e.g. a bias gradient)."""
+    xs, rs = k.range_vars, k.reduction_vars
+    if not xs or not rs:
+        return False
+    saw = False
+    for op in k.ops:
+        if op.kind != "load" or op.index is None or not (op.index.free_symbols & set(rs)):
+            continue
+        c = _coeffs(op.index, xs + rs)
+        if not c:
+            return False
+        if any(c[r] == 1 for r in rs):
+            return False  # some load is contiguous along r: the row layout suits it
+        saw = saw or c[xs[-1]] == 1
+    return saw
+
+
 def _needs_int64(k: KernelSpec) -> bool:
     """Whether some index can exceed int32: the iteration space, or an access at its corners."""
     if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
@@ -98,17 +117,18 @@ def _needs_int64(k: KernelSpec) -> bool:
     for op in k.ops:
         if op.index is None:
             continue
-        hi = {s: int(sizes[s]) - 1 for s in op.index.free_symbols if s in sizes}
-        try:
-            bound = op.index.subs(hi)
-        except Exception:
-            return True
-        if not bound.is_Integer:  # indirect indices (tmp symbols): be safe
-            if any(s.name.startswith("tmp") for s in bound.free_symbols):
-                continue
-            return True
-        if abs(int(bound)) > INT32_MAX:
-            return True
+        for corner in ({s: int(sizes[s]) - 1 for s in op.index.free_symbols if s in sizes},
+                       {s: 0 for s in op.index.free_symbols if s in sizes}):
+            try:
+                bound = op.index.subs(corner)
+            except Exception:
+                return True
+            if not bound.is_Integer:
+                if any(s.name.startswith("tmp") for s in bound.free_symbols):
+                    continue  # indirect indices: bounded by the gathered buffer, see below
+                return True
+            if abs(int(bound)) > INT32_MAX:
+                return True
     return False
 
 
@@ -146,6 +166,7 @@ class _KernelWriter:
         self.used = set().union(*(o.index.free_symbols for o in k.ops if o.index is not None))
         self.inner_ids = {i for st in self.k.stages if st.inner for i in st.ops}
         self.evict: str | None = None  # eviction policy of inner loads in the loop being written
+        self.column = False  # set by _choose_layout for reductions over a non-contiguous dim
         self.layout, self.tile_var = self._choose_layout()
 
     def _choose_layout(self):
@@ -156,6 +177,11 @@ class _KernelWriter:
                 if ynumel // 16 <= 65535:  # grid dim 1 limit at the smallest YBLOCK
                     return "tiled", t
             return "pointwise", None
+        if _is_column_reduction(self.k) and self.xnumel > 1:
+            # rows are contiguous along x: many columns per program, a short r loop, so each
+            # load instruction reads XBLOCK consecutive elements (a row of a [XBLOCK, RBLOCK] tile)
+            self.column = True
+            return "looped", None
         if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK:
             return "persistent", None
         return "looped", None
@@ -172,6 +198,7 @@ class _KernelWriter:
             m["ynumel"] = self.xnumel // int(self.k.ranges[-1])
         if self.layout == "persistent":
             m["rblock"] = next_pow2(self.rnumel)
+        m["column"] = self.column
         m["configs"] = candidates(m)
         return m
 

@@ -62,9 +62,15 @@ def candidates(meta: dict) -> list[LaunchConfig]:
                 LaunchConfig(XBLOCK=x, num_warps=max(1, warps // 2))]
         if x * r <= 4096 and xnumel >= 2 * x:
             out.append(LaunchConfig(XBLOCK=2 * x, num_warps=min(16, warps * 2)))
-    else:  # looped reduction
-        out = [LaunchConfig(XBLOCK=1, RBLOCK=2048, num_warps=8),
-               LaunchConfig(XBLOCK=1, RBLOCK=4096, num_warps=16),
+    elif meta.get("column"):  # reduction over a strided dim: tiles of columns
+        x = min(64, next_pow2(xnumel))
+        out = [LaunchConfig(XBLOCK=x, RBLOCK=64, num_warps=8),
+               LaunchConfig(XBLOCK=min(128, next_pow2(xnumel)), RBLOCK=32, num_warps=8),
+               LaunchConfig(XBLOCK=min(32, x), RBLOCK=128, num_warps=8),
+               LaunchConfig(XBLOCK=x, RBLOCK=32, num_warps=4)]
+    else:  # looped reduction (4096/16 warps: what the autotuner picked for 64K-wide rows)
+        out = [LaunchConfig(XBLOCK=1, RBLOCK=4096, num_warps=16),
+               LaunchConfig(XBLOCK=1, RBLOCK=2048, num_warps=8),
                LaunchConfig(XBLOCK=1, RBLOCK=1024, num_warps=4),
                LaunchConfig(XBLOCK=2, RBLOCK=1024, num_warps=8)]
     seen, unique = set(), []
