@@ -157,3 +157,13 @@ def test_mutated_input_sharing_memory_with_another_input_is_refused():
     base = torch.zeros(4)
     with pytest.raises(AotError, match="shares memory"):
         fn(base, base.view(2, 2).view(4))
+
+
+def test_docstring_examples():
+    import doctest
+
+    import ember_autograd.api
+    import ember_autograd.verify
+
+    for module in (ember_autograd.api, ember_autograd.verify):
+        assert doctest.testmod(module).failed == 0

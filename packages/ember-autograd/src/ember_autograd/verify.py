@@ -16,7 +16,8 @@ def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     raises `VerificationError` listing every violation.
 
     >>> import torch, torch.fx
-    >>> g = torch.fx.Graph(); x = g.placeholder("x"); g.output(x)
+    >>> g = torch.fx.Graph()
+    >>> _ = g.output(g.placeholder("x"))
     >>> verify_functional(torch.fx.GraphModule({}, g))
     Traceback (most recent call last):
     ...
