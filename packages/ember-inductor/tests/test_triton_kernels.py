@@ -133,7 +133,8 @@ def test_column_reduction_and_softmax(run_spec, device, looped, monkeypatch):
     b.store("out", b.x(0), b.reduce("amax", b.load("x", b.r(0) * cols + b.x(0), F32)))
     x = torch.randn(rows, cols, device=device)
     out = torch.empty(cols, device=device)
-    run_spec(b.build(), x, out)
+    col = run_spec(b.build(), x, out)
+    assert col.meta["column"] and col.meta["layout"] == "looped"  # tiles of columns, coalesced
     close(out, x.amax(0))
     out2 = torch.empty(rows, cols, device=device)
     launcher = run_spec(softmax_spec(rows, cols), x, out2)
