@@ -52,7 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="warm-up calls")
     p.add_argument("--reps", type=int, help="timed calls (fixed count instead of time-adaptive)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, help="seconds for the whole suite, shared among models")
+    p.add_argument("--budget", type=float,
+                   help="seconds for the whole suite, shared among models (0: none; --quick: "
+                        f"{QUICK_BUDGET_S:.0f})")
     p.add_argument("--variant-timeout", type=float,
                    help="seconds for one (variant, phase), compile included "
                         f"(default: {', '.join(f'{k} {v:.0f}' for k, v in VARIANT_TIMEOUT.items())})")
@@ -90,6 +92,7 @@ def options_from(args: argparse.Namespace) -> Options:
     if args.reps is not None:
         run = replace(run, min_reps=args.reps, max_reps=args.reps)
     budget = args.budget if args.budget is not None else (QUICK_BUDGET_S if args.quick else None)
+    budget = budget or None  # 0: no budget
     return Options(models=models, device=args.device, dtype=args.dtype, phases=phases,
                    backends=_split(args.backends), mode=args.mode, torch_compile=args.torch_compile,
                    torch_backend=args.torch_backend, run=run, seed=args.seed,

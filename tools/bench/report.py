@@ -212,8 +212,10 @@ one training step (forward, loss, backward, SGD step); `ember x`, `tc x`: speedu
 `ember/tc`: torch.compile ms / ember ms (>1: ember is faster); `1st s`: wall seconds of the first
 call, compile included; `err`: max relative error vs eager, max|got-ref|/max|ref| per tensor, over
 outputs (and, for train, the loss and every gradient after one step); `!` marks an error beyond
-tolerance (float32 1e-3, bfloat16 3e-2, float16 1e-2; gradients 10x); `MB`: peak memory
-(CUDA: max_memory_allocated; CPU: peak RSS above the pre-call baseline)."""
+tolerance (float32 1e-3, bfloat16 3e-2, float16 1e-2; gradients 10x) that is also worse than
+eager's own error against a float64 run ("ok vs float64" in the notes when it is not); `MB`: peak
+memory (CUDA: max_memory_allocated, absolute; CPU: peak RSS of one call above the pre-call
+baseline). Details: tools/bench/README.md."""
 
 
 def markdown(meta: dict, rows: list[dict], gms: list[dict], png_name: str | None) -> str:

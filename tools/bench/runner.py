@@ -141,9 +141,10 @@ def _worker_env(opts: Options, work_dir: Path) -> tuple[dict, Path | None]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TOOLS_DIR), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     if opts.cold_cache:
-        # Compile seconds are reported cold: torch.compile's and Triton's caches start empty for
-        # this suite run (shared by its models, as they would be for a user).
+        # Compile seconds are reported cold: ember's, torch.compile's and Triton's caches start
+        # empty for this suite run (shared by its models, as they would be for a user).
         cache = Path(tempfile.mkdtemp(prefix="ember-bench-cache-"))
+        env["EMBER_CACHE_DIR"] = str(cache / "ember")
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         return env, cache

@@ -306,8 +306,11 @@ def _weight(phase: str, variant: dict | None) -> float:
     """An item's expected share of the model's time: compiling dominates, a backward doubles it.
     `variant` None is the eager reference."""
     if variant is None or variant["kind"] == "eager":
-        return 0.1
+        return EAGER_WEIGHT
     return 2.0 if phase == "train" else 1.0
+
+
+EAGER_WEIGHT = 0.1
 
 
 class _Limits:
@@ -319,7 +322,11 @@ class _Limits:
 
     def next(self, weight: float, todo_after: list[tuple[str, dict]]) -> float | None:
         limits = [self.per_variant] if self.per_variant else []
-        if self.deadline is not None:
+        if self.deadline is not None and weight <= EAGER_WEIGHT:
+            # Eager work (the reference, the eager variant) is needed by every other item and
+            # bounded by the model's own speed: it may use all the time left.
+            limits.append(self.deadline - time.time())
+        elif self.deadline is not None:
             rest = sum(_weight(p, v) for p, v in todo_after)
             # Items ahead get a little more than their share (half of the rest's weight counts):
             # an item that fails fast is common, one that needs all of its share is not.
