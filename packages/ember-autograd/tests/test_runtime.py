@@ -167,3 +167,14 @@ def test_docstring_examples():
 
     for module in (ember_autograd.api, ember_autograd.verify):
         assert doctest.testmod(module).failed == 0
+
+
+def test_parameters_not_lifted_are_refused_for_training_but_fine_for_inference():
+    lin = torch.nn.Linear(3, 2)
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(lin))  # weight, bias stay get_attr/call_module
+    x = torch.randn(4, 3, requires_grad=True)
+    with pytest.raises(AotTraceError, match="lift parameters"):
+        aot(gm, [x], fw_compiler=eager_compiler)
+    with torch.no_grad():
+        fn = aot(gm, [x], fw_compiler=eager_compiler)
+        torch.testing.assert_close(fn(x), lin(x))

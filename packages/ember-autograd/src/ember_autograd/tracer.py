@@ -87,6 +87,11 @@ class AtenTracer(TorchDispatchMode):
     def constant(self, real: torch.Tensor) -> torch.Tensor:
         """A tensor constant of the program (get_attr in the traced graph), as a tracked fake."""
         fake = self._constants.get(id(real))
+        if fake is None and real.requires_grad and torch.is_grad_enabled():
+            # a parameter reached through get_attr/call_module: it would get no gradient
+            raise AotTraceError("unlifted-parameter", "a tensor constant of the graph requires "
+                                "grad; lift parameters to placeholders (backend protocol)",
+                                stack_trace=self.stack_trace)
         if fake is None:
             name = f"_tensor_constant{len(self._constants)}"
             with _disable_current_modes():  # plain tensors: nothing here is traced
