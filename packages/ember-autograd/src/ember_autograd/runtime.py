@@ -45,6 +45,8 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
 
 def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
+    if not sig.mutated_inputs:
+        return
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
             tensors[k].copy_(value)
