@@ -347,3 +347,19 @@ def list_grows_while_iterating(x):
 def test_callable_object_capture():
     s = Scaler(3.0)
     check(s, (torch.randn(2),), (torch.randn(3),), graphs=2)
+
+
+@case((r(3, requires_grad=True),), (r(4, requires_grad=True),), graphs=4)
+def break_inside_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("inside no_grad")
+        z = y + 1
+    return z, x * 3, z.requires_grad, torch.is_grad_enabled()
+
+
+@case(*TWO)
+def break_inside_no_grad_item(x):
+    with torch.no_grad():
+        s = x.sum().item()
+    return x * s

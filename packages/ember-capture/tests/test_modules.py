@@ -378,3 +378,18 @@ def test_model_backward_through_graph():
     eager(x).sum().backward()
     for (name, a), (_, b) in zip(model.named_parameters(), eager.named_parameters()):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_root_module_hooks_run():
+    m = Sequential3()
+    seen = []
+    compiled = ember_capture.capture(m, Recorder())
+    x = r(2, 4)
+    torch.testing.assert_close(compiled(x), m(x))  # no hooks: captured
+    handle = m.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    with pytest.warns(UserWarning, match="has hooks"):
+        torch.testing.assert_close(compiled(x), m(x))
+    assert len(seen) == 2
+    handle.remove()
+    torch.testing.assert_close(compiled(x), m(x))
+    assert len(seen) == 2

@@ -10,7 +10,8 @@ import torch
 
 from .config import Unsupported
 from .tables import registrar
-from .variables import ConstVar, DictVar, ListVar, ObjVar, TupleVar
+from .codegen import GradModeExit
+from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, TupleVar
 
 _WRAPPERS = {}
 wrapper = registrar(_WRAPPERS)
@@ -99,6 +100,12 @@ def _wrap_static(tr, value, source, name):
     if source is not None:
         tr.guards.add(source, f"X is {tr.ns.ref(value)}")
     return ObjVar(value, source)
+
+
+@wrapper(GradModeExit)
+def _wrap_grad_exit(tr, value, source, name):
+    tr.guards.add(source, f"type(X) is {tr.ns.ref(GradModeExit)} and X.restore is {value.restore}")
+    return ExitVar(restore=value.restore)
 
 
 def _wrap_object(tr, value, source, name):

@@ -21,7 +21,7 @@ import types
 import torch
 
 from .variables import (
-    NULL, BoundVar, ConstVar, DictVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
+    NULL, BoundVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
     Var,
 )
 
@@ -110,9 +110,23 @@ class Rebuilder:
                     f"{defaults}, {kwdefaults})")
         if isinstance(v, MethodVar) and isinstance(v.receiver, (TensorVar, ConstVar, ListVar, DictVar, SetVar, TupleVar)):
             return f"{self.expr(v.receiver)}.{v.name}"
+        if isinstance(v, ExitVar) and v.context is None:
+            return f"{self.ns.ref(GradModeExit)}({v.restore})"
         if v is NULL:
             return "_NULL"
         raise CannotRebuild(f"cannot rebuild a {type(v).__name__} outside the graph")
+
+
+class GradModeExit:
+    """The ``__exit__`` of a grad-mode ``with`` block that a graph break split: a resume
+    function calls it at the end of the block (or on an exception) to restore the mode."""
+
+    def __init__(self, restore: bool):
+        self.restore = restore
+
+    def __call__(self, *exc_info):
+        torch._C._set_grad_enabled(self.restore)
+        return None
 
 
 def _new_object(cls, attrs):

@@ -13,6 +13,7 @@ import warnings
 import weakref
 
 import torch
+import torch.nn.modules.module as _module_mod
 
 
 from .breaks import BreakAction, can_break
@@ -67,7 +68,9 @@ class FrameState:
         self.eager_forever = False
         self.resumes: dict = {}
         self.bind, self.arg_names = make_binder(func, self_obj)
-        self.eager = func if self_obj is None else types.MethodType(func, self_obj)
+        # A module runs eagerly through Module.__call__, so that its hooks run.
+        self.is_module = isinstance(self_obj, torch.nn.Module)
+        self.eager = func if self_obj is None else self_obj if self.is_module else types.MethodType(func, self_obj)
         self.wrapper = self._make_wrapper()
         _ALL_STATES.add(self)
 
@@ -126,6 +129,8 @@ class FrameState:
         for _ in range(MAX_RESTARTS):
             tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names)
             try:
+                if self.is_module:
+                    _guard_no_hooks(tr, self.self_obj)
                 plan = tr.run()
             except Unsupported as e:
                 inst = tr.root.inst if tr.root is not None else None
@@ -166,6 +171,9 @@ class FrameState:
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
         effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
+        if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
+            # A break inside a grad-mode block: the native part and the resume run in that mode.
+            effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
         effects += [f"{tr.ns.ref(g)}[{name!r}] = {rb.expr(v)}" for g, name, v in tr.global_write_list]
         if plan.kind == "return":
             tail = f"return {rb.expr(plan.value)}"
@@ -229,6 +237,14 @@ class FrameState:
                     and inlinable_file(type(fn).forward.__code__.co_filename):
                 return session.callee(fn)(*args, **kwargs)
         return fn(*args, **kwargs)
+
+
+def _guard_no_hooks(tr, module):
+    """The captured forward of a module stands for Module.__call__ only while it has no hooks."""
+    hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    tr.guards.add("L[0]", "not (" + " or ".join(f"X.{h}" for h in hooks) + ")", "L[0] has no module hooks")
+    if _has_hooks(module) or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks:
+        raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
 
 def _has_hooks(m):
