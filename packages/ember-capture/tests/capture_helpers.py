@@ -7,6 +7,7 @@ import torch
 
 import ember_capture
 from ember_capture import CaptureConfig
+from ember_capture.verify import verify_graph
 
 # Tolerances per dtype (the backend here runs the captured graph eagerly, so results should
 # match closely; reductions may be reordered by a different backend).
@@ -22,6 +23,7 @@ class Recorder:
         self.example_inputs = []
 
     def __call__(self, gm, example_inputs):
+        verify_graph(gm, example_inputs)
         self.graphs.append(gm)
         self.example_inputs.append(example_inputs)
         return gm.forward
@@ -50,6 +52,24 @@ def assert_same(actual, expected, path="out"):
         assert_same(vars(actual), vars(expected), path)
     else:
         assert actual == expected or (actual != actual and expected != expected), f"{path}: {actual!r} != {expected!r}"
+
+
+def check_example_values(gm, inputs):
+    """meta["example_value"] agrees with what each node really computes (shape and dtype)."""
+    real = {}
+
+    class Recording(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            real[n] = out
+            return out
+
+    with torch.no_grad():
+        Recording(gm).run(*[x.detach().clone() for x in inputs])
+    for node, value in real.items():
+        fake = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and isinstance(fake, torch.Tensor):
+            assert fake.shape == value.shape and fake.dtype == value.dtype, f"{node.name}: {fake} vs {value.shape}"
 
 
 def clone_tree(x):
@@ -86,6 +106,8 @@ def check(fn, *input_sets, graphs=None, breaks=None, fallback_ok=False, config=C
             actual = captured(*cap_args)
         assert_same(actual, expected)
         assert_same(list(cap_args), list(eager_args), "inputs after the call")
+    for gm, inputs in zip(rec.graphs, rec.example_inputs):
+        check_example_values(gm, inputs)
     if graphs is not None:
         assert len(rec.graphs) == graphs, f"expected {graphs} graphs, got {len(rec.graphs)}: {stats.breaks}"
     if breaks is not None:

@@ -1,0 +1,54 @@
+"""The spec of capture's output (ARCHITECTURE.md, interface 1), as a checker.
+
+``verify_graph(gm, example_inputs)`` raises ``AssertionError`` naming the first violation:
+
+- placeholders come first, one per example input, and the inputs are tensors;
+- every other node calls a torch-level target: a ``torch`` function, a ``torch.nn.functional``
+  function, an ``operator`` function, ``getattr``, a Tensor method (``call_method``), or one of
+  the grad-mode/autocast region markers;
+- every node but the output has ``meta["stack_trace"]``; every node that makes a tensor has
+  ``meta["example_value"]`` (a FakeTensor) whose shape and dtype the node really produces;
+- the output node returns a flat tuple of nodes.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from .calls import is_torch_op
+
+REGION_MARKERS = {torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast,
+                  torch.amp.autocast_mode._exit_autocast}
+_OPERATOR_FUNCTIONS = {v for v in vars(operator).values() if callable(v)}
+
+
+def verify_graph(gm: torch.fx.GraphModule, example_inputs) -> None:
+    nodes = list(gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    assert nodes[:len(placeholders)] == placeholders, "placeholders must come first"
+    assert len(placeholders) == len(example_inputs), "one placeholder per example input"
+    assert all(isinstance(x, torch.Tensor) for x in example_inputs), "example inputs are tensors"
+    for node in nodes:
+        if node.op == "output":
+            (out,) = node.args
+            assert isinstance(out, tuple) and all(isinstance(o, torch.fx.Node) for o in out), \
+                "the output is a flat tuple of nodes"
+            continue
+        assert node.meta.get("stack_trace"), f"{node.name} has no stack_trace"
+        if node.op == "call_function":
+            t = node.target
+            assert t in REGION_MARKERS or t is getattr or t in _OPERATOR_FUNCTIONS or is_torch_op(t), \
+                f"{node.name} calls {t!r}, not a torch-level function"
+        elif node.op == "call_method":
+            assert isinstance(node.target, str) and hasattr(torch.Tensor, node.target), \
+                f"{node.name} calls unknown Tensor method {node.target!r}"
+        elif node.op != "placeholder":
+            raise AssertionError(f"{node.name}: unexpected node kind {node.op}")
+        value = node.meta.get("example_value")
+        if node.op == "placeholder" or isinstance(value, torch.Tensor):
+            assert isinstance(value, FakeTensor), f"{node.name} has no FakeTensor example_value"
+    for node, real in zip(placeholders, example_inputs):
+        fake = node.meta["example_value"]
+        assert fake.shape == real.shape and fake.dtype == real.dtype, f"{node.name}: example_value differs from input"
