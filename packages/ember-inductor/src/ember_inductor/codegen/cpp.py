@@ -299,10 +299,9 @@ class CppKernelRenderer:
     def plan_row_caches(self, inner_stages) -> dict:
         """-> {stage index: (ops to compute, {op id: 'write'|'read'})} for the inner loops."""
         red_n = math.prod(int(s) for s in self.k.reduction_ranges)
-        first: dict[int, int] = {}
-        for j, st in enumerate(inner_stages):
-            for i in st.ops:
-                first.setdefault(i, j)
+        # A value may be read from a row cache only if an earlier inner loop really computes it
+        # (it is in that loop's `keep`), not merely lists it among its stage's ops.
+        computed_in: dict[int, int] = {}
         plans, cached = {}, {}
         budget = self.ROW_CACHE_BYTES // max(red_n * 8, 1)
         for j, st in enumerate(inner_stages):
@@ -315,8 +314,8 @@ class CppKernelRenderer:
                 if i in keep or i in reads or i not in in_stage:
                     continue
                 op = self.ops[i]
-                if first[i] < j and (i in cached or (len(cached) < budget and self.expensive(i))):
-                    cached[i] = first[i]
+                if i in computed_in and (i in cached or (len(cached) < budget and self.expensive(i))):
+                    cached[i] = computed_in[i]
                     reads.add(i)
                     continue
                 keep.add(i)
@@ -324,6 +323,8 @@ class CppKernelRenderer:
                 if op.mask is not None:
                     stack.append(op.mask)
             plans[j] = [keep, reads]
+            for i in keep:
+                computed_in.setdefault(i, j)
         for i, j in cached.items():
             plans[j].append(i)
         return {j: (tuple(i for i in inner_stages[j].ops if i in p[0]), set(p[1]), set(p[2:]))
