@@ -69,10 +69,12 @@ def candidates(meta: dict) -> list[LaunchConfig]:
                LaunchConfig(XBLOCK=min(32, x), RBLOCK=128, num_warps=8),
                LaunchConfig(XBLOCK=x, RBLOCK=32, num_warps=4)]
     else:  # looped reduction (4096/16 warps: what the autotuner picked for 64K-wide rows)
-        out = [LaunchConfig(XBLOCK=1, RBLOCK=4096, num_warps=16),
-               LaunchConfig(XBLOCK=1, RBLOCK=2048, num_warps=8),
-               LaunchConfig(XBLOCK=1, RBLOCK=1024, num_warps=4),
-               LaunchConfig(XBLOCK=2, RBLOCK=1024, num_warps=8)]
+        # never more than a quarter of the row per step, so short rows still loop
+        cap = lambda r: min(r, max(16, next_pow2(meta["rnumel"]) // 4))  # noqa: E731
+        out = [LaunchConfig(XBLOCK=1, RBLOCK=cap(4096), num_warps=min(16, max(1, cap(4096) // 256))),
+               LaunchConfig(XBLOCK=1, RBLOCK=cap(2048), num_warps=min(8, max(1, cap(2048) // 256))),
+               LaunchConfig(XBLOCK=1, RBLOCK=cap(1024), num_warps=min(4, max(1, cap(1024) // 256))),
+               LaunchConfig(XBLOCK=2, RBLOCK=cap(1024), num_warps=min(8, max(1, cap(1024) // 128)))]
     seen, unique = set(), []
     for c in out:
         if c not in seen:
