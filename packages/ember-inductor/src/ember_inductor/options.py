@@ -31,7 +31,7 @@ class InductorOptions:
     logs: frozenset = field(default_factory=frozenset)  # e.g. {"output_code"}; see LOG_KINDS
     cpp_compiler: str = "g++"
     cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
-    num_threads: int | None = None     # OpenMP threads in C++ kernels (None: OpenMP default)
+    num_threads: int | None = None     # OpenMP threads of C++ kernels (None: OpenMP's default)
     compile_workers: int = 4           # kernels compiled in parallel
 
     def __post_init__(self):

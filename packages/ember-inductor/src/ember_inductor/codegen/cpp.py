@@ -9,6 +9,7 @@ partials combined by OpenMP. bfloat16/float16 are computed in float and rounded 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -156,13 +157,14 @@ ARG_REDUCTIONS = {"argmax": ">", "argmin": "<"}
 class CppKernelRenderer:
     """Renders one KernelSpec (see Note [Kernel description] in common.py)."""
 
-    def __init__(self, k: KernelSpec, threads_hint: int = 2):
+    def __init__(self, k: KernelSpec, threads_hint: int = 2, num_threads: int | None = None):
         self.k = k if k.stages else k.with_stages()
         self.ops = {o.id: o for o in self.k.ops}
         self.params = {a.name: f"p{i}" for i, a in enumerate(self.k.args)}
         self.lines: list[str] = []
         self.depth = 1
         self.threads_hint = threads_hint
+        self.num_threads = num_threads
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
@@ -269,6 +271,8 @@ class CppKernelRenderer:
             if words:
                 if d == 0 and parallel:
                     words.append("schedule(static)" + (f" collapse({n - 1})" if n > 2 else ""))
+                    if self.num_threads:
+                        words.append(f"num_threads({self.num_threads})")
                 self.emit(" ".join(["#pragma omp"] + words + ([clauses] if clauses else [])))
             self.emit(f"for (int64_t {v} = 0; {v} < {int(size)}; {v}++) {{")
             self.depth += 1
@@ -403,7 +407,7 @@ class CppBackend(Backend):
     table = CPP_TABLE
 
     def render(self, kernel: KernelSpec, options) -> KernelSource:
-        body = CppKernelRenderer(kernel, threads_hint=options.num_threads or 2).render()
+        body = CppKernelRenderer(kernel, options.num_threads or os.cpu_count() or 2, options.num_threads).render()
         return KernelSource(kernel.name, self.name, PRELUDE + "\n" + body, kernel, {"body": body})
 
     def build(self, sources: Sequence[KernelSource], options) -> list:

@@ -64,7 +64,13 @@ def candidates(meta: dict) -> list[LaunchConfig]:
             out.append(LaunchConfig(XBLOCK=2 * x, num_warps=min(16, warps * 2)))
     elif meta.get("column"):  # reduction over a strided dim: tiles of columns
         x = min(64, next_pow2(xnumel))
-        out = [LaunchConfig(XBLOCK=x, RBLOCK=64, num_warps=8),
+        # enough programs to fill the GPU (~2 per SM of an H100) before wide tiles
+        x_fill = x
+        while x_fill > 16 and (xnumel + x_fill - 1) // x_fill < 264:
+            x_fill //= 2
+        r_fill = min(max(16, next_pow2(meta["rnumel"]) // 4), 4096 // x_fill)
+        out = [LaunchConfig(XBLOCK=x_fill, RBLOCK=r_fill, num_warps=8),
+               LaunchConfig(XBLOCK=x, RBLOCK=64, num_warps=8),
                LaunchConfig(XBLOCK=min(128, next_pow2(xnumel)), RBLOCK=32, num_warps=8),
                LaunchConfig(XBLOCK=min(32, x), RBLOCK=128, num_warps=8),
                LaunchConfig(XBLOCK=x, RBLOCK=32, num_warps=4)]
