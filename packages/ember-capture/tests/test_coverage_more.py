@@ -363,3 +363,58 @@ def break_inside_no_grad_item(x):
     with torch.no_grad():
         s = x.sum().item()
     return x * s
+
+
+@case(*TWO)
+def break_with_null_on_stack(x):
+    return torch.add(x, x.sum().item())
+
+
+@case(*TWO)
+def break_in_method_chain(x):
+    return x.mul(float(x.max())).relu()
+
+
+@case(*TWO)
+def break_while_building_list(x):
+    return [x * 2, print("building"), x + 1]
+
+
+@case(*TWO)
+def break_in_keyword_argument(x):
+    return F.leaky_relu(x, negative_slope=0.1 if x.sum().item() > 0 else 0.2)
+
+
+@case(*TWO)
+def break_in_fstring(x):
+    label = f"{x.sum():.2f}"
+    return x * 2, len(label) > 0
+
+
+@case(*TWO)
+def break_inside_try(x):
+    try:
+        v = x.max().item()
+    except RuntimeError:
+        v = 0.0
+    return x - v
+
+
+@case(*TWO)
+def two_breaks_in_sequence(x):
+    a = x.sum().item()
+    y = x * a
+    b = y.mean().item()
+    return y - b
+
+
+@case(*TWO)
+def numpy_roundtrip_midway(x):
+    n = x.numpy() * 2
+    return torch.from_numpy(n) + x
+
+
+@case((r(4), [1, 2]), (r(4), [3]))
+def break_mutating_input_list(x, acc):
+    acc.append(x.shape[0])
+    return x * len(acc)

@@ -65,6 +65,10 @@ class Rebuilder:
         self._temps: dict[int, str] = {}
 
     def expr(self, v: Var) -> str:
+        if isinstance(v, (ListVar, TupleVar, DictVar)) and v.source is not None:
+            # A container from the inputs is never mutated by a trace (that is a break), so the
+            # real object is still equal to it: pass the object itself, keeping its identity.
+            return v.source
         if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
