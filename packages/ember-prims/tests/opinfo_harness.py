@@ -12,6 +12,7 @@ Shared by tests/test_opinfo.py and scripts/coverage_table.py.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -124,7 +125,8 @@ def run_opinfo(opinfo, table=None, samples_per_dtype=SAMPLES_PER_DTYPE, backward
     for dtype in pick_dtypes(opinfo):
         want_grad = backward and opinfo.supports_autograd and dtype.is_floating_point
         try:
-            samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=want_grad))[:samples_per_dtype]
+            samples = list(itertools.islice(opinfo.sample_inputs("cpu", dtype, requires_grad=want_grad),
+                                           samples_per_dtype))  # lazily: some OpInfos have thousands
         except Exception:  # noqa: BLE001 - a sample generator that fails on this build is skipped
             continue
         for sample in samples:
