@@ -2,7 +2,8 @@
 which the backward can recompute everything else it needs, recomputing only cheap ops.
 
 Cost model (also in the README):
-- cost of saving a value = its size in bytes (numel * element size); primals count too;
+- cost of saving a value = the bytes it keeps alive: numel * element size of its storage's
+  owner (a view costs its whole base, `storage_root`); primals count too;
 - recomputing is free for *recomputable* ops: ops tagged `pointwise`, view/alias ops, getitem,
   conversions, copies and fills (`RECOMPUTABLE`), and ops listed in `AotConfig.recompute_ops`; anything else (matmul, convolution, reductions,
   softmax, norms...) is never recomputed: it runs in the forward and, if the backward needs it,
@@ -35,6 +36,7 @@ from ember_autograd.partition import (
     forced_forward,
     is_stateful,
     nbytes,
+    storage_root,
 )
 
 INF = 1 << 62
@@ -73,7 +75,7 @@ def min_cut_partition(joint: JointGraph) -> Partition:
     flow = FlowGraph()
     for n in candidates:
         savable = isinstance(n.meta.get("val"), torch.Tensor)
-        flow.add((n, "in"), (n, "out"), nbytes(n) if savable else INF)
+        flow.add((n, "in"), (n, "out"), nbytes(storage_root(n)) if savable else INF)
         if n.op != "call_function" or (n in forward and not is_recomputable(n, joint.config)):
             flow.add("source", (n, "in"), INF)  # available in the forward, never recomputed
         if n in grad_outputs:

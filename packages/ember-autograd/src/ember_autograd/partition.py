@@ -20,6 +20,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
+from ember_autograd.functionalize import is_view
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,15 @@ class JointGraph:
 
 @dataclass
 class Partition:
-    """forward: primals -> (*forward outputs, *saved); backward: (*saved, *tangents) -> grads."""
+    """forward: primals -> (*forward outputs, *saved); backward: (*saved, *tangents) -> grads.
+
+    saved_bytes: memory the saved values keep alive: each distinct storage once, a view
+    counting as its whole base (see `storage_root`)."""
 
     forward: torch.fx.GraphModule
     backward: torch.fx.GraphModule
     saved: list[str]
-
-    @property
-    def saved_bytes(self) -> int:
-        return sum(nbytes(n) for n in self.backward.graph.nodes
-                   if n.op == "placeholder" and n.name in set(self.saved))
+    saved_bytes: int = 0
 
 
 Partitioner = Callable[[JointGraph], Partition]
@@ -78,6 +78,27 @@ Partitioner = Callable[[JointGraph], Partition]
 def nbytes(node: torch.fx.Node) -> int:
     val = node.meta.get("val")
     return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node that owns `node`'s memory: walks up view ops (and getitems of list-returning
+    views such as split); saving a view keeps its whole base alive."""
+    while node.op == "call_function":
+        target = node.target
+        if target is operator.getitem:
+            producer = node.args[0]
+            if not (isinstance(producer.target, torch._ops.OpOverload) and is_view(producer.target)):
+                break
+            node = producer.args[0]
+        elif isinstance(target, torch._ops.OpOverload) and is_view(target):
+            node = node.args[0]
+        else:
+            break
+    return node
+
+
+def storage_bytes(nodes) -> int:
+    return sum(nbytes(root) for root in {storage_root(n) for n in nodes})
 
 
 def is_stateful(node: torch.fx.Node, config: AotConfig) -> bool:
@@ -175,7 +196,7 @@ def extract(joint: JointGraph, saved: list[torch.fx.Node]) -> Partition:
     bw_graph.output(tuple(_lookup(benv, x) for x in joint.grad_outputs))
     fw = torch.fx.GraphModule(joint.gm, fw_graph, class_name="AotForward")
     bw = torch.fx.GraphModule(joint.gm, bw_graph, class_name="AotBackward")
-    return Partition(fw, bw, [n.name for n in saved])
+    return Partition(fw, bw, [n.name for n in saved], storage_bytes(saved))
 
 
 def _lookup(env, x):
