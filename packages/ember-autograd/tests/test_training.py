@@ -64,7 +64,10 @@ PARTITIONS = [default_partition, min_cut_partition]
 @pytest.mark.parametrize("partition", PARTITIONS, ids=lambda p: p.__name__)
 def test_mlp(partition):
     batches = [(torch.randn(8, 16), torch.randint(0, 4, (8,))) for _ in range(3)]
-    train_and_compare(models.MLP(), batches, F.cross_entropy, partition)
+    fn = train_and_compare(models.MLP(), batches, F.cross_entropy, partition)
+    # backward ops carry the user line of the forward op they differentiate
+    lines = [n.meta.get("stack_trace", "") for n in fn.training.backward.graph.nodes if n.op == "call_function"]
+    assert lines and all("models.py" in line for line in lines)
 
 
 @pytest.mark.parametrize("partition", PARTITIONS, ids=lambda p: p.__name__)
