@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -184,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(v['name'] for v in opts.variants())}; phases: {','.join(opts.phases)}; "
           f"logs in {work_dir}", file=sys.stderr)
 
+    # SIGTERM (a time limit) unwinds like Ctrl-C, so the running worker is killed with us.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     progress = Progress(live=False if args.no_live else None)
     records = run_suite(opts, work_dir, progress)
     variants = [v["name"] for v in opts.variants()]

@@ -63,10 +63,10 @@ class Progress:
     def __init__(self, stream=sys.stderr, live: bool | None = None):
         self.stream = stream
         self.live = stream.isatty() if live is None else live
-        self.prefix, self.current, self.since = "", "", time.time()
+        self.prefix, self.current, self.since, self.shown = "", "", time.time(), ""
 
     def model(self, i: int, n: int, name: str) -> None:
-        self.prefix = f"[{i}/{n}] {name}"
+        self.prefix, self.since = f"[{i}/{n}] {name}", time.time()
         self._say("starting")
 
     def event(self, ev: dict) -> None:
@@ -102,8 +102,10 @@ class Progress:
         self.stream.flush()
 
     def _write(self, line: str) -> None:
-        self.stream.write("\r\033[K" + line[:200])
-        self.stream.flush()
+        if line != self.shown:
+            self.shown = line
+            self.stream.write("\r\033[K" + line[:200])
+            self.stream.flush()
 
 
 def run_suite(opts: Options, work_dir: Path, progress: Progress | None = None) -> list[dict]:
@@ -220,21 +222,32 @@ def _run_worker(name, opts, work_dir, env, deadline, results, progress, log_path
         proc = subprocess.Popen([sys.executable, "-m", "bench.worker", str(spec_path)], stdout=log,
                                 stderr=subprocess.STDOUT, env=env, cwd=TOOLS_DIR, start_new_session=True)
         offset = events_path.stat().st_size if events_path.exists() else 0
-        while True:
-            done = proc.poll() is not None
-            offset = _read_events(events_path, offset, outcome, results, progress)
-            if done:
-                break
-            if deadline is not None and time.time() > deadline + KILL_GRACE_S:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                outcome["killed"] = True
-                _read_events(events_path, offset, outcome, results, progress)
-                break
-            progress.tick()
-            time.sleep(0.2)
+        try:
+            while True:
+                done = proc.poll() is not None
+                offset = _read_events(events_path, offset, outcome, results, progress)
+                if done:
+                    break
+                if deadline is not None and time.time() > deadline + KILL_GRACE_S:
+                    _kill(proc)
+                    outcome["killed"] = True
+                    _read_events(events_path, offset, outcome, results, progress)
+                    break
+                progress.tick()
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:  # Ctrl-C or SIGTERM in the parent: take the worker down too
+                _kill(proc)
     outcome["returncode"] = proc.returncode
     return outcome
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker and its compile subprocesses
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _read_events(path: Path, offset: int, outcome: dict, results: dict, progress: Progress) -> int:

@@ -19,8 +19,10 @@ Every variant starts from the same weights and sees the same input batches.
 from __future__ import annotations
 
 import copy
+import ctypes
 import gc
 import json
+import os
 import signal
 import sys
 import time
@@ -29,12 +31,29 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-from torch import nn
+PR_SET_PDEATHSIG = 1
 
-from bench import measure
-from bench.measure import RunConfig, Timer
-from bench.models import MODELS, Batch, Workload
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the parent dies (the parent put us in our own session, so a signal
+    to its process group, from a time limit or Ctrl-C, would not reach us)."""
+    try:
+        ctypes.CDLL("libc.so.6").prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    _die_with_parent()  # first, before the seconds that importing torch takes
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from bench import measure  # noqa: E402
+from bench.measure import RunConfig, Timer  # noqa: E402
+from bench.models import MODELS, Batch, Workload  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
