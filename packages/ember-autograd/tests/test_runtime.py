@@ -178,3 +178,13 @@ def test_parameters_not_lifted_are_refused_for_training_but_fine_for_inference()
     with torch.no_grad():
         fn = aot(gm, [x], fw_compiler=eager_compiler)
         torch.testing.assert_close(fn(x), lin(x))
+
+
+def test_autocast_state_keys_the_compiled_graphs():
+    gm = torch.fx.symbolic_trace(lambda x, w: (x @ w,))
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    fn = aot(gm, [x, w], fw_compiler=eager_compiler)
+    assert fn(x, w)[0].dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert fn(x, w)[0].dtype == torch.bfloat16
+    assert fn(x, w)[0].dtype == torch.float32

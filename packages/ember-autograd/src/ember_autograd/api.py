@@ -49,7 +49,8 @@ class CompiledArtifacts:
 class AotFunction:
     """The callable `aot` returns: takes the same arguments as the captured graph. Compiles a
     training path (autograd.Function) when grad is enabled and a tensor input requires grad,
-    else an inference path; each once per requires-grad pattern, on first need."""
+    else an inference path; each once per requires-grad pattern and autocast state, on first
+    need."""
 
     def __init__(self, gm, fw_compiler, bw_compiler, decompositions, partition, config):
         self.gm = gm
@@ -70,7 +71,8 @@ class AotFunction:
     def _runner(self, args):
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-        key = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args) if needs_grad else None
+        grads = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args) if needs_grad else None
+        key = (grads, _autocast_state())
         runner = self._runners.get(key)
         if runner is None:
             runner = self._compile_training(args) if needs_grad else self._compile_inference(args)
@@ -140,6 +142,12 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn
+
+
+def _autocast_state() -> tuple:
+    # autocast sits above the tracer: its casts are baked into the graphs, so it keys the cache
+    return tuple((device, torch.get_autocast_dtype(device)) for device in ("cpu", "cuda")
+                 if torch.is_autocast_enabled(device))
 
 
 def _example_inputs(gm: torch.fx.GraphModule) -> list:
