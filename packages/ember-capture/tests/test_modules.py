@@ -393,3 +393,22 @@ def test_root_module_hooks_run():
     handle.remove()
     torch.testing.assert_close(compiled(x), m(x))
     assert len(seen) == 2
+
+
+@pytest.mark.parametrize("make, inputs", [
+    (lambda: nn.MultiheadAttention(16, 4, batch_first=True), lambda: (r(2, 5, 16), r(2, 5, 16), r(2, 5, 16))),
+    (lambda: nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0), lambda: (r(2, 5, 16),)),
+    (lambda: nn.LSTM(4, 8, batch_first=True), lambda: (r(2, 5, 4),)),
+    (lambda: nn.GRU(4, 8), lambda: (r(5, 2, 4),)),
+], ids=["MultiheadAttention", "TransformerEncoderLayer", "LSTM", "GRU"])
+@pytest.mark.parametrize("train", [False, True])
+def test_torch_nn_layers_one_graph(make, inputs, train):
+    torch.manual_seed(0)
+    m = make().train(train)
+    rec = Recorder()
+    stats = ember_capture.CaptureStats()
+    compiled = ember_capture.capture(m, rec, stats=stats)
+    for _ in range(2):
+        args = inputs()
+        assert_same(compiled(*args), m(*args))
+    assert len(rec.graphs) == 1 and not stats.breaks

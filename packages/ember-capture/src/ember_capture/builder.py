@@ -40,10 +40,15 @@ def wrap(tr, value, source, name="input"):
 
 @wrapper(torch.Tensor)
 def _wrap_tensor(tr, value, source, name):
-    if source is None:
-        source = tr.ns.ref(value)
+    seen = tr.graph.by_object.get(id(value))
+    if seen is not None and seen.source != source:
+        # One tensor read through two sources is one graph input (``ref() is weight`` holds).
+        tr.guards.add(source, f"X is {seen.source}")
+        return seen
     tr.guards.tensor(source, value)
-    return tr.graph.add_input(source, value, name)
+    var = tr.graph.add_input(source, value, name)
+    tr.graph.by_object[id(value)] = var
+    return var
 
 
 @wrapper(*_CONST_TYPES)

@@ -299,6 +299,17 @@ builtin(torch.autocast, torch.amp.autocast)(_autocast(None))
 builtin(torch.cpu.amp.autocast)(_autocast("cpu"))
 
 
+# Questions code asks about how it is run: capture answers as a compiler would.
+builtin(torch.jit.is_scripting, torch.jit.is_tracing)(lambda fr, args, kwargs: ConstVar(False))
+builtin(torch._C._get_tracing_state)(lambda fr, args, kwargs: ConstVar(None))
+builtin(torch.compiler.is_compiling)(lambda fr, args, kwargs: ConstVar(True))
+builtin(torch.backends.mha.get_fastpath_enabled)(
+    lambda fr, args, kwargs: ConstVar(torch.backends.mha.get_fastpath_enabled()))
+builtin(torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+        torch.overrides.has_torch_function_variadic)(lambda fr, args, kwargs: ConstVar(False))
+builtin(torch.is_autocast_enabled)(lambda fr, args, kwargs: ConstVar(torch.is_autocast_enabled(*_consts(args))))
+
+
 @builtin(torch.is_grad_enabled)
 def _is_grad_enabled(fr, args, kwargs):
     return ConstVar(fr.tr.graph.grad_enabled)

@@ -11,6 +11,7 @@ import functools
 import os
 import sysconfig
 import types
+import weakref
 
 import torch
 import torch.nn.modules.module as _module_mod
@@ -38,7 +39,8 @@ _LIBRARY_DIRS = tuple({os.path.realpath(p) + os.sep for p in
                        (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                         sysconfig.get_paths()["platlib"])})
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-_TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d + os.sep for d in ("nn" + os.sep + "modules", "nn" + os.sep + "utils"))
+_TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d for d in (os.path.join("nn", "modules", ""), os.path.join("nn", "utils", ""),
+                                                    os.path.join("nn", "functional.py")))
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
 
 
@@ -60,7 +62,8 @@ def is_torch_op(value) -> bool:
             return issubclass(owner, torch._C.TensorBase)
         return (getattr(value, "__module__", None) or "").startswith("torch")
     if isinstance(value, types.FunctionType):
-        return value.__module__ in TORCH_FUNCTION_MODULES
+        # Private helpers of torch.nn.functional (F._canonical_mask, ...) are inlined instead.
+        return value.__module__ in TORCH_FUNCTION_MODULES and not value.__name__.startswith("_")
     return False
 
 
@@ -135,6 +138,8 @@ def _call_obj(fr, fn, args, kwargs):
                     {**{k: wrap(fr.tr, v, None) for k, v in value.keywords.items()}, **kwargs})
     if isinstance(value, type):
         return construct(fr, value, args, kwargs)
+    if isinstance(value, weakref.ReferenceType) and not args and not kwargs:
+        return wrap(fr.tr, value(), None if fn.source is None else f"{fn.source}()")
     if getattr(value, "__module__", None) in PURE_MODULES:
         return from_python(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"calling {describe(fn)}")

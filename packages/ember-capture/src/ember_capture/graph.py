@@ -45,6 +45,7 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode()
         self.inputs: list[tuple[str, object]] = []  # (source, real value) per placeholder
         self.by_source: dict[str, TensorVar] = {}
+        self.by_object: dict[int, TensorVar] = {}  # id(real tensor) -> its placeholder
         self._last_placeholder = None
         self.location = ("", 0, "")  # (filename, lineno, function name) of the current user line
         self.grad_enabled = torch.is_grad_enabled()

@@ -131,8 +131,44 @@ def _yield_value(fr, inst):
     fr.push(ConstVar(None))  # the value sent back into the generator
 
 
+@op("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(fr, inst):
+    fr.push(S.iterate(fr, fr.pop()))
+
+
+@op("SEND")
+def _send(fr, inst):
+    # ``yield from`` an iterator known at trace time: all of its items are yielded at once
+    # (Note: generators run to completion), then the loop exits with the result None.
+    value = fr.pop()
+    it = fr.stack[-1]
+    if fr.yields is None or not isinstance(it, IterVar) or not S.is_same(value, ConstVar(None)):
+        raise Unsupported("generator", "yield from / await on an unknown iterator")
+    fr.yields.extend(it.items[it.pos:])
+    it.pos = len(it.items)
+    _SEND_DONE[fr.tr.version](fr)
+    fr.jump(inst.argval)
+
+
+def _send_done_311(fr):
+    fr.pop()  # 3.11 pops the receiver too
+    fr.push(ConstVar(None))
+
+
+def _send_done_312(fr):
+    fr.push(ConstVar(None))  # 3.12 keeps the receiver; END_SEND removes it
+
+
+_SEND_DONE = {(3, 11): _send_done_311, (3, 12): _send_done_312}
+
+
+@op("END_SEND", versions=V312)
+def _end_send(fr, inst):
+    del fr.stack[-2]
+
+
 @op("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
-    "SETUP_ANNOTATIONS", "IMPORT_STAR", "SEND", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
+    "SETUP_ANNOTATIONS", "IMPORT_STAR", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
 def _unsupported_flow(fr, inst):
     what = {"RAISE_VARARGS": "raise statement", "YIELD_VALUE": "yield"}.get(inst.opname, inst.opname)
     raise Unsupported("unsupported_opcode", f"{what} is not traced")

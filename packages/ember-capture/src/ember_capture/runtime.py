@@ -167,7 +167,6 @@ class FrameState:
             session.stats.graphs.append(gm)
             log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
             compiled = session.backend(gm, example_inputs)
-        tr.ns["G"] = self.func.__globals__
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
         effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]

@@ -21,7 +21,8 @@ from .variables import (
 # Tensor attributes that are metadata (constants under static shapes).
 TENSOR_META_ATTRS = frozenset({
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "layout",
-    "is_leaf", "is_quantized", "is_meta", "is_complex", "itemsize", "names",
+    "is_leaf", "is_quantized", "is_meta", "is_complex", "itemsize", "names", "is_nested", "is_mkldnn",
+    "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 

@@ -35,6 +35,7 @@ class Tracer:
         self.arg_names = arg_names
         self.version = VERSION
         self.ns = Namespace()
+        self.ns["G"] = globals_  # generated guards and entries read globals through G
         self.guards = Guards(self.ns)
         self.graph = OutputGraph()
         self.builtins = BUILTINS
