@@ -105,3 +105,33 @@ def test_ember_prims_dropout_masks_agree():
     mask = (y != 0).float()
     torch.testing.assert_close(x.grad, mask * 2 / 0.5)
     assert torch.ops.ember_prims.random_seed.default not in ops(fn.training.backward)
+
+
+def test_ember_prims_min_cut_saves_the_seed_and_recomputes_the_mask():
+    ember_prims = pytest.importorskip("ember_prims")
+    cheap = (ember_prims.UNARY, ember_prims.BINARY, ember_prims.TERNARY, ember_prims.CAST,
+             ember_prims.VIEW, ember_prims.CREATION, ember_prims.RANDOM)
+    config = AotConfig(recompute_ops=frozenset(
+        f"ember_prims::{name}" for name, info in ember_prims.PRIMS.items() if info.category in cheap))
+
+    def f(x, w1, w2):
+        h = F.dropout(F.gelu(x @ w1), 0.5, True)
+        return ((h @ w2).sum(), h)
+
+    args = [torch.randn(16, 8), torch.randn(8, 32, requires_grad=True), torch.randn(32, 4, requires_grad=True)]
+    fn = aot(torch.fx.symbolic_trace(f), args, fw_compiler=eager_compiler,
+             decompositions=ember_prims.table(), partition=min_cut_partition, config=config)
+    art = fn.training
+    seed = torch.ops.ember_prims.random_seed.default
+    assert any(n.target is seed and n.name in art.saved for n in art.forward.graph.nodes)
+    assert seed not in ops(art.backward) and torch.ops.ember_prims.uniform.default in ops(art.backward)
+    loss, h = fn(*args)
+    loss.backward()
+    # the backward's recomputed mask is the forward's: gradients match the observed output h
+    x, w1, w2 = (a.detach() for a in args)
+    pre = (x @ w1).requires_grad_()
+    (gelu_grad,) = torch.autograd.grad(F.gelu(pre).sum(), pre)
+    mask = (h != 0).float()
+    grad_pre = torch.ones(16, 4) @ w2.t() * mask / 0.5 * gelu_grad
+    torch.testing.assert_close(args[2].grad, h.detach().t() @ torch.ones(16, 4), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(args[1].grad, x.t() @ grad_pre, rtol=1e-4, atol=1e-5)
