@@ -8,7 +8,9 @@ Layouts (chosen per kernel in `_choose_layout`):
     fixed in the source): each program loads its rows once and keeps them in registers, so
     softmax and layer_norm read x once however many reductions they chain.
   * looped: longer rows; each inner stage is a `for roffset in range(0, rnumel, RBLOCK)` loop with
-    an elementwise accumulator of shape [XBLOCK, RBLOCK], reduced once after the loop.
+    an elementwise accumulator of shape [XBLOCK, RBLOCK], reduced once after the loop (an amax
+    loop and the sum(exp(v - m)) loop after it merge into one: Note [Online softmax]). Column
+    reductions (loads contiguous along x, not r) always loop, over [XBLOCK, RBLOCK] tiles.
 Masks guard every ragged tail; indices are 64-bit when any index can pass 2**31 - 1.
 Sizes are literals in the source (static shapes), so a kernel's text is its cache key.
 """
