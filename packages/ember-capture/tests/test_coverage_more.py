@@ -418,3 +418,12 @@ def numpy_roundtrip_midway(x):
 def break_mutating_input_list(x, acc):
     acc.append(x.shape[0])
     return x * len(acc)
+
+
+PARAM = torch.nn.Parameter(torch.randn(4))
+
+
+@case(*TWO)
+def isinstance_parameter(x):
+    return x * 2 if isinstance(PARAM, torch.nn.Parameter) and not isinstance(x, torch.nn.Parameter) else x, \
+        type(PARAM) is torch.nn.Parameter, type(x) is torch.Tensor

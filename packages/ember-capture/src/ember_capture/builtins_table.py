@@ -28,7 +28,7 @@ def _consts(args):
 
 def python_type(v: Var):
     if isinstance(v, TensorVar):
-        return v.python_type if hasattr(v, "python_type") else torch.Tensor
+        return getattr(v, "python_type", torch.Tensor)
     if isinstance(v, (ConstVar, ObjVar)):
         return type(v.value)
     if isinstance(v, TupleVar):

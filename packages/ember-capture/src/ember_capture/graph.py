@@ -79,6 +79,7 @@ class OutputGraph:
         node.meta["stack_trace"] = stack_trace(*self.location)
         node.meta["source"] = source
         var = TensorVar(node, fake, source)
+        var.python_type = type(real)  # nn.Parameter stays a Parameter for isinstance()
         self.by_source[source] = var
         self.inputs.append((source, real))
         return var
