@@ -131,7 +131,7 @@ def mlp(d_in=1024, d_hidden=2048, d_out=1024) -> nn.Module:
     return nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out))
 
 
-@register("simple_fn_1e4", "20 x (sin, add), 1e4 elements", cost=2)
+@register("simple_fn_1e4", "20 x (sin, add), 1e4 elements", cost=3)
 def _(device, dtype):
     return _pointwise_fn(simple_fn, 10_000, device, dtype)
 
@@ -141,7 +141,7 @@ def _(device, dtype):
     return _pointwise_fn(simple_fn, 1_000_000, device, dtype)
 
 
-@register("simple_fn_1.6e7", "20 x (sin, add), 1.6e7 elements", cost=2)
+@register("simple_fn_1.6e7", "20 x (sin, add), 1.6e7 elements", cost=3)
 def _(device, dtype):
     return _pointwise_fn(simple_fn, 16_000_000, device, dtype)
 
