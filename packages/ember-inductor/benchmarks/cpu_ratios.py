@@ -71,6 +71,9 @@ CASES = {
 }
 
 
+CLOCK = time.perf_counter
+
+
 def bench(fns: dict, reps=10, rounds=9) -> dict:
     """Median over interleaved rounds of the mean time per call (ms): the machine is shared, so
     every implementation sees the same background load."""
@@ -80,17 +83,25 @@ def bench(fns: dict, reps=10, rounds=9) -> dict:
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, f in fns.items():
-            t = time.perf_counter()
+            t = CLOCK()
             for _ in range(reps):
                 f()
-            times[k].append((time.perf_counter() - t) / reps * 1e3)
+            times[k].append((CLOCK() - t) / reps * 1e3)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--single-thread-cpu-time", action="store_true",
+                    help="one thread everywhere, CPU time per call: steadier on a shared machine")
     args = ap.parse_args()
+    global CLOCK
+    options = {}
+    if args.single_thread_cpu_time:
+        torch.set_num_threads(1)
+        options = {"num_threads": 1}
+        CLOCK = time.process_time
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'case':24} {'eager ms':>9} {'ember ms':>9} {'compile ms':>10} {'eager/ember':>11} "
           f"{'tc/ember':>9} {'ember compile s':>15}")
@@ -99,7 +110,7 @@ def main():
         b = GraphBuilder()
         b.output(graph(b, *[b.input(x) for x in inputs]))
         t0 = time.perf_counter()
-        cg = compile_graph(b.build(), b.examples)
+        cg = compile_graph(b.build(), b.examples, options)
         ct = time.perf_counter() - t0
         torch.testing.assert_close(cg(inputs)[0], eager(*inputs), rtol=1e-4, atol=1e-4)
         fns = {"eager": lambda: eager(*inputs), "ember": lambda: cg(inputs)}

@@ -242,3 +242,17 @@ def test_vectorized_math_in_assembly(options):
 def test_num_threads_option(options):
     cg = run(simple_fn, [torch.randn(100_000)], options.replace(num_threads=1))
     assert "num_threads(1)" in cg.kernels[0].source
+
+
+def test_inlined_expf_accuracy(options):
+    """ember_expf: within 1 ulp of the correctly rounded exp, special values exact."""
+    x = torch.cat([torch.randn(100_000) * 30, torch.linspace(-110, 95, 100_000),
+                   torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.72, 88.73, -87.3])])
+    b = GraphBuilder()
+    b.output(b.call(P.exp.default, b.input(x)))
+    out = compile_graph(b.build(), b.examples, options)([x])[0]
+    ref = torch.exp(x.double()).float()
+    normal = torch.isfinite(ref) & (ref > 1e-37)
+    ulp = (out.view(torch.int32).long() - ref.view(torch.int32).long()).abs()
+    assert ulp[normal].max() <= 1
+    torch.testing.assert_close(out, torch.exp(x), rtol=1e-6, atol=1e-38, equal_nan=True)

@@ -53,9 +53,10 @@ def _one(dtype):
 
 # prim -> format(*operand expressions, dtype=operand dtype) -> C++ expression
 CPP_TABLE = {
-    **{name: _f(name) for name in ("exp exp2 expm1 log log1p log2 sqrt sin cos tan asin acos atan sinh "
+    **{name: _f(name) for name in ("exp2 expm1 log log1p log2 sqrt sin cos tan asin acos atan sinh "
                                    "cosh tanh asinh acosh atanh erf erfc lgamma floor ceil trunc atan2 "
                                    "hypot copysign").split()},
+    "exp": lambda a, dtype: f"exp({a})" if dtype == torch.float64 else f"ember_expf({a})",
     "abs": _by_kind("std::fabs({0})", "({0} < 0 ? -{0} : {0})"),
     "neg": lambda a, dtype: f"(-{a})",
     "round": _f("nearbyint"),
