@@ -222,3 +222,29 @@ def test_inplace_view_of_an_input_is_refused():
     gm = torch.fx.symbolic_trace(lambda x: (x.unsqueeze_(0),))
     with pytest.raises(AotTraceError, match="graph input"):
         aot(gm, [torch.randn(3)], fw_compiler=eager_compiler)
+
+
+@pytest.mark.parametrize("case", ["split", "unbind", "permute", "diagonal", "unsqueeze", "chain", "out", "as_strided"])
+def test_view_inverse_table(case):
+    def f(x, y):
+        if case == "split":
+            x.split([1, 3], dim=1)[1].mul_(2)
+        elif case == "unbind":
+            x.unbind(0)[2].add_(1)
+        elif case == "permute":
+            x.view(2, 2, 4).permute(2, 0, 1)[1].sub_(y[:4].view(2, 2))
+        elif case == "diagonal":
+            x.diagonal().fill_(5.0)
+        elif case == "unsqueeze":
+            x.unsqueeze(0).squeeze(0)[0].zero_()
+        elif case == "chain":
+            x[1:].t()[2][1:].mul_(-1)
+        elif case == "out":
+            torch.add(y[:4], 1, out=x[0])
+        elif case == "as_strided":
+            x.as_strided((2, 2), (4, 1), 5).mul_(10)
+        return (x * 1, y * 1)
+
+    eager_out, aot_out, eager_in, aot_in, _ = run_both(f, torch.randn(4, 4), torch.randn(4))
+    assert_same(eager_out, aot_out)
+    assert_same(eager_in, aot_in)

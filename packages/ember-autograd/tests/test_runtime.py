@@ -188,3 +188,24 @@ def test_autocast_state_keys_the_compiled_graphs():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert fn(x, w)[0].dtype == torch.bfloat16
     assert fn(x, w)[0].dtype == torch.float32
+
+
+def test_training_through_inplace_view_mutations_matches_eager():
+    def f(x, w):
+        y = x * w
+        y[0].mul_(2)  # CopySlices in eager's autograd graph
+        y[:, 1:].add_(w[1:])
+        z = y.t()
+        z[0].sigmoid_()
+        return (y.sum(1), z)
+
+    gm = torch.fx.symbolic_trace(f)
+    x, w = torch.randn(3, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    fn = aot(gm, [x, w], fw_compiler=eager_compiler)
+    got, expected = fn(x, w), f(x2, w2)
+    g = [torch.randn_like(o) for o in expected]
+    torch.autograd.backward(got, g)
+    torch.autograd.backward(expected, g)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close((x.grad, w.grad), (x2.grad, w2.grad))
