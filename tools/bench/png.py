@@ -532,13 +532,18 @@ def text_width(s: str, scale: int) -> int:
     return len(s) * GLYPH_W * scale
 
 
-def bar_chart(groups: list[tuple[str, list[float | None]]], series: list[str], title: str,
+def _is_bar(v) -> bool:
+    return isinstance(v, (int, float)) and v > 0 and math.isfinite(v)
+
+
+def bar_chart(groups: list[tuple[str, list[float | str | None]]], series: list[str], title: str,
               scale: int = 2) -> bytes:
     """Horizontal bars on a log2 axis centred on 1x: one group per label, one bar per series.
 
-    `groups` is [(label, [value per series or None])]; a None bar is drawn as "n/a".
+    `groups` is [(label, [value per series])]: a number is a bar, a string (why there is no
+    number: "timeout", "error") or None ("n/a") is written in grey instead.
     """
-    values = [v for _, vs in groups for v in vs if v is not None and v > 0 and math.isfinite(v)]
+    values = [v for _, vs in groups for v in vs if _is_bar(v)]
     lo = math.floor(math.log2(min(values + [0.5])))
     hi = math.ceil(math.log2(max(values + [2.0])))
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(series) - 1)] + [REFERENCE_COLOR]
@@ -580,8 +585,8 @@ def bar_chart(groups: list[tuple[str, list[float | None]]], series: list[str], t
         cv.text(pad, y + (len(series) * (bar_h + bar_gap) - ch) // 2, label, BLACK, scale)
         for i, v in enumerate(vs):
             yb = y + i * (bar_h + bar_gap)
-            if v is None or not (v > 0 and math.isfinite(v)):
-                cv.text(x_of(1.0) + 2 * scale, yb, "n/a", GREY, scale)
+            if not _is_bar(v):
+                cv.text(x_of(1.0) + 2 * scale, yb, v if isinstance(v, str) else "n/a", GREY, scale)
                 continue
             x0, x1 = x_of(1.0), x_of(min(max(v, 2.0 ** lo), 2.0 ** hi))
             cv.rect(min(x0, x1), yb, max(x0, x1) + 1, yb + bar_h, colors[i])

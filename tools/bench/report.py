@@ -92,6 +92,7 @@ def build_rows(records: list[dict], variants: list[str]) -> list[dict]:
                     "ember_err": ember_err, "ember_within_tolerance": ember_within,
                     "tc_err": tc_err, "tc_within_tolerance": tc_within,
                     "eager_mb": _ok(eager, "peak_mb"), "ember_mb": _ok(em, "peak_mb"), "tc_mb": _ok(tc, "peak_mb"),
+                    "ember_status": em.get("status") if em else None, "tc_status": tc.get("status") if tc else None,
                     "notes": "; ".join(n for n, _ in notes), "notes_short": "; ".join(n for _, n in notes),
                 })
     return rows
@@ -230,6 +231,13 @@ def markdown(meta: dict, rows: list[dict], gms: list[dict], png_name: str | None
     return "\n\n".join(parts) + "\n"
 
 
+def _bar(speedup: float | None, status: str | None) -> float | str | None:
+    """A bar's value, or the word that stands in for it (the eager time may be what is missing)."""
+    if speedup is not None:
+        return speedup
+    return status if status not in (None, "ok") else None
+
+
 def chart_groups(rows: list[dict]) -> tuple[list[tuple[str, list[Any]]], list[str]]:
     """Bars for the PNG: one group per (model, phase), ember backends then torch.compile."""
     backends = list(dict.fromkeys(r["backend"] for r in rows if r.get("status") == "ok" and r["backend"] != "-"))
@@ -240,6 +248,6 @@ def chart_groups(rows: list[dict]) -> tuple[list[tuple[str, list[Any]]], list[st
             continue
         vals = groups.setdefault((r["model"], r["phase"]), [None] * len(series))
         if r["backend"] in backends:
-            vals[backends.index(r["backend"])] = r.get("ember_speedup")
-        vals[-1] = r.get("tc_speedup") if vals[-1] is None else vals[-1]
+            vals[backends.index(r["backend"])] = _bar(r.get("ember_speedup"), r.get("ember_status"))
+        vals[-1] = _bar(r.get("tc_speedup"), r.get("tc_status"))
     return [(f"{m} {p}", v) for (m, p), v in groups.items()], series
