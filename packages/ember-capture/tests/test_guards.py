@@ -322,3 +322,18 @@ def test_autocast_and_default_dtype_guarded():
     finally:
         torch.set_default_dtype(old)
     assert len(rec.graphs) == 3
+
+
+def test_captured_function_called_from_captured_code_is_inlined():
+    inner_rec, outer_rec = Recorder(), Recorder()
+    inner = ember_capture.capture(lambda t: t.sin() * 2, inner_rec)
+
+    def outer(x):
+        return inner(x) + 1
+
+    g = ember_capture.capture(outer, outer_rec)
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x), x.sin() * 2 + 1)
+    assert len(outer_rec.graphs) == 1 and not inner_rec.graphs  # one graph, inlined
+    twice = ember_capture.capture(inner, Recorder())
+    torch.testing.assert_close(twice(x), x.sin() * 2)

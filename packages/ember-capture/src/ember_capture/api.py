@@ -31,6 +31,9 @@ def capture(fn, backend, config: CaptureConfig = CaptureConfig(), *, stats: Capt
 
 
 def _capture_in(session: Session, fn):
+    inner = getattr(fn, "_ember_state", None)
+    if inner is not None:  # capturing a captured function: capture what it wraps
+        fn = inner.eager
     disabled = getattr(fn, "_ember_disabled", None)
     if disabled == "recursive":
         return fn

@@ -121,6 +121,9 @@ def _call_obj(fr, fn, args, kwargs):
     disabled = getattr(value, "_ember_disabled", None)
     if disabled is not None:
         raise Unsupported("disabled", f"{getattr(value, '__qualname__', value)} is marked ember.disable")
+    inner = getattr(value, "_ember_state", None)
+    if inner is not None:  # a captured function called from traced code: trace what it wraps
+        return call(fr, wrap(fr.tr, inner.eager, None), args, kwargs)
     special = fr.tr.builtins.get(_key(value))
     if special is not None:
         return special(fr, args, kwargs)
