@@ -56,6 +56,7 @@ def median_ms(fn, x, device: str, reps: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="inductor")
+    parser.add_argument("--mode", default=None, help="e.g. reduce-overhead (CUDA graphs)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--reps", type=int, default=50)
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(0)
     model = Block().to(args.device).eval()
-    compiled = ember.compile(model, backend=args.backend)
+    compiled = ember.compile(model, backend=args.backend, mode=args.mode)
     x = torch.randn(args.batch, 256, device=args.device)
 
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         eager_ms = median_ms(model, x, args.device, args.reps)
         ember_ms = median_ms(compiled, x, args.device, args.reps)
 
-    print(f"ember {ember.__version__}, torch {torch.__version__}, device {args.device}, backend {args.backend}")
+    print(f"ember {ember.__version__}, torch {torch.__version__}, device {args.device}, "
+          f"backend {args.backend}, mode {args.mode}")
     print(f"model: LayerNorm -> Linear(256, 1024) -> GELU -> Linear(1024, 256) -> sigmoid gate, batch {args.batch}")
     print(f"compile (first call): {compile_s:.2f} s")
     print(f"eager:    {eager_ms:.3f} ms/call (median of {args.reps})")

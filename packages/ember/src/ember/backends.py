@@ -22,7 +22,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
-from ember.cudagraphs import cudagraph_compiler
+from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
 from ember.errors import BackendCompilerFailed, BackendUnavailable, InvalidArgument
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
@@ -152,6 +152,10 @@ def _inductor_build(settings: Settings) -> CompilerFn:
 
         run._boxed_call = True
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
+        if options.cudagraphs:  # mode="reduce-overhead": one graph replay instead of many launches
+            runner = CUDAGraphRunner(lambda *args: compiled(list(args)))
+            runner.compiled_graph = compiled
+            return runner
         return run
 
     def compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
