@@ -88,6 +88,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
         grads: list = [None] * len(grad_inputs)
         if diff and grad_inputs:
+            session.tracer.stack_trace = None  # backward ops take their autograd node's line
             with session.tracer:
                 grads = torch.autograd.grad([graph_outs[k] for k in diff],
                                             [session.primals[k] for k in grad_inputs],
