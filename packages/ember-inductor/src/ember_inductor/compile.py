@@ -133,6 +133,11 @@ def _report(compiled: CompiledGraph, gm, specs, options) -> None:
               f"{compiled.kernel_sources}", file=sys.stderr)
     if "ir" in options.logs:
         print(f"# ember_inductor IR\n{compiled.ir}", file=sys.stderr)
+    if "schedule" in options.logs:
+        print("# ember_inductor schedule\n" + "\n".join(
+            f"{s.name}: ranges={list(s.ranges)} reduction_ranges={list(s.reduction_ranges)} "
+            f"writes={[a.name for a in s.args if a.role == 'out']} from {list(s.origins)}" for s in specs),
+            file=sys.stderr)
     if "fallback" in options.logs and compiled.fallbacks:
         print("# ember_inductor eager fallbacks\n" + "\n".join(map(str, compiled.fallbacks)), file=sys.stderr)
     if "timings" in options.logs:
