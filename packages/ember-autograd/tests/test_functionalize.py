@@ -248,3 +248,48 @@ def test_view_inverse_table(case):
     eager_out, aot_out, eager_in, aot_in, _ = run_both(f, torch.randn(4, 4), torch.randn(4))
     assert_same(eager_out, aot_out)
     assert_same(eager_in, aot_in)
+
+
+def test_mutating_ops_are_functionalized_before_decomposition():
+    # Note [functionalize before decompose]: a table entry for the in-place op is not used;
+    # the functional counterpart is decomposed instead.
+    seen = []
+    table = {
+        aten.add_.Tensor: lambda *a, **k: seen.append("add_"),
+        aten.add.Tensor: lambda x, y, alpha=1: seen.append("add") or aten.sub.Tensor(x, y, alpha=-alpha),
+    }
+
+    def f(x, buf):
+        buf.add_(x)
+        return (x * 1,)
+
+    gm = torch.fx.symbolic_trace(f)
+    traced = trace_inference(gm, [torch.randn(3), torch.zeros(3)], decompositions=table)
+    assert seen == ["add"] and aten.sub.Tensor in targets(traced.gm)
+    buf = torch.zeros(3)
+    x = torch.randn(3)
+    compiled = aot(gm, [x, buf], fw_compiler=eager_compiler, decompositions=table)
+    compiled(x, buf)
+    torch.testing.assert_close(buf, x)
+
+
+def test_batchnorm_running_stats_with_ember_prims_table():
+    ember_prims = pytest.importorskip("ember_prims")
+    bn, ref = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+
+    def f(x, w, b, rm, rv, nbt):
+        nbt.add_(1)
+        return (torch.nn.functional.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),)
+
+    x = torch.randn(4, 3, 5, 5)
+    args = [x, bn.weight.detach(), bn.bias.detach(), bn.running_mean, bn.running_var, bn.num_batches_tracked]
+    fn = aot(torch.fx.symbolic_trace(f), args, fw_compiler=eager_compiler,
+             decompositions=ember_prims.table())
+    for _ in range(2):
+        out = fn(*args)[0]
+        expected = f(x, ref.weight.detach(), ref.bias.detach(), ref.running_mean, ref.running_var,
+                     ref.num_batches_tracked)[0]
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for a, b in zip(bn.state_dict().values(), ref.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    ember_prims.verify(fn.inference.forward)
