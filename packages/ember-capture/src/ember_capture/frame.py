@@ -73,6 +73,7 @@ class Frame:
         self.ip = 0
         self.inst = None
         self.kw_names = ()
+        self.lineno = code.co_firstlineno
         self.result = None
         self.done = False
 
@@ -93,6 +94,14 @@ class Frame:
     def jump(self, offset: int):
         self.ip = self.info.index[offset]
 
+    def user_stack(self) -> list[tuple[str, int, str]]:
+        """(filename, line, function) of this frame and the frames that inlined it, outermost first."""
+        out, fr = [], self
+        while fr is not None:
+            out.append((fr.code.co_filename, fr.lineno, fr.code.co_name))
+            fr = fr.parent
+        return out[::-1]
+
     def return_(self, v: Var):
         self.result = v
         self.done = True
@@ -108,7 +117,8 @@ class Frame:
             self.inst = inst
             lineno = inst.positions.lineno if inst.positions else None
             if lineno is not None:
-                tr.graph.location = (self.code.co_filename, lineno, self.code.co_name)
+                self.lineno = lineno
+            tr.graph.location = self
             if is_root and inst.offset in tr.break_offsets:
                 raise StopAtBreak(self, inst)
             self.ip += 1

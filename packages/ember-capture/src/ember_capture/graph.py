@@ -34,9 +34,14 @@ METADATA_TYPES = (int, float, bool, complex, str, type(None), torch.Size, torch.
                   torch.device, torch.layout, torch.memory_format)
 
 
-def stack_trace(filename, lineno, name) -> str:
-    line = linecache.getline(filename, lineno).strip() if filename else ""
-    return f'  File "{filename}", line {lineno}, in {name}\n    {line}\n'
+def stack_trace(location) -> str:
+    """Traceback-style text for a frame (and the frames that inlined it) or a (file, line, name)."""
+    entries = location.user_stack() if hasattr(location, "user_stack") else [location]
+    out = []
+    for filename, lineno, name in entries:
+        line = linecache.getline(filename, lineno).strip() if filename else ""
+        out.append(f'  File "{filename}", line {lineno}, in {name}\n    {line}\n')
+    return "".join(out)
 
 
 class OutputGraph:
@@ -47,7 +52,7 @@ class OutputGraph:
         self.by_source: dict[str, TensorVar] = {}
         self.by_object: dict[int, TensorVar] = {}  # id(real tensor) -> its placeholder
         self._last_placeholder = None
-        self.location = ("", 0, "")  # (filename, lineno, function name) of the current user line
+        self.location = ("", 0, "")  # the frame being interpreted, or (filename, lineno, function name)
         self.grad_enabled = torch.is_grad_enabled()
         self.n_ops = 0
         self._names: set = set()
@@ -76,7 +81,7 @@ class OutputGraph:
             warnings.simplefilter("ignore")
             fake = self.fake_mode.from_tensor(real)
         node.meta["example_value"] = fake
-        node.meta["stack_trace"] = stack_trace(*self.location)
+        node.meta["stack_trace"] = stack_trace(self.location)
         node.meta["source"] = source
         var = TensorVar(node, fake, source)
         var.python_type = type(real)  # nn.Parameter stays a Parameter for isinstance()
@@ -126,7 +131,7 @@ class OutputGraph:
 
     def _annotate(self, node, fake):
         node.meta["example_value"] = fake
-        node.meta["stack_trace"] = stack_trace(*self.location)
+        node.meta["stack_trace"] = stack_trace(self.location)
 
     def _wrap_output(self, node, out) -> Var:
         if isinstance(out, torch.Tensor):
@@ -150,7 +155,7 @@ class OutputGraph:
 
     def set_grad_enabled(self, enabled: bool):
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
-        node.meta["stack_trace"] = stack_trace(*self.location)
+        node.meta["stack_trace"] = stack_trace(self.location)
         self.grad_enabled = enabled
 
     def enter_autocast(self, args, tr) -> "ExitVar":
