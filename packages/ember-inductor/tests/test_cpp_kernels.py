@@ -256,3 +256,25 @@ def test_inlined_expf_accuracy(options):
     ulp = (out.view(torch.int32).long() - ref.view(torch.int32).long()).abs()
     assert ulp[normal].max() <= 1
     torch.testing.assert_close(out, torch.exp(x), rtol=1e-6, atol=1e-38, equal_nan=True)
+
+
+def test_zero_size_scalar_and_size_one_reduction(options):
+    def build(b, x, s, e):
+        return (b.call(P.sum.default, x, [1]), b.call(P.mul.default, s, s),
+                b.call(P.exp.default, e), b.call(P.sum.default, e, [0]))
+    run(build, [torch.randn(4, 1), torch.randn(()), torch.randn(0, 3)], options)
+
+
+def test_multi_output_extern(options):
+    def build(b, x):
+        top = b.call(torch.ops.aten.topk.default, b.call(P.exp.default, x), 3)
+        values = b.call(__import__("operator").getitem, top, 0)
+        indices = b.call(__import__("operator").getitem, top, 1)
+        return b.call(P.neg.default, values), indices
+    run(build, [torch.randn(4, 10)], options)
+
+
+def test_int_and_bool_reductions(options):
+    def build(b, x, m):
+        return b.call(P.sum.default, x, [0]), b.call(P.amax.default, x, [1]), b.call(P.any.default, m, [0, 1])
+    run(build, [torch.randint(-9, 9, (7, 5), dtype=torch.int32), torch.rand(7, 5) > 0.9], options)
