@@ -112,7 +112,7 @@ class FrameState:
         if self.entries:
             self.session.stats.recompiles += 1
             log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
-                f"{self.code.co_firstlineno}): {failed_guard(self.entries[0], L)}")
+                f"{self.code.co_firstlineno}): {failed_guard(self.entries[-1], L)}")
         entry = self.compile(L)
         self.entries.append(entry)
         result = entry(L, args, kwargs)
@@ -260,13 +260,22 @@ def failed_guard(entry, L) -> str:
             return f"{source} is missing"
         scope["X"] = X
         for check in checks:
-            try:
-                ok = eval(check, scope)
-            except Exception:
-                ok = False
-            if not ok:
-                return f"guard failed: {check.replace('X', source)}"
+            for part in check.split(" and "):  # name the first failing condition, not the conjunction
+                try:
+                    ok = eval(part, scope)
+                except Exception:
+                    ok = False
+                if not ok:
+                    return f"guard failed: {part.replace('X', source)} (value: {_describe(X)})"
     return "global state changed (grad mode, autocast or default dtype)"
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return (f"{type(value).__name__} {value.dtype} {value.device} shape={tuple(value.shape)} "
+                f"stride={tuple(value.stride())} requires_grad={value.requires_grad}")
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
 
 
 def make_binder(func, self_obj):
