@@ -7,6 +7,7 @@ that they are compiled with the same backend and counted by the same explain().
 """
 from __future__ import annotations
 
+import re
 import sys
 import types
 import warnings
@@ -266,7 +267,8 @@ def failed_guard(entry, L) -> str:
                 except Exception:
                     ok = False
                 if not ok:
-                    return f"guard failed: {part.replace('X', source)} (value: {_describe(X)})"
+                    readable = re.sub(r"\b_c\d+\b", lambda m: _describe(scope[m.group(0)]), part.replace("X", source))
+                    return f"guard failed: {readable} (value: {_describe(X)})"
     return "global state changed (grad mode, autocast or default dtype)"
 
 
