@@ -148,7 +148,7 @@ def _softmax_parts(a, dim, out_dtype):
     d = canon_dim(dim, a.dim())
     acc = opmath(out_dtype if out_dtype.is_floating_point else torch.get_default_dtype())
     x = convert(a, acc)
-    if a.dim() == 0:
+    if a.dim() == 0 or a.numel() == 0:  # nothing to normalise (amax would reject an empty dim)
         return x, None, d, acc
     m = P.amax(x, [d])
     m = P.where(P.isinf(m), full(m.shape, 0, acc, a.device), m)  # rows of -inf stay finite
@@ -160,8 +160,8 @@ def _softmax_parts(a, dim, out_dtype):
 def _softmax(a, dim, half_to_float):
     out_dtype = torch.float32 if half_to_float else a.dtype
     shifted, m, d, acc = _softmax_parts(a, dim, out_dtype)
-    if m is None:  # a 0-d input: softmax over one element
-        return full([], 1, out_dtype, a.device)
+    if m is None:  # a 0-d input (softmax over one element is 1) or an empty one
+        return full(list(a.shape), 1, out_dtype, a.device)
     e = P.exp(shifted)
     s = broadcast_to(unsqueeze_dims(P.sum(e, [d]), [d]), e.shape)
     return convert(P.div(e, s), out_dtype)
@@ -172,7 +172,7 @@ def _log_softmax(a, dim, half_to_float):
     out_dtype = torch.float32 if half_to_float else a.dtype
     shifted, m, d, acc = _softmax_parts(a, dim, out_dtype)
     if m is None:
-        return convert(P.sub(shifted, shifted), out_dtype)
+        return full(list(a.shape), 0, out_dtype, a.device)
     lse = P.log(P.sum(P.exp(shifted), [d]))
     return convert(P.sub(shifted, broadcast_to(unsqueeze_dims(lse, [d]), shifted.shape)), out_dtype)
 

@@ -153,7 +153,8 @@ def div_mode(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return elementwise(P.floor_divide, a, b)
     if dtype.is_floating_point:
-        return elementwise(lambda x, y: P.trunc(P.div(x, y)), a, b)
+        # ATen rounds the quotient to the result dtype before truncating (it matters for bfloat16)
+        return P.trunc(elementwise(P.div, a, b))
     return elementwise(P.div, a, b)
 
 

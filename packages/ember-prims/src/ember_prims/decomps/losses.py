@@ -40,8 +40,8 @@ def nll_loss_forward(a, target, weight, reduction, ignore_index):
     picked = reshape(picked, list(safe.shape)) if a.dim() > 1 else picked
     loss = P.neg(P.mul(picked, w))
     total = sum_dims(w, list(range(w.dim())))
-    if reduction == NONE:
-        return convert(loss, a.dtype), full([], 0, a.dtype, a.device)
+    if reduction == NONE:  # ATen reports the weight only for a single (1-d) sample
+        return convert(loss, a.dtype), convert(total, a.dtype) if a.dim() == 1 else full([], 0, a.dtype, a.device)
     s = sum_dims(loss, list(range(loss.dim())))
     if reduction == MEAN:
         s = P.div(s, total)

@@ -191,7 +191,9 @@ def logsumexp(a, dim, keepdim=False):
     dtype = a.dtype if a.dtype.is_floating_point else torch.get_default_dtype()
     acc = opmath(dtype)
     x = convert(a, acc)
-    if not dims or x.numel() == 0:
+    if not dims:  # a 0-d input: the log of the exp of one element
+        return convert(x, dtype) if x is not a else P.clone(x)
+    if x.numel() == 0:
         return convert(P.log(sum_dims(P.exp(x), dims, keepdim)), dtype)
     m = P.amax(x, dims)
     m = P.where(P.isinf(m), full(m.shape, 0, acc, a.device), m)  # all -inf (or inf) rows
