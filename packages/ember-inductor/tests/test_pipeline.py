@@ -173,3 +173,24 @@ def test_debug_verify_rejects_mutation(options):
     with pytest.raises(ValueError, match="mutates"):
         compile_graph(torch.fx.GraphModule(torch.nn.Module(), g), [torch.randn(3)],
                       options.replace(debug_verify=True))
+
+
+def test_independent_outputs_share_a_kernel(options):
+    b = GraphBuilder()
+    x, z = b.input(torch.randn(6, 5)), b.input(torch.randn(3))
+    b.output(b.call(P.exp.default, x), b.call(P.neg.default, z), b.call(P.sin.default, x))
+    cg = compile_graph(b.build(), b.examples, options)
+    assert len(cg.kernels) == 2  # exp(x) and sin(x) together, neg(z) alone
+    for got, want in zip(cg(b.examples), b.values):
+        torch.testing.assert_close(got, want)
+
+
+def test_no_fusion_across_a_dependency(options):
+    b = GraphBuilder()
+    x = b.input(torch.randn(4, 4))
+    s = b.call(P.sum.default, x, [0, 1])                     # kernel A: a scalar
+    y = b.call(P.permute.default, b.call(P.exp.default, x), [1, 0])
+    b.output(s, y, b.call(P.mul.default, x, b.call(P.broadcast_in_dim.default, s, [4, 4], [])))
+    cg = compile_graph(b.build(), b.examples, options)
+    for got, want in zip(cg(b.examples), b.values):
+        torch.testing.assert_close(got, want)

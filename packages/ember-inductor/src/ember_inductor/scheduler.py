@@ -107,24 +107,47 @@ def _try(group: KernelGroup, node: ComputedBuffer) -> bool:
     return True
 
 
+LOOKBACK = 8  # kernels tried per buffer: keeps fusion linear in the graph
+
+
 def fuse(steps: list, max_fusion_size: int) -> list:
-    """Group ComputedBuffers into KernelGroups (see Note [Fusion rules]); externs stay steps."""
+    """Group ComputedBuffers into KernelGroups (see Note [Fusion rules]); externs stay steps.
+
+    A buffer may also join an earlier kernel after the last extern call, when it reads nothing
+    that the kernels in between write (two output chains over one input share a kernel).
+    """
     out: list = []
+    barrier = 0  # index in `out` after the last extern call
     for step in steps:
         if isinstance(step, ExternCall):
             out.append(step)
+            barrier = len(out)
             continue
-        last = out[-1] if out and isinstance(out[-1], KernelGroup) else None
-        how = _fits(last, step) if last is not None and len(last.nodes) < max_fusion_size else None
+        if not _fuse_into_earlier(out, barrier, step, max_fusion_size):
+            group = _new_group(step)
+            if not _try(group, step):
+                raise AssertionError(f"{step.name} conflicts with itself")
+            out.append(group)
+    return out
+
+
+def _fuse_into_earlier(out, barrier, step, max_fusion_size) -> bool:
+    later_written: set[str] = set()
+    for ci in range(len(out) - 1, max(barrier, len(out) - LOOKBACK) - 1, -1):
+        group = out[ci]
+        how = _fits(group, step) if len(group.nodes) < max_fusion_size else None
         if how == "promote":
             promoted = KernelGroup("reduction", tuple(step.body.input_sizes), tuple(step.body.dims))
-            if all(_try(promoted, n) for n in last.nodes) and _try(promoted, step):
-                out[-1] = promoted
-                continue
-        elif how == "join" and _try(last, step):
-            continue
-        group = _new_group(step)
-        if not _try(group, step):
-            raise AssertionError(f"{step.name} conflicts with itself")
-        out.append(group)
-    return out
+            if all(_try(promoted, n) for n in group.nodes) and _try(promoted, step) and \
+                    not (set(promoted.kb.loaded) & later_written):
+                out[ci] = promoted
+                return True
+        elif how == "join":
+            before, mark = set(group.kb.loaded), group.kb.mark()
+            if _try(group, step):
+                if not ((set(group.kb.loaded) - before) & later_written):
+                    return True
+                group.kb.rollback(mark)
+                group.nodes.pop()
+        later_written |= {n.name for n in group.nodes}
+    return False
