@@ -17,11 +17,16 @@ NATIVE = {}
 native = registrar(NATIVE)
 
 
-def can_break(code, inst) -> bool:
-    """A break needs a native rule for the instruction, no loop around it, no cell variables."""
-    if inst.opname not in NATIVE or code.co_cellvars:
-        return False
-    return not CodeInfo.of(code).in_loop(inst.offset)
+def why_no_break(code, inst) -> str | None:
+    """Why the frame cannot split at ``inst`` (None: it can). A break needs a native rule for
+    the instruction, no loop around it (the resume would re-enter the loop), no cell variables."""
+    if inst.opname not in NATIVE:
+        return f"{inst.opname} cannot run natively at a break"
+    if code.co_cellvars:
+        return "the function has variables captured by inner functions"
+    if CodeInfo.of(code).in_loop(inst.offset):
+        return "it is inside a loop"
+    return None
 
 
 class BreakAction:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.modules.module as _module_mod
 
 
-from .breaks import BreakAction, can_break
+from .breaks import BreakAction, why_no_break
 from .calls import inlinable_file
 from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
@@ -137,9 +137,12 @@ class FrameState:
                 inst = tr.root.inst if tr.root is not None else None
                 if config.fullgraph:
                     raise Unsupported(e.kind, e.reason, e.location) from None
-                if inst is not None and inst.offset not in breaks and can_break(self.code, inst):
+                obstacle = "the arguments could not be traced" if inst is None else why_no_break(self.code, inst)
+                if obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e
                     continue
+                if obstacle is not None:
+                    e = Unsupported(e.kind, f"{e.reason} (no graph break here: {obstacle})", e.location)
                 return self.eager_entry(tr, e)
             try:
                 return self.build_entry(tr, plan, breaks)
