@@ -337,3 +337,19 @@ def test_captured_function_called_from_captured_code_is_inlined():
     assert len(outer_rec.graphs) == 1 and not inner_rec.graphs  # one graph, inlined
     twice = ember_capture.capture(inner, Recorder())
     torch.testing.assert_close(twice(x), x.sin() * 2)
+
+
+def uses_builtin_len(x):
+    return x * len(x)
+
+
+def test_builtin_shadowed_by_a_later_global():
+    g = ember_capture.capture(uses_builtin_len, Recorder())
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x), x * 3)
+    globals()["len"] = lambda t: 10
+    try:
+        torch.testing.assert_close(g(x), x * 10)
+    finally:
+        del globals()["len"]
+    torch.testing.assert_close(g(x), x * 3)

@@ -94,6 +94,8 @@ def load_global(fr, name) -> Var:
     if name in g:
         return wrap(tr, g[name], f"{tr.globals_ref(g)}[{name!r}]", name)
     if hasattr(builtins, name):
+        # A global defined later would shadow the builtin: guard that it is still absent.
+        tr.guards.add(tr.globals_ref(g), f"{name!r} not in X", f"{name!r} is not a global (builtin used)")
         return S.constant_like(getattr(builtins, name))
     raise Unsupported("name_error", f"name {name!r} is not defined")
 
