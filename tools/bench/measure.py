@@ -91,15 +91,39 @@ class Timer:
         return start.elapsed_time(end) / 1e3
 
 
-def time_calls(timer: Timer, step: Callable[[int], Any], cfg: RunConfig, start: int = 0) -> tuple[float, int]:
-    """Warm up, then time calls `step(i)` (i picks the input batch); returns (median seconds, reps)."""
-    warm = [timer.call(lambda i=i: step(i)) for i in range(start, start + cfg.warmup)]
-    estimate = statistics.median(warm) if warm else 0.0
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    min_s: float
+    reps: int
+    baseline_median_s: float | None = None  # eager, timed alternately with the variant
+
+
+def time_calls(timer: Timer, step: Callable[[int], Any], cfg: RunConfig, start: int = 0,
+               baseline: Callable[[int], Any] | None = None) -> Timing:
+    """Warm up, then time calls `step(i)` (i picks the input batch) and report the median.
+
+    With `baseline` (eager), its calls alternate with the variant's, one each, so both see the
+    same machine: on a shared, loaded CPU the speed drifts over seconds, and a speedup computed
+    from two medians taken a minute apart measures the drift. The reps are chosen from the
+    variant's warm-up time, over `target_s` for the variant and its baseline together.
+    """
+    def warm(fn):
+        return [timer.call(lambda i=i: fn(i)) for i in range(start, start + cfg.warmup)]
+
+    estimate = statistics.median(warm(step) or [0.0])
+    if baseline is not None:
+        estimate += statistics.median(warm(baseline) or [0.0])
     reps = cfg.max_reps if estimate <= 0 else int(cfg.target_s / estimate)
     reps = max(cfg.min_reps, min(cfg.max_reps, reps))
     first = start + cfg.warmup
-    times = [timer.call(lambda i=i: step(i)) for i in range(first, first + reps)]
-    return statistics.median(times), reps
+    times, base_times = [], []
+    for i in range(first, first + reps):
+        times.append(timer.call(lambda i=i: step(i)))
+        if baseline is not None:
+            base_times.append(timer.call(lambda i=i: baseline(i)))
+    return Timing(statistics.median(times), min(times), reps,
+                  statistics.median(base_times) if base_times else None)
 
 
 def _rss_bytes() -> int:

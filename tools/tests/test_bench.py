@@ -94,8 +94,10 @@ def check_json(doc: dict) -> None:
     rows = doc["rows"]
     assert [(r["model"], r["phase"], r["backend"]) for r in rows] == [
         ("tiny_fn", "infer", "aot_eager"), ("tiny_mlp", "infer", "aot_eager"), ("tiny_mlp", "train", "aot_eager")]
-    for r in rows:
-        assert r["tc_speedup"] == pytest.approx(r["eager_ms"] / r["tc_ms"])
+    for r, (model, phase) in zip(rows, [("tiny_fn", "infer"), ("tiny_mlp", "infer"), ("tiny_mlp", "train")]):
+        tc = result(doc, model, "torch.compile", phase)
+        assert tc["eager_paired_ms"] > 0  # eager timed in alternation with torch.compile
+        assert r["tc_speedup"] == pytest.approx(tc["eager_paired_ms"] / r["tc_ms"])
         if r["ember_ms"] is None:
             assert "ember: " in r["notes"]  # why ember has no time is in the row
     gms = {(g["phase"], g["backend"]): g for g in doc["geomeans"]}
@@ -172,6 +174,10 @@ def test_rows_and_geomeans_from_records():
     (g,) = report.geomeans(rows)
     assert g["ember_speedup"] == pytest.approx(6.0) and g["ember_speedup_n"] == 2
     assert g["tc_speedup"] == pytest.approx(2.0) and g["ember_vs_tc_n"] == 1
+    paired = dict(records[0], model="d")
+    paired["results"] = [dict(r, eager_paired_ms=5.0) if r["variant"] != "eager" else r for r in records[0]["results"]]
+    (d,) = report.build_rows([paired], ["eager", "ember:inductor", "torch.compile"])
+    assert (d["ember_speedup"], d["tc_speedup"], d["ember_vs_tc"]) == (5.0, 2.5, 2.0)  # paired eager
     text = report.terminal_table(rows, [g])
     assert "0.5e+00 !" not in text and "5.0e-01 !" in text  # a mismatch is flagged in its cell
 
