@@ -76,12 +76,10 @@ def test_golden_kernel_description(options):
 
 
 def test_stages_reduce_of_outer_value():
-    i64 = torch.int64
     ops = [Op(0, "load", "a", (), torch.float32, None), Op(1, "reduce", "sum", (0,), torch.float32),
            Op(2, "store", "b", (1,), None, None)]
     st = compute_stages(ops)
     assert [(s.inner, s.ops, s.reduces) for s in st] == [(False, (0,), ()), (True, (), (1,)), (False, (1, 2), ())]
-    del i64
 
 
 def simple_fn_graph(n_steps):

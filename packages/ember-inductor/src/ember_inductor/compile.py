@@ -13,7 +13,7 @@ import torch.fx as fx
 
 from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
 from ember_inductor.finalize import finalize
-from ember_inductor.ir import Buffer, InputBuffer
+from ember_inductor.ir import InputBuffer
 from ember_inductor.lowering import lower_graph
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers

@@ -20,8 +20,6 @@ import sympy
 from ember_inductor.codegen.common import range_var, reduction_var
 from ember_inductor.ir import ComputedBuffer, ExternCall, FusionConflict, KernelBuilder, Reduction
 
-REDUCE_INIT_DTYPES = {}  # reserved
-
 
 @dataclass
 class KernelGroup:
