@@ -87,15 +87,10 @@ def _channel(v, like):
     return P.broadcast_in_dim(convert(v, like.dtype), list(like.shape), [1])
 
 
-def _bn_train(a, weight, bias, eps, stat_dtype):
+def _bn_train(a, weight, bias, eps):
     dims = _bn_dims(a)
     x = convert(a, opmath(a.dtype))
     mean, var, rstd, d = _mean_rstd(x, dims, eps)
-    if stat_dtype != x.dtype:
-        # ATen (CPU, low precision, not mixed) normalises with the statistics rounded to the
-        # input dtype, the ones it returns
-        m_r, rstd = (convert(convert(t, stat_dtype), x.dtype) for t in (mean, rstd))
-        d = P.sub(x, broadcast_to(m_r, x.shape))
     y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, [1])
     squeeze = lambda t: reshape(t, [a.shape[1]])  # noqa: E731
     return convert(y, a.dtype), squeeze(mean), squeeze(var), squeeze(rstd)
@@ -131,7 +126,7 @@ def _bn(a, weight, bias, running_mean, running_var, training, momentum, eps):
         out = _bn_eval(a, weight, bias, running_mean, running_var, eps)
         empty = full([0], 0, sd, a.device)
         return out, empty, empty, running_mean, running_var
-    out, mean, var, rstd = _bn_train(a, weight, bias, eps, sd)
+    out, mean, var, rstd = _bn_train(a, weight, bias, eps)
     n = a.numel() // a.shape[1]
     new_rm = new_rv = None
     if running_mean is not None:
