@@ -137,8 +137,10 @@ class FrameState:
                 inst = tr.root.inst if tr.root is not None else None
                 if config.fullgraph:
                     raise Unsupported(e.kind, e.reason, e.location) from None
-                obstacle = "the arguments could not be traced" if inst is None else why_no_break(self.code, inst)
-                if obstacle is None and inst.offset not in breaks:
+                if e.location is None:
+                    e.with_location(self.code.co_filename, self.code.co_firstlineno)
+                obstacle = None if inst is None else why_no_break(self.code, inst)
+                if inst is not None and obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e
                     continue
                 if obstacle is not None:
