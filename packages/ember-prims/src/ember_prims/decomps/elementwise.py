@@ -367,7 +367,8 @@ def rad2deg(a):
 def logit(a, eps=None):
     def f(x):
         if eps is not None:
-            x = P.minimum(P.maximum(x, full(x.shape, eps, x.dtype, x.device)), full(x.shape, 1 - eps, x.dtype, x.device))
+            lo, hi = full(x.shape, eps, x.dtype, x.device), full(x.shape, 1 - eps, x.dtype, x.device)
+            x = P.minimum(P.maximum(x, lo), hi)
         return P.log(P.div(x, P.sub(full(x.shape, 1, x.dtype, x.device), x)))
     return elementwise(f, a, kind=Kind.INT_TO_FLOAT)
 

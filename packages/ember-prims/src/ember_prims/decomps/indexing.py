@@ -141,7 +141,9 @@ def index_fill(a, dim, index, value):
     if a.dim() == 0:
         if index.numel() == 0:
             return P.clone(a)
-        return P.clone(convert(value, a.dtype)) if isinstance(value, torch.Tensor) else full([], value, a.dtype, a.device)
+        if isinstance(value, torch.Tensor):
+            return P.clone(convert(value, a.dtype))
+        return full([], value, a.dtype, a.device)
     d, idx = _dim_index(a, dim, index)
     shape = index_shape(a, idx)
     v = broadcast_to(convert(value, a.dtype), shape) if isinstance(value, torch.Tensor) else \

@@ -68,7 +68,8 @@ def addr(bias, v1, v2, *, beta=1, alpha=1):
     n, m = v1.shape[0], v2.shape[0]
     dtype = result_type(bias, v1, v2)
     c = lambda v: full([n, m], v, dtype, v1.device)  # noqa: E731
-    outer = P.mul(P.broadcast_in_dim(convert(v1, dtype), [n, m], [0]), P.broadcast_in_dim(convert(v2, dtype), [n, m], [1]))
+    outer = P.mul(P.broadcast_in_dim(convert(v1, dtype), [n, m], [0]),
+                  P.broadcast_in_dim(convert(v2, dtype), [n, m], [1]))
     b = broadcast_to(convert(bias, dtype), [n, m])
     if dtype == torch.bool:
         return P.logical_or(P.logical_and(b, c(bool(beta))), P.logical_and(outer, c(bool(alpha))))

@@ -9,8 +9,6 @@ in-place update is dropped (graphs reaching us are functional and use
 """
 from __future__ import annotations
 
-import torch
-
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, sum_dims,
