@@ -5,7 +5,6 @@ The backend returns ``gm.forward`` (the captured graph run as Python). The first
 with calling the function eagerly; the second with calling the backend's callable directly,
 which isolates capture's own cost (binding, guards, rebuilding the result).
 """
-import statistics
 import timeit
 
 import torch

@@ -115,3 +115,33 @@ def check(fn, *input_sets, graphs=None, breaks=None, fallback_ok=False, config=C
     if not fallback_ok:
         assert not stats.fallbacks, stats.fallbacks
     return rec, stats
+
+
+def check_module(make, input_sets, train=False, graphs=None, breaks=0, rtol=None, atol=None):
+    """Build the module twice from one seed, run eager and captured on each input set (same RNG
+    seed for both), and compare outputs and the final state_dict (buffers included)."""
+    torch.manual_seed(0)
+    model = make().train(train)
+    torch.manual_seed(0)
+    eager = make().train(train)
+    rec = Recorder()
+    stats = ember_capture.CaptureStats()
+    compiled = ember_capture.capture(model, rec, stats=stats)
+    for args in input_sets:
+        args = args if isinstance(args, tuple) else (args,)
+        torch.manual_seed(3)
+        actual = compiled(*args)
+        torch.manual_seed(3)
+        expected = eager(*args)
+        if rtol is None:
+            assert_same(actual, expected)
+        else:
+            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
+    for (name, a), (_, b) in zip(model.state_dict().items(), eager.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert not stats.fallbacks, stats.fallbacks
+    if breaks is not None:
+        assert len(stats.breaks) == breaks, stats.breaks
+    if graphs is not None:
+        assert len(rec.graphs) == graphs, f"expected {graphs} graphs, got {len(rec.graphs)}"
+    return rec, stats

@@ -5,8 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import ember_capture
-from capture_helpers import Recorder
+from capture_helpers import check_module
 
 def drop_path(x, drop_prob: float = 0., training: bool = False, scale_by_keep: bool = True):
     if drop_prob == 0. or not training:
@@ -64,18 +63,5 @@ class Block(nn.Module):
 
 @pytest.mark.parametrize("train", [False, True])
 def test_vit_block_one_graph(train):
-    torch.manual_seed(0)
-    model = Block().train(train)
-    torch.manual_seed(0)
-    eager = Block().train(train)
-    rec = Recorder()
-    stats = ember_capture.CaptureStats()
-    compiled = ember_capture.capture(model, rec, stats=stats)
-    for batch in (2, 2, 3):
-        x = torch.randn(batch, 8, 32)
-        torch.manual_seed(5)
-        actual = compiled(x)
-        torch.manual_seed(5)
-        expected = eager(x)
-        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
-    assert len(rec.graphs) == 2 and not stats.breaks  # batch 2 and batch 3
+    inputs = [torch.randn(b, 8, 32) for b in (2, 2, 3)]
+    check_module(Block, inputs, train=train, graphs=2, rtol=1e-5, atol=1e-5)  # batch 2 and batch 3

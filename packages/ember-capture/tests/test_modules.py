@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ember_capture
-from capture_helpers import Recorder, assert_same
+from capture_helpers import Recorder, check_module
 
 torch.manual_seed(0)
 MODULE_CASES = []
@@ -195,25 +195,7 @@ MODULE_CASES[3] = pytest.param(_with_super, ((r(2, 4),), (r(3, 4),)), 2, False, 
 @pytest.mark.parametrize("make, input_sets, graphs, train, fallback_ok", MODULE_CASES)
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_module(make, input_sets, graphs, train, fallback_ok, mode):
-    torch.manual_seed(0)
-    eager = make().train(mode == "train")
-    torch.manual_seed(0)
-    captured = make().train(mode == "train")
-    rec = Recorder()
-    stats = ember_capture.CaptureStats()
-    compiled = ember_capture.capture(captured, rec, stats=stats)
-    for args in input_sets:
-        torch.manual_seed(1)
-        expected = eager(*args)
-        torch.manual_seed(1)
-        actual = compiled(*args)
-        assert_same(actual, expected)
-    # Buffers (BatchNorm running stats) end as in eager.
-    for (name, a), (_, b) in zip(captured.state_dict().items(), eager.state_dict().items()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=name)
-    assert not stats.fallbacks, stats.fallbacks
-    if graphs is not None:
-        assert len(rec.graphs) == graphs
+    check_module(make, input_sets, train=mode == "train", graphs=graphs)
 
 
 def test_module_attribute_writes_replayed():
@@ -348,23 +330,7 @@ class RNNCell(nn.Module):
 ], ids=["resnet_block", "resnet_block_downsample", "transformer_block", "rnn_loop"])
 @pytest.mark.parametrize("train", [False, True])
 def test_model(make, inputs, graphs, train):
-    torch.manual_seed(0)
-    eager = make().train(train)
-    torch.manual_seed(0)
-    model = make().train(train)
-    rec = Recorder()
-    stats = ember_capture.CaptureStats()
-    compiled = ember_capture.capture(model, rec, stats=stats)
-    for x in inputs:
-        torch.manual_seed(7)
-        expected = eager(x)
-        torch.manual_seed(7)
-        actual = compiled(x)
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
-    for (name, a), (_, b) in zip(model.state_dict().items(), eager.state_dict().items()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
-    assert not stats.breaks and not stats.fallbacks
-    assert len(rec.graphs) == graphs  # one per distinct input shape
+    check_module(make, inputs, train=train, graphs=graphs, rtol=1e-4, atol=1e-5)  # one graph per input shape
 
 
 def test_model_backward_through_graph():
@@ -403,12 +369,4 @@ def test_root_module_hooks_run():
 ], ids=["MultiheadAttention", "TransformerEncoderLayer", "LSTM", "GRU"])
 @pytest.mark.parametrize("train", [False, True])
 def test_torch_nn_layers_one_graph(make, inputs, train):
-    torch.manual_seed(0)
-    m = make().train(train)
-    rec = Recorder()
-    stats = ember_capture.CaptureStats()
-    compiled = ember_capture.capture(m, rec, stats=stats)
-    for _ in range(2):
-        args = inputs()
-        assert_same(compiled(*args), m(*args))
-    assert len(rec.graphs) == 1 and not stats.breaks
+    check_module(make, [inputs(), inputs()], train=train, graphs=1)

@@ -3,8 +3,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import ember_capture
-from capture_helpers import Recorder, assert_same
+from capture_helpers import check_module
 
 
 def _r(*shape):
@@ -46,20 +45,4 @@ LAYERS = [
 @pytest.mark.parametrize("make, inputs", [pytest.param(m, i, id=n) for n, m, i in LAYERS])
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 def test_layer_one_graph(make, inputs, train):
-    torch.manual_seed(0)
-    model = make().train(train)
-    torch.manual_seed(0)
-    eager = make().train(train)
-    rec = Recorder()
-    stats = ember_capture.CaptureStats()
-    compiled = ember_capture.capture(model, rec, stats=stats)
-    for _ in range(2):
-        args = inputs()
-        torch.manual_seed(3)
-        actual = compiled(*args)
-        torch.manual_seed(3)
-        expected = eager(*args)
-        assert_same(actual, expected)
-    for (name, a), (_, b) in zip(model.state_dict().items(), eager.state_dict().items()):
-        torch.testing.assert_close(a, b, msg=name)
-    assert len(rec.graphs) == 1 and not stats.breaks, stats.breaks
+    check_module(make, [inputs(), inputs()], train=train, graphs=1)

@@ -10,7 +10,7 @@ import dis
 import sys
 
 from .config import Unsupported
-from .variables import NULL, CellVar, Var
+from .variables import CellVar, Var
 
 VERSION = sys.version_info[:2]
 SUPPORTED_VERSIONS = ((3, 11), (3, 12))
@@ -129,7 +129,7 @@ class Frame:
                 handler(self, inst)
             except Unsupported as e:
                 raise e.with_location(self.code.co_filename, lineno)
-            except (StopAtBreak, RestartTrace):
+            except StopAtBreak:
                 raise
             except RecursionError:
                 raise Unsupported("recursion", "recursion too deep while tracing").with_location(
@@ -148,8 +148,4 @@ class StopAtBreak(Exception):
         self.inst = inst
 
 
-class RestartTrace(Exception):
-    pass
-
-
-__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "RestartTrace", "NULL", "CodeInfo", "VERSION"]
+__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "CodeInfo", "VERSION"]

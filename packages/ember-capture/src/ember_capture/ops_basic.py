@@ -7,7 +7,7 @@ from . import semantics as S
 from .builder import wrap
 from .config import Unsupported
 from .frame import op
-from .variables import NULL, CellVar, ConstVar, ObjVar, SuperVar, Var
+from .variables import NULL, ConstVar, ObjVar, SuperVar, Var
 
 
 @op("NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "CACHE")
@@ -155,10 +155,6 @@ def _store_attr(fr, inst):
 @op("LOAD_ASSERTION_ERROR")
 def _load_assertion_error(fr, inst):
     fr.push(ConstVar(AssertionError))
-
-
-def new_cell(contents=None) -> CellVar:
-    return CellVar(contents)
 
 
 @op("LOAD_SUPER_ATTR", versions=((3, 12),))

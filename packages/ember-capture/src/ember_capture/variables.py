@@ -7,8 +7,6 @@ sources; a value built during tracing has ``source=None`` and is rebuilt from it
 """
 from __future__ import annotations
 
-import torch
-
 
 class Var:
     source: str | None = None
@@ -174,17 +172,3 @@ class NewObjVar(Var):
     def __init__(self, cls, attrs):
         self.cls = cls
         self.attrs = dict(attrs)
-
-
-def is_tensor_value(v) -> bool:
-    return isinstance(v, torch.Tensor)
-
-
-def contains_tensor(var: Var) -> bool:
-    if isinstance(var, TensorVar):
-        return True
-    if isinstance(var, (ListVar, TupleVar, SetVar)):
-        return any(contains_tensor(i) for i in var.items)
-    if isinstance(var, DictVar):
-        return any(contains_tensor(i) for i in var.items.values())
-    return False
