@@ -394,7 +394,7 @@ def make_slice(parts: list[Var]) -> Var:
 
 def getitem(fr, obj: Var, key: Var) -> Var:
     if isinstance(obj, TensorVar):
-        return fr.tr.graph.call("call_function", operator.getitem, [obj, _index_arg(key)], {})
+        return fr.tr.graph.call("call_function", operator.getitem, [obj, key], {})
     if isinstance(obj, (ListVar, TupleVar)):
         k = const_value(key, "indexing a list")
         if isinstance(k, slice):
@@ -418,17 +418,9 @@ def getitem(fr, obj: Var, key: Var) -> Var:
     raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
 
 
-def _index_arg(key: Var) -> Var:
-    if isinstance(key, TupleVar):
-        return TupleVar([_index_arg(k) for k in key.items])
-    if isinstance(key, ListVar) and not any(isinstance(i, TensorVar) for i in key.items):
-        return key
-    return key
-
-
 def setitem(fr, obj: Var, key: Var, value: Var):
     if isinstance(obj, TensorVar):
-        fr.tr.graph.call("call_function", operator.setitem, [obj, _index_arg(key), value], {})
+        fr.tr.graph.call("call_function", operator.setitem, [obj, key, value], {})
         return
     if isinstance(obj, ListVar):
         items = mutable_items(fr, obj)
