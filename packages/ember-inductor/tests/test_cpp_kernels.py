@@ -228,13 +228,14 @@ def test_vectorized_math_in_assembly(options):
     """The simple_fn loop calls libmvec's vector sinf (checked once in the built library)."""
     import shutil
     import subprocess
-    from ember_inductor.codegen.cpp_build import library_path
+    from ember_inductor.codegen.cpp_build import compiler_command, library_path, prepare_prelude
     if shutil.which("objdump") is None:
         pytest.skip("objdump not installed")
     cg = run(simple_fn, [torch.randn(4096)], options)
     from ember_inductor.codegen.cpp import PRELUDE
     body = cg.kernels[0].meta["body"].replace('extern "C" void kernel(', 'extern "C" void kernel_0(', 1)
-    asm = subprocess.run(["objdump", "-d", library_path(PRELUDE + "\n" + body, options)],
+    include, _ = prepare_prelude(PRELUDE, compiler_command(options), options)
+    asm = subprocess.run(["objdump", "-d", library_path(include + "\n" + body, options)],
                          capture_output=True, text=True).stdout
     assert "_ZGV" in asm and "sinf" in asm  # e.g. _ZGVeN16v_sinf: 16 lanes per call
 

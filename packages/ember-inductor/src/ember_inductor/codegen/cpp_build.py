@@ -70,6 +70,30 @@ def make_launcher(fn):
     return launch
 
 
+def prepare_prelude(prelude: str, cmd: list[str], options) -> tuple[str, list[str]]:
+    """Write the prelude as a header next to its precompiled form (built once per compiler
+    command): units `#include` it, and g++ reads the .gch instead of re-parsing <cmath>. If the
+    .gch cannot be built or does not match, g++ reads the header text: same result, slower."""
+    key = hashlib.sha256(repr((prelude, cmd)).encode()).hexdigest()[:24]
+    folder = os.path.join(options.resolved_cache_dir, "cpp", f"prelude-{key}")
+    header = os.path.join(folder, "ember_prelude.h")
+    if not os.path.exists(header + ".gch"):
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            src = os.path.join(tmp, "ember_prelude.h")
+            with open(src, "w") as f:
+                f.write(prelude)
+            if not os.path.exists(header):
+                os.replace(src, header)
+                with open(src, "w") as f:
+                    f.write(prelude)
+            out = os.path.join(tmp, "ember_prelude.h.gch")
+            proc = subprocess.run([*cmd, "-x", "c++-header", src, "-o", out], capture_output=True)
+            if proc.returncode == 0:
+                os.replace(out, header + ".gch")
+    return f'#include "ember_prelude.h"  // prelude {key}', ["-I", folder]
+
+
 def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], options) -> list:
     """Kernels (each `extern "C" void kernel(...)`) -> launchers.
 
@@ -77,13 +101,14 @@ def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], option
     parallel: one compiler process per unit, the prelude parsed once per unit.
     """
     cmd = compiler_command(options)
+    include, include_flags = prepare_prelude(prelude, cmd, options)
     n_units = max(1, min(options.compile_workers, len(bodies)))
     units = [[] for _ in range(n_units)]
     for i in range(len(bodies)):
         units[i % n_units].append(i)
     texts, symbols = [], {}
     for unit in units:
-        parts = [prelude]
+        parts = [include]
         for j, i in enumerate(unit):
             parts.append(bodies[i].replace('extern "C" void kernel(', f'extern "C" void kernel_{j}(', 1))
             symbols[i] = (len(texts), f"kernel_{j}")
@@ -92,6 +117,6 @@ def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], option
     todo = [(t, p) for t, p in zip(texts, paths) if not os.path.exists(p)]
     if todo:
         with ThreadPoolExecutor(len(todo)) as pool:
-            for fut in [pool.submit(_compile, t, p, cmd) for t, p in todo]:
+            for fut in [pool.submit(_compile, t, p, cmd + include_flags) for t, p in todo]:
                 fut.result()
     return [make_launcher(_load(paths[symbols[i][0]], symbols[i][1], nargs[i])) for i in range(len(bodies))]
