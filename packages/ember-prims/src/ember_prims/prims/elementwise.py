@@ -27,7 +27,8 @@ def _unary(name, fn, result_dtype="same", doc=""):
     def fake(a):
         return empty(a, a.shape, torch.bool if result_dtype == "bool" else a.dtype)
 
-    defprim(f"{name}(Tensor a) -> Tensor", UNARY, reference, fake, result_dtype=result_dtype, doc=doc)
+    defprim(f"{name}(Tensor a) -> Tensor", UNARY, reference, fake, result_dtype=result_dtype,
+            doc=doc or f"as torch.{fn.__name__}")
 
 
 def _binary(name, fn, result_dtype="same", doc=""):
@@ -40,7 +41,7 @@ def _binary(name, fn, result_dtype="same", doc=""):
         return empty(a, a.shape, torch.bool if result_dtype == "bool" else a.dtype)
 
     defprim(f"{name}(Tensor a, Tensor b) -> Tensor", BINARY, reference, fake, result_dtype=result_dtype,
-            doc=doc)
+            doc=doc or f"as torch.{fn.__name__}")
 
 
 UNARY_MATH = {
@@ -62,7 +63,8 @@ for _name, _fn in UNARY_MATH.items():
     _unary(_name, _fn)
 for _name, _fn in UNARY_PREDICATES.items():
     _unary(_name, _fn, result_dtype="bool")
-_unary("clone", torch.clone, doc="a copy; materialises a value (e.g. a graph output that is an input)")
+_unary("clone", torch.clone, doc="a copy: materialises a value (a graph output that is an input, a view op's "
+       "result that would be its input)")
 
 
 def _div(a, b):
