@@ -353,3 +353,30 @@ def test_builtin_shadowed_by_a_later_global():
     finally:
         del globals()["len"]
     torch.testing.assert_close(g(x), x * 3)
+
+
+def test_no_module_leak_with_graph_breaks(capsys):
+    import gc
+    import weakref
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y = self.lin(x)
+            print("between")
+            if y.sum() > 0:
+                y = y * 2
+            return y + 1
+
+    m = M()
+    g = ember_capture.capture(m, Recorder())
+    for _ in range(3):
+        x = torch.randn(1, 2)
+        torch.testing.assert_close(g(x), m(x))
+    ref = weakref.ref(m)
+    del m, g
+    gc.collect()
+    assert ref() is None
