@@ -327,3 +327,20 @@ def _default_dtype(fr, args, kwargs):
 
 builtin(torch.finfo)(lambda fr, args, kwargs: ConstVar(torch.finfo(*_consts(args))))
 builtin(torch.iinfo)(lambda fr, args, kwargs: ConstVar(torch.iinfo(*_consts(args))))
+
+
+@builtin(torch.utils._python_dispatch._get_current_dispatch_mode_stack)
+def _dispatch_mode_stack(fr, args, kwargs):
+    # Code that asks (nn.MultiheadAttention's fast path) sees no dispatch modes, as in eager
+    # without any; a mode active at trace time is not something capture models.
+    if torch.utils._python_dispatch._get_current_dispatch_mode_stack():
+        raise Unsupported("unsupported_call", "a TorchDispatchMode is active while tracing")
+    return ConstVar([])
+
+
+@builtin(torch._assert)
+def _torch_assert(fr, args, kwargs):
+    cond = args[0] if args else kwargs.get("condition")
+    if isinstance(cond, ConstVar) and cond.value:
+        return ConstVar(None)  # holds at trace time, and what it checks is guarded
+    raise Unsupported("unsupported_call", "torch._assert on a value only known at run time")

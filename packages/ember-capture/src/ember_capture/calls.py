@@ -1,8 +1,9 @@
 """Calls: torch ops become graph nodes, user functions are inlined, builtins follow a table.
 
 Note [Inlining]: a Python function is inlined (interpreted in a child frame) when its code is
-the user's: not in the standard library or site-packages, except ``torch.nn`` module code
-(whose ``forward`` methods are plain Python). Torch functions (``torch.*``,
+the user's or an installed model library's (torchvision, timm, transformers: plain Python over
+torch): not in the standard library, not torch's own code except ``torch.nn`` module code (whose
+``forward`` methods are plain Python), and not one of SKIPPED_PACKAGES (numpy, scipy, ...). Torch functions (``torch.*``,
 ``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
 """
 from __future__ import annotations
@@ -35,9 +36,17 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 # Functions of these modules are pure: calls on constants are computed at trace time.
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
 MAX_INLINE_DEPTH = 48
-_LIBRARY_DIRS = tuple({os.path.realpath(p) + os.sep for p in
-                       (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-                        sysconfig.get_paths()["platlib"])})
+_STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+_SITE_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
+# Installed packages are inlined (model libraries such as torchvision, timm and transformers are
+# plain Python over torch, as user code is), except these, whose functions are not model code
+# and run natively: a call into one is a graph break.
+SKIPPED_PACKAGES = frozenset({
+    "numpy", "scipy", "sympy", "triton", "pytest", "_pytest", "pluggy", "typing_extensions",
+    "ember", "ember_capture", "ember_autograd", "ember_prims", "ember_inductor", "tqdm", "PIL",
+    "matplotlib", "pandas", "jax", "jaxlib", "cupy", "filelock", "fsspec", "huggingface_hub",
+    "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
+})
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 _TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d for d in (os.path.join("nn", "modules", ""), os.path.join("nn", "utils", ""),
                                                     os.path.join("nn", "functional.py")))
@@ -51,7 +60,11 @@ def inlinable_file(filename: str) -> bool:
         return False
     if path.startswith(_TORCH_DIR):
         return path.startswith(_TORCH_INLINE_DIRS)
-    return not path.startswith(_LIBRARY_DIRS)
+    for site in _SITE_DIRS:
+        if path.startswith(site):
+            top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
+            return top not in SKIPPED_PACKAGES
+    return not path.startswith(_STDLIB_DIR)
 
 
 def is_torch_op(value) -> bool:

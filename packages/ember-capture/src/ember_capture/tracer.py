@@ -11,7 +11,7 @@ from .config import CaptureConfig, Unsupported
 from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
 from .guards import Guards, Namespace
-from .variables import ListVar, ObjVar, Var
+from .variables import DictVar, ListVar, ObjVar, Var
 
 
 @dataclasses.dataclass
@@ -74,6 +74,13 @@ class Tracer:
         code = self.code
         self.graph.location = (code.co_filename, code.co_firstlineno, code.co_name)
         locals_ = {name: wrap(self, v, f"L[{i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L))}
+        if code.co_flags & 0x08:  # CO_VARKEYWORDS
+            # The **kwargs dict is made fresh by each call: the frame owns it, so writes to it are
+            # local (its keys and values are still guarded through the source it was wrapped with).
+            varkw = code.co_varnames[code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)]
+            v = locals_.get(varkw)
+            if isinstance(v, DictVar) and v.source is not None:
+                locals_[varkw] = DictVar(v.items, cls=v.cls)
         freevars = {n: calls.RealCell(self, c, n) for n, c in zip(code.co_freevars, self.closure or ())}
         self_var = locals_.get(self.arg_names[0]) if self.arg_names else None
         self.root = Frame(self, code, self.root_globals, locals_, freevars, self_var=self_var)

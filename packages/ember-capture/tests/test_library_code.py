@@ -1,0 +1,60 @@
+"""Patterns of installed model libraries (transformers' decorators, timm's asserts, torch's
+MultiheadAttention fast-path checks) capture into one graph and equal eager."""
+import functools
+import os
+
+import torch
+
+import ember_capture
+from ember_capture.calls import inlinable_file
+
+
+def counting_backend(graphs):
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    return backend
+
+
+def fills_kwargs(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        for name in ("scale",):
+            kwargs[name] = kwargs.get(name, 2.0)  # writes the call's own **kwargs dict
+        torch._assert(args[0].ndim == 2, "expected a matrix")
+        return f(*args, **kwargs)
+    return wrapper
+
+
+@fills_kwargs
+def scaled(x, scale=1.0):
+    return torch.relu(x) * scale
+
+
+def test_kwargs_written_by_a_decorator_and_torch_assert():
+    graphs = []
+    compiled = ember_capture.capture(scaled, counting_backend(graphs))
+    for kwargs in ({}, {"scale": 3.0}):
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(compiled(x, **kwargs), scaled(x, **kwargs))
+    assert len(graphs) == 2  # one per kwargs key set (guarded), none broken
+
+
+def test_dispatch_mode_stack_question_is_answered():
+    def f(x):
+        if not torch.utils._python_dispatch._get_current_dispatch_mode_stack():
+            return x + 1
+        return x - 1
+    graphs = []
+    compiled = ember_capture.capture(f, counting_backend(graphs))
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert len(graphs) == 1
+
+
+def test_installed_packages_are_inlined_but_numpy_is_not():
+    import numpy
+    assert not inlinable_file(numpy.__file__)
+    assert not inlinable_file(os.__file__)  # the standard library
+    assert not inlinable_file(torch.__file__)  # torch's own code, outside torch.nn
+    assert inlinable_file(torch.nn.modules.linear.__file__)

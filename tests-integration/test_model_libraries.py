@@ -1,0 +1,66 @@
+"""Models from torchvision, timm and transformers (plain Python over torch, installed in
+site-packages) capture into few graphs and equal eager. Skipped where a library is missing (this
+CPU machine has none of them; the GPU machines have all three). Small configs, random weights,
+no downloads.
+
+float32 tolerances: eager backend rtol=1e-5, atol=1e-5; inductor rtol=1e-3, atol=1e-4 (deep
+conv stacks accumulate reordering differences).
+"""
+import pytest
+import torch
+
+import ember
+
+TOL = {"eager": dict(rtol=1e-5, atol=1e-5), "inductor": dict(rtol=1e-3, atol=1e-4)}
+
+
+def check(model, inputs, backend, recorder, max_graphs):
+    model.eval()
+    compiled = ember.compile(model, backend=recorder if backend == "eager" else backend)
+    with torch.no_grad():
+        for make in inputs:
+            args = make()
+            got, want = compiled(*args), model(*args)
+            if not isinstance(want, torch.Tensor):  # HF model outputs
+                got, want = got[0], want[0]
+            torch.testing.assert_close(got, want, **TOL[backend])
+    if backend == "eager":
+        assert 1 <= len(recorder.graphs) <= max_graphs, f"{len(recorder.graphs)} graphs"
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_torchvision_resnet18(backend, recorder):
+    tv = pytest.importorskip("torchvision")
+    model = tv.models.resnet18(weights=None, num_classes=10)
+    check(model, [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_torchvision_densenet(backend, recorder):
+    tv = pytest.importorskip("torchvision")
+    model = tv.models.DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16, num_classes=10)
+    check(model, [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_transformers_bert(backend, recorder):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=64)
+    model = transformers.BertModel(config)
+    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_transformers_gpt2(backend, recorder):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    model = transformers.GPT2Model(config)
+    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_timm_resnext(backend, recorder):
+    timm = pytest.importorskip("timm")
+    model = timm.create_model("resnext26ts", pretrained=False, num_classes=10)
+    check(model, [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)
