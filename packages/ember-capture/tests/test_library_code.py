@@ -58,3 +58,20 @@ def test_installed_packages_are_inlined_but_numpy_is_not():
     assert not inlinable_file(os.__file__)  # the standard library
     assert not inlinable_file(torch.__file__)  # torch's own code, outside torch.nn
     assert inlinable_file(torch.nn.modules.linear.__file__)
+
+
+def plain(a, b):
+    return a * 2 + b
+
+
+def calls_plain_by_keyword_after_a_break(x, y):
+    print("a graph break")  # the call below then runs natively, through capture
+    return plain(x, b=y)
+
+
+def test_function_with_plain_signature_called_by_keyword():
+    graphs = []
+    compiled = ember_capture.capture(calls_plain_by_keyword_after_a_break, counting_backend(graphs))
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiled(x, y), plain(x, b=y))
+    torch.testing.assert_close(ember_capture.capture(plain, counting_backend(graphs))(x, b=y), plain(x, b=y))

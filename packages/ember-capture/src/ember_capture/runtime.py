@@ -324,8 +324,7 @@ def make_binder(func, self_obj):
     values = (["_self"] if self_obj is not None else []) + names[1 if self_obj is not None else 0:]
     values += [v for v in (varargs, varkw) if v]
     arg_names = tuple(names + [v for v in (varargs, varkw) if v])
-    if not all(n.isidentifier() for n in arg_names) or (self_obj is None and not defaults and not kwonly
-                                                         and not varargs and not varkw and not posonly):
+    if not all(n.isidentifier() for n in arg_names):  # resume functions: called positionally only
         return _positional_binder(len(arg_names), self_obj), arg_names
     src = f"def __bind({', '.join(params)}):\n    return ({''.join(v + ', ' for v in values)})"
     exec(src, scope)
