@@ -317,6 +317,9 @@ class _KernelWriter:
         return expr if acc == op.dtype else f"{expr}.to({TL_DTYPE[op.dtype]})"
 
     def _reduce_persistent(self, op: Op):
+        if self.layout == "pointwise":  # a reduction over a one-element range: no reduction axis
+            self._reduce_single(op)
+            return
         if op.target in ARG_REDUCTIONS:
             init, combine = ARG_REDUCTIONS[op.target]
             src, pos = (self.k.op(a) for a in op.args)
@@ -329,6 +332,19 @@ class _KernelWriter:
         v, acc = self._reduce_input(op)
         masked = f"tl.where(omask & rmask, {v}, {rule.init(acc)})"
         self.emit(f"{op.name} = {self._finish(op, rule.final(acc, masked), acc)}[:, None]")
+
+    def _reduce_single(self, op: Op):
+        # Over one element: arg-reductions give that element's position, others its value in
+        # the result dtype (any/all: whether it is non-zero).
+        if op.target in ARG_REDUCTIONS:
+            pos = self.k.op(op.args[1])
+            self.emit(f"{op.name} = {pos.name}.to({TL_DTYPE[op.dtype]})")
+            return
+        v, acc = self._reduce_input(op)
+        if op.target in ("any", "all"):
+            self.emit(f"{op.name} = {v} != 0")
+            return
+        self.emit(f"{op.name} = {self._finish(op, v, acc)}")
 
     # -- looped reductions: accumulators around each inner loop --
     def _online_pair(self, si: int):

@@ -1,4 +1,7 @@
-"""OpInfo samples of prims-covered ops: ATen graph -> ember_prims.decompose -> C++ kernels == eager.
+"""OpInfo samples of prims-covered ops: ATen graph -> ember_prims.decompose -> kernels == eager.
+
+Both code generators: C++ (the CPU path) and Triton (on CPU tensors its kernels run under
+Triton's interpreter: how CI checks the GPU code path without a GPU).
 
 One graph per op holds all its samples (one compile per op). Ops the decompositions do not cover
 are skipped, not failed: this file checks the inductor, ember_prims' own tests check coverage.
@@ -42,8 +45,10 @@ def _cases():
                 yield pytest.param(by_name[name], torch.int64, id=f"{name}-int64")
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
 @pytest.mark.parametrize("op,dtype", list(_cases()))
-def test_opinfo_cpp(op, dtype, options):
+def test_opinfo_samples(op, dtype, backend, options):
+    options = options.replace(backend=backend)
     if dtype not in op.supported_dtypes("cpu"):
         pytest.skip("dtype not supported by the op")
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:SAMPLES]
