@@ -76,9 +76,11 @@ def test_foo_as_decorator(recorder):
         torch.testing.assert_close(default_foo(x, y), foo(x, y))
 
 
+# placeholders: x plus each lifted parameter (MyModule: weight, bias; OuterModule: two Linears)
+@pytest.mark.parametrize("make,placeholders", [(MyModule, 3), (OuterModule, 5)], ids=["MyModule", "OuterModule"])
 @pytest.mark.parametrize("backend", ["eager", "recorder"])
-def test_my_module(backend, recorder):
-    mod = MyModule()
+def test_modules(make, placeholders, backend, recorder):
+    mod = make()
     opt_mod = ember.compile(mod, backend=recorder if backend == "recorder" else backend)
     for _ in range(2):
         x = torch.randn(10, 100)
@@ -86,21 +88,8 @@ def test_my_module(backend, recorder):
     if backend == "recorder":
         assert len(recorder.graphs) == 1
         gm = recorder.graphs[0]
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        assert len(placeholders) == 3  # x, weight, bias: parameters lifted to inputs
+        assert sum(n.op == "placeholder" for n in gm.graph.nodes) == placeholders
         check_graph_node_meta(gm)
-
-
-@pytest.mark.parametrize("backend", ["eager", "recorder"])
-def test_outer_module(backend, recorder):
-    mod = OuterModule()
-    opt_mod = ember.compile(mod, backend=recorder if backend == "recorder" else backend)
-    for _ in range(2):
-        x = torch.randn(10, 100)
-        torch.testing.assert_close(opt_mod(x), mod(x))
-    if backend == "recorder":
-        assert len(recorder.graphs) == 1
-        assert sum(n.op == "placeholder" for n in recorder.graphs[0].graph.nodes) == 5
 
 
 def test_module_wrapper_shares_state():

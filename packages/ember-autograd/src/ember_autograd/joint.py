@@ -102,7 +102,7 @@ class _Session:
     """State shared by both traces: fake mode, tracer, placeholders."""
 
     def __init__(self, example_inputs, decompositions, requires_grad: bool):
-        self.fake_mode = FakeTensorMode()  # static shapes: no ShapeEnv
+        self.fake_mode = FakeTensorMode()  # static shapes: no symbolic-shape environment
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)

@@ -204,15 +204,15 @@ def _default_settings(name: str) -> Settings:
 
 
 def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """torch.compile(model, backend="ember_eager")."""
+    """The `eager` composition, registered for torch's compiler as backend "ember_eager"."""
     return _eager_compiler(gm, example_inputs)
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """torch.compile(model, backend="ember_aot_eager")."""
+    """The `aot_eager` composition, registered for torch's compiler as backend "ember_aot_eager"."""
     return lookup("aot_eager").build(_default_settings("aot_eager"))(gm, example_inputs)
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """torch.compile(model, backend="ember_inductor")."""
+    """The `inductor` composition, registered for torch's compiler as backend "ember_inductor"."""
     return lookup("inductor").build(_default_settings("inductor"))(gm, example_inputs)
