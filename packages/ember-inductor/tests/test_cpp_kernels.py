@@ -279,3 +279,47 @@ def test_int_and_bool_reductions(options):
     def build(b, x, m):
         return b.call(P.sum.default, x, [0]), b.call(P.amax.default, x, [1]), b.call(P.any.default, m, [0, 1])
     run(build, [torch.randint(-9, 9, (7, 5), dtype=torch.int32), torch.rand(7, 5) > 0.9], options)
+
+
+@pytest.mark.parametrize("kind", ["sum", "amax", "amin", "prod"])
+@pytest.mark.parametrize("shape,dims", [((512, 300), [0]), ((64, 8, 130), [0, 1]), ((200, 3, 70), [0])])
+def test_column_reductions(options, kind, shape, dims):
+    """Reductions over strided dimensions take the interchanged loops of Note [column
+    reductions] (per-thread partial rows, combined in order), alone and fused with an
+    elementwise output over the same rows."""
+    def build(b, x, y):
+        prod = b.call(P.mul.default, x, y)
+        return b.call(getattr(P, kind).default, prod, dims), b.call(P.exp.default, prod)
+    x = torch.randn(shape)
+    y = torch.rand(shape) + 0.5 if kind != "prod" else torch.rand(shape) * 0.02 + 0.995
+    b = GraphBuilder()
+    b.output(*build(b, b.input(x), b.input(y)))
+    cg = compile_graph(b.build(), b.examples, options)
+    assert len(cg.kernels) == 1 and "part" in cg.kernels[0].meta["body"], "expected column-reduction loops"
+    got = cg([x, y])
+    def reduce(t):
+        for d in sorted(dims, reverse=True):
+            t = getattr(t, kind)(d)
+        return t
+    ref, ref64 = reduce(x * y), reduce(x.double() * y.double())
+    # a sum's rounding depends on its order: no further from float64 than eager's, or within 1e-5
+    err, eager_err = (got[0].double() - ref64).abs().max(), (ref.double() - ref64).abs().max()
+    assert err <= max(2 * eager_err, 1e-5 * ref64.abs().max()), (err, eager_err)
+    assert_close(got[1], torch.exp(x * y))
+
+
+def test_column_reduction_nan_and_bool(options):
+    x = torch.randn(1000, 64)
+    def build(b, x):
+        pos = b.call(P.gt.default, x, b.call(P.full.default, [1000, 64], 0.5, dtype=torch.float32,
+                                             device=torch.device("cpu")))
+        return b.call(P.amax.default, x, [0]), b.call(P.amin.default, x, [0]), b.call(P.any.default, pos, [0])
+    b = GraphBuilder()
+    outs = build(b, b.input(x))
+    b.output(*outs)
+    cg = compile_graph(b.build(), b.examples, options)
+    x[17, 5] = float("nan")
+    x[999, 63] = float("nan")
+    got = cg([x])
+    for g, e in zip(got, (x.amax(0), x.amin(0), (x > 0.5).any(0))):
+        torch.testing.assert_close(g, e, equal_nan=True)

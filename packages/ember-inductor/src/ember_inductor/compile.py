@@ -129,8 +129,9 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
 
 def _report(compiled: CompiledGraph, gm, specs, options) -> None:
     if "output_code" in options.logs:
-        print(f"# ember_inductor output code ({len(compiled.kernels)} kernels)\n{compiled.source}\n"
-              f"{compiled.kernel_sources}", file=sys.stderr)
+        bodies = "\n".join(f"# {k.name}\n{k.meta.get('body', k.source)}" for k in compiled.kernels)
+        print(f"# ember_inductor output code ({len(compiled.kernels)} kernels; the C++ prelude "
+              f"is left out)\n{compiled.source}\n{bodies}", file=sys.stderr)
     if "ir" in options.logs:
         print(f"# ember_inductor IR\n{compiled.ir}", file=sys.stderr)
     if "schedule" in options.logs:

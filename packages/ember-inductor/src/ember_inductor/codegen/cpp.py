@@ -364,8 +364,141 @@ class CppKernelRenderer:
         self.loops([str(v) for v in k.reduction_vars], k.reduction_ranges, parallel and vectorize,
                    vectorize, clauses or "", body)
 
+    # -- column reductions: the reduction runs over an outer (strided) dimension ---------------
+    COLUMN_CHUNK = 32
+    COLUMN_STACK_BYTES = 256 * 1024  # the block accumulators live on each thread's stack
+
+    def column_reduction(self) -> bool:
+        """True when the reduced dimension is strided and the outer one contiguous (the weight
+        and bias gradients of a layer norm or a linear layer: a sum over rows of a row-major
+        matrix). Row-by-row loops would then read one element per cache line; see
+        render_column_reduction."""
+        k = self.k
+        inner = [s for s in k.stages if s.inner]
+        if len(inner) != 1 or not k.ranges or not k.reduction_ranges:
+            return False
+        if math.prod(int(n) for n in k.ranges) * 8 * len(inner[0].reduces) > self.COLUMN_STACK_BYTES:
+            return False
+        if any(self.ops[r].target not in REDUCTIONS for r in inner[0].reduces):
+            return False
+        x, r = k.range_vars[-1], k.reduction_vars[-1]
+        rows = cols = 0
+        for i in inner[0].ops:
+            op = self.ops[i]
+            if op.kind not in ("load", "store") or op.index is None:
+                continue
+            sx, sr = _stride(op.index, x), _stride(op.index, r)
+            if sx == 0:
+                continue  # the same for every output element (a row of weights)
+            if sr == 1:
+                rows += 1
+            elif sx == 1 and sr not in (0, None):
+                cols += 1
+        return cols > rows
+
+    def render_column_reduction(self, params: str) -> str:
+        """Note [column reductions]
+        The loops are interchanged: reduction variables outside, the outer (output) variables
+        inside under `omp simd`, so every row is read contiguously. Each thread accumulates a
+        private row of partials over its static share of the reduction range, in blocks of
+        COLUMN_CHUNK rows summed apart first (pairwise-like rounding, as ATen's cascade sums);
+        the partials are then combined in thread order (deterministic for a given thread
+        count) and the stages
+        after the reduction run once per output element. The outer stage before the reduction
+        is recomputed where needed (it depends on the outer variables only: loads, constants).
+        """
+        k = self.k
+        i_inner = next(j for j, s in enumerate(k.stages) if s.inner)
+        before, inner, after = k.stages[:i_inner], k.stages[i_inner], k.stages[i_inner + 1:]
+        xs, rs = [str(v) for v in k.range_vars], [str(v) for v in k.reduction_vars]
+        outer_n = math.prod(int(n) for n in k.ranges)
+        red_n = math.prod(int(n) for n in k.reduction_ranges)
+        flat, stride = [], 1
+        for v, n in reversed(list(zip(xs, k.ranges))):
+            flat.append(v if stride == 1 else f"{v}*{stride}")
+            stride *= int(n)
+        xi = " + ".join(reversed(flat))
+        red = [self.ops[i] for i in inner.reduces]
+        acc_t = {op.id: _acc_type(self.ops[op.args[0]].dtype) for op in red}
+        nt = str(self.num_threads) if self.num_threads else "omp_get_max_threads()"
+        parallel = outer_n * red_n * max(1, len(k.ops) // 2) >= 32768 and red_n > 1
+        self.lines = [f'extern "C" void kernel({params}) {{']
+        self.depth = 1
+        self.emit(f"const int nt = {nt if parallel else '1'};")
+        for op in red:
+            self.emit(f"{acc_t[op.id]}* part{op.id} = static_cast<{acc_t[op.id]}*>("
+                      f"std::malloc(sizeof({acc_t[op.id]}) * {outer_n} * nt));")
+        self.emit("#pragma omp parallel num_threads(nt)" + ("" if parallel else " if(0)"))
+        self.emit("{")
+        self.depth += 1
+        self.emit("const int64_t t = omp_get_thread_num(), nth = omp_get_num_threads();")
+        self.emit(f"const int64_t lo = {red_n} * t / nth, hi = {red_n} * (t + 1) / nth;")
+        for op in red:
+            src = self.ops[op.args[0]].dtype
+            init = REDUCTIONS[op.target][0](src)
+            self.emit(f"{acc_t[op.id]}* __restrict__ tot{op.id} = part{op.id} + t * {outer_n};")
+            self.emit(f"{acc_t[op.id]} acc{op.id}[{outer_n}] __attribute__((aligned(64)));")
+            self.emit(f"for (int64_t i = 0; i < {outer_n}; i++) tot{op.id}[i] = {init};")
+        # Blocks of CHUNK rows are summed apart, then added to the thread's total: the rounding
+        # error grows with CHUNK + rows / CHUNK instead of with the rows.
+        self.emit(f"for (int64_t c = lo; c < hi; c += {self.COLUMN_CHUNK}) {{")
+        self.depth += 1
+        self.emit(f"const int64_t ce = c + {self.COLUMN_CHUNK} < hi ? c + {self.COLUMN_CHUNK} : hi;")
+        for op in red:
+            self.emit(f"for (int64_t i = 0; i < {outer_n}; i++) acc{op.id}[i] = "
+                      f"{REDUCTIONS[op.target][0](self.ops[op.args[0]].dtype)};")
+        self.emit("for (int64_t rf = c; rf < ce; rf++) {")
+        self.depth += 1
+        stride = 1
+        for v, n in reversed(list(zip(rs, k.reduction_ranges))):
+            self.emit(f"const int64_t {v} = (rf / {stride}) % {int(n)};")
+            stride *= int(n)
+
+        def body():
+            self.emit(f"const int64_t xi = {xi};")
+            for st in before:
+                self.render_stage_ops(st)
+            self.render_stage_ops(inner)
+            for op in red:
+                self.emit(_column_update(op, self.ops[op.args[0]].dtype, f"acc{op.id}[xi]", f"tmp{op.args[0]}"))
+        self.loops(xs, k.ranges, False, True, "", body)
+        self.depth -= 1
+        self.emit("}")
+        for op in red:
+            self.emit("#pragma omp simd")
+            self.emit(f"for (int64_t i = 0; i < {outer_n}; i++) "
+                      + _column_update(op, self.ops[op.args[0]].dtype, f"tot{op.id}[i]", f"acc{op.id}[i]"))
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+
+        def combine():
+            self.emit(f"const int64_t xi = {xi};")
+            for st in before:
+                self.render_stage_ops(st)
+            for op in red:
+                src = self.ops[op.args[0]].dtype
+                self.emit(f"{acc_t[op.id]} acc{op.id} = part{op.id}[xi];")
+                self.emit(f"for (int t = 1; t < nt; t++) "
+                          + _column_update(op, src, f"acc{op.id}", f"part{op.id}[t * {outer_n} + xi]"))
+                if op.target in ("amax", "amin") and _is_float(src):
+                    self.emit(f"const int nan{op.id} = 0;  // carried in acc{op.id}")
+            for st in after:  # begins with the reduce ops: tmp = finish(acc)
+                self.render_stage_ops(st)
+        self.loops(xs, k.ranges, parallel and outer_n >= 4096, False, "", combine)
+        for op in red:
+            self.emit(f"std::free(part{op.id});")
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
     def render(self) -> str:
         k = self.k
+        params = ", ".join(
+            f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
+            for a in k.args)
+        if self.column_reduction():
+            return self.render_column_reduction(params)
         outer_n = math.prod(int(s) for s in k.ranges)
         red_n = math.prod(int(s) for s in k.reduction_ranges)
         work = outer_n * max(red_n, 1) * max(1, len(k.ops) // 2)
@@ -387,15 +520,29 @@ class CppKernelRenderer:
                 else:
                     self.render_stage_ops(stage)
 
-        params = ", ".join(
-            f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
-            for a in k.args)
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
         self.loops([str(v) for v in k.range_vars], k.ranges, parallel and not parallel_inner,
                    not inner_stages, "", body)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
+
+
+def _stride(index, var) -> int | None:
+    """The constant step of `index` when `var` grows by one; None when it is not affine in it."""
+    if var not in index.free_symbols:
+        return 0
+    d = index.diff(var)
+    return int(d) if d.is_Integer else None
+
+
+def _column_update(op: Op, src_dtype, acc: str, v: str) -> str:
+    """One accumulation step of a column reduction; amax/amin carry NaN in the accumulator
+    itself (a NaN accumulator stays NaN, a NaN value replaces it)."""
+    if op.target in ("amax", "amin") and _is_float(src_dtype):
+        cmp = ">" if op.target == "amax" else "<"
+        return f"{acc} = ({acc} != {acc} || {acc} {cmp} {v}) ? {acc} : {v};"
+    return REDUCTIONS[op.target][1].format(acc=acc, v=v)
 
 
 def _compute_dtype(dtype):

@@ -1,6 +1,7 @@
 // ember_inductor C++ kernel prelude: helpers with ATen's semantics, Philox matching tl.rand.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <omp.h>
 
