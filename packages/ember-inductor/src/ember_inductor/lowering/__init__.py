@@ -129,13 +129,19 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
             result = node.args[0]
             single = not isinstance(result, (tuple, list))
             output_kind = list if isinstance(result, list) else tuple
+            seen: dict[fx.Node, object] = {}
             for r in ([result] if single else result):
+                if isinstance(r, fx.Node) and r in seen:  # one value returned twice (a forward's
+                    outputs.append(seen[r])               # output that is also saved): one buffer
+                    continue
                 v = env[r] if isinstance(r, fx.Node) else r
                 if isinstance(v, Buffer) and v.is_view:  # outputs are fresh values, never views
                     v = Pointwise(v.sizes, v.dtype, v.device, v.load, r.name)
                 if isinstance(v, IRNode) and not isinstance(v, Buffer):
                     v = ctx.realize(v, r.name)
                 outputs.append(v)
+                if isinstance(r, fx.Node):
+                    seen[r] = v
         elif node.op == "get_attr":
             value = getattr(gm, node.target)
             if isinstance(value, torch.Tensor):
