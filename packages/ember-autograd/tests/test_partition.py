@@ -47,6 +47,25 @@ def test_golden_saved_values():
     assert [n.target for n in bw.graph.nodes if n.op == "call_function"][0] is aten.sin.default
 
 
+def test_default_saves_views_as_their_base():
+    """A transposed weight is saved as the weight and re-taken in the backward; with
+    `AotConfig.view_ops`, a functional op listed there counts as a view too."""
+    from ember_autograd import AotConfig
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
+    joint = joint_of(lambda x, w: (x @ w.t(),), x, w)
+    part = default_partition(joint)
+    assert part.saved == ["primals_1", "primals_2"], part.saved
+    assert any(n.target is aten.t.default for n in part.backward.graph.nodes)
+    joint = joint_of(lambda x: (torch.sin(x.exp()),), torch.randn(4, requires_grad=True))
+    exp_as_view = JointGraph(joint.gm, joint.num_primals, joint.num_fw_outputs,
+                             AotConfig(view_ops=frozenset({"aten::exp"})))
+    assert default_partition(joint).saved == ["exp_default"]
+    assert default_partition(exp_as_view).saved == ["primals_1"]
+    y = aot(torch.fx.symbolic_trace(lambda x, w: (x @ w.t(),)), [x, w], eager_compiler)(x, w)[0]
+    y.sum().backward()
+    torch.testing.assert_close(w.grad, torch.ones(6, 4) @ x.detach())
+
+
 def test_min_cut_never_recomputes_matmul():
     joint = joint_of(lambda x, w: (torch.tanh(x @ w),), torch.randn(4, 8, requires_grad=True),
                      torch.randn(8, 8, requires_grad=True))

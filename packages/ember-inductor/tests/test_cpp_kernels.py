@@ -323,3 +323,16 @@ def test_column_reduction_nan_and_bool(options):
     got = cg([x])
     for g, e in zip(got, (x.amax(0), x.amin(0), (x > 0.5).any(0))):
         torch.testing.assert_close(g, e, equal_nan=True)
+
+
+def test_transposed_matmul_output_is_computed_transposed(options):
+    """Note [transposed matmul outputs]: permute(mm(a, b)) is bᵀ @ aᵀ, with no copy kernel;
+    a transposed elementwise operand is written in its own order and passed strided."""
+    def build(b, x, g):
+        relu = b.call(P.maximum.default, g, b.call(P.full.default, [64, 48], 0.0, dtype=torch.float32,
+                                                   device=torch.device("cpu")))
+        mm = b.call(torch.ops.aten.mm.default, b.call(P.permute.default, x, [1, 0]), relu)
+        return b.call(P.permute.default, mm, [1, 0])
+    cg = run(build, [torch.randn(64, 32), torch.randn(64, 48)], options)
+    assert "permute" not in " ".join(k.meta["body"] for k in cg.kernels) and len(cg.kernels) == 1, cg.source
+    assert ".as_strided((48, 64), (1, 48)" in cg.source, cg.source

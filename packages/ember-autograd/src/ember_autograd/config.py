@@ -14,13 +14,17 @@ class AotConfig:
         ``ember_prims::random_seed`` is listed by name so that this layer need not import prims.
     recompute_ops: qualified names the min-cut partitioner may recompute in addition to ops
         tagged ``pointwise`` and view ops (see the cost model in the README).
+    view_ops: qualified names of functional ops that only re-index their first input (a
+        decomposition's permute, reshape, broadcast): the default partitioner saves their input
+        and re-takes them in the backward, as it does for ops whose schema returns an alias.
     """
 
     verify: bool = False
     stateful_ops: frozenset[str] = field(default_factory=lambda: frozenset({"ember_prims::random_seed"}))
     recompute_ops: frozenset[str] = field(default_factory=frozenset)
+    view_ops: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self):
-        for name in (*self.stateful_ops, *self.recompute_ops):
+        for name in (*self.stateful_ops, *self.recompute_ops, *self.view_ops):
             if "::" not in name:
                 raise ValueError(f"op names are qualified 'namespace::name', got {name!r}")

@@ -160,9 +160,23 @@ def default_partition(joint: JointGraph) -> Partition:
     forward = forced_forward(joint)
     backward = ancestors(joint.grad_outputs, stop=forward) - forward
     grads = set(joint.grad_outputs)
-    saved = [n for n in joint.gm.graph.nodes
-             if n in forward and (n in grads or any(u in backward for u in n.users))]
+    needed = [n for n in joint.gm.graph.nodes
+              if n in forward and (n in grads or any(u in backward for u in n.users))]
+    # A view is saved as its base and re-taken in the backward: a layout-changing view (a
+    # weight's transpose) would otherwise be materialized by a compiler that returns fresh
+    # buffers, and a broadcast would be saved at its full size.
+    saved = list(dict.fromkeys(n if n in grads else view_base(n, joint.config) for n in needed))
     return extract(joint, saved)
+
+
+def view_base(node: torch.fx.Node, config: AotConfig) -> torch.fx.Node:
+    """The value `node` re-indexes, through single-input views (schema aliases, `config.view_ops`)."""
+    while (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+           and not is_stateful(node, config) and node.args and isinstance(node.args[0], torch.fx.Node)
+           and isinstance(node.args[0].meta.get("val"), torch.Tensor)
+           and (is_view(node.target) or node.target._schema.name in config.view_ops)):
+        node = node.args[0]
+    return node
 
 
 def extract(joint: JointGraph, saved: list[torch.fx.Node]) -> Partition:

@@ -15,6 +15,7 @@ from ember_inductor.codegen.common import KernelSource, choose_backend, format_k
 from ember_inductor.finalize import finalize
 from ember_inductor.ir import InputBuffer
 from ember_inductor.lowering import lower_graph
+from ember_inductor.passes import transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
@@ -97,7 +98,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
-        lowered = lower_graph(gm, example_inputs, options)
+        lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options)
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory

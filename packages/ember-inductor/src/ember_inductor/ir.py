@@ -247,6 +247,7 @@ class View(IRNode):
     sizes: tuple
     reindex: Callable  # output index -> base index
     origin: str = ""
+    permutation: tuple | None = None  # set when the view only permutes the base's dimensions
 
     @property
     def dtype(self):

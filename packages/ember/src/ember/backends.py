@@ -160,9 +160,15 @@ def _inductor_build(settings: Settings) -> CompilerFn:
 
     def compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return ember_autograd.aot(gm, example_inputs, fw_compiler=fw_compiler,
-                                  decompositions=ember_prims.table())
+                                  decompositions=ember_prims.table(), config=_AOT_CONFIG)
 
     return compiler
+
+
+# The prims that only re-index one input: saved as their input, re-taken in the backward.
+_AOT_CONFIG = ember_autograd.AotConfig(view_ops=frozenset(
+    f"ember_prims::{name}" for name, info in ember_prims.PRIMS.items()
+    if info.category == "view" and name not in ("cat", "pad")))
 
 
 def _missing(module: Any, *names: str) -> str | None:

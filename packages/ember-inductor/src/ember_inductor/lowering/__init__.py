@@ -6,6 +6,7 @@ extern call: the wrapper calls the op eagerly, so the result is never wrong, onl
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ import torch
 import torch.fx as fx
 
 from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
-                               Pointwise, Reduction, contiguous_strides)
+                               Pointwise, Reduction, View, contiguous_strides)
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS
 
@@ -78,6 +79,12 @@ class LoweringContext:
         def realize_arg(a):
             if isinstance(a, Buffer) and any(st < 0 for st in a.strides):  # torch views cannot flip
                 a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
+            if isinstance(a, View) and a.permutation is not None:
+                # a transposed operand: the base is written in its own order (contiguous stores)
+                # and the library call gets a strided view of it (BLAS reads either layout)
+                base = self.realize(a.base, node.name)
+                return dataclasses.replace(base, sizes=tuple(a.sizes), is_view=True,
+                                           strides=tuple(base.strides[d] for d in a.permutation))
             return self.realize(a, node.name) if isinstance(a, IRNode) else a
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))

@@ -32,7 +32,7 @@ def lower_permute(ctx, node, a, dims):
     if isinstance(a, Buffer):
         return strided(a, sizes, [a.strides[d] for d in dims], a.offset)
     inv = [dims.index(i) for i in range(len(dims))]
-    return view(a, sizes, lambda idx: [idx[inv[i]] for i in range(len(inv))], node.name)
+    return View(a, tuple(sizes), lambda idx: [idx[inv[i]] for i in range(len(inv))], node.name, tuple(dims))
 
 
 @lowering("broadcast_in_dim")
