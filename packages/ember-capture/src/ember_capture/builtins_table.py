@@ -199,12 +199,20 @@ def _sum(fr, args, kwargs):
     return total
 
 
+_TAKES_ITERABLE = frozenset({min, max, any, all, sorted})
+# objects whose str() never changes while they are guarded by identity
+_STABLE_TEXT = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, torch.dtype, torch.device)
+
+
 def _fold(fn):
     def handler(fr, args, kwargs):
         if any(isinstance(a, TensorVar) for a in args):
             raise Unsupported("data_dependent", f"{fn.__name__}() on a tensor needs its value")
         if len(args) == 1 and not isinstance(args[0], ConstVar):
-            args = [TupleVar(S.unpack(fr, args[0]))]
+            if fn in _TAKES_ITERABLE:
+                args = [TupleVar(S.unpack(fr, args[0]))]
+            elif not (isinstance(args[0], ObjVar) and isinstance(args[0].value, _STABLE_TEXT)):
+                raise Unsupported("unsupported_call", f"{fn.__name__}() of {S.describe(args[0])}")
         return S.from_python(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
     return handler
 

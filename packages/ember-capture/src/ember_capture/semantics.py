@@ -4,6 +4,7 @@ Each operation dispatches on the kind of symbolic value through a small table.
 """
 from __future__ import annotations
 
+import collections.abc
 import operator
 import types
 
@@ -349,9 +350,39 @@ def is_same(a: Var, b: Var) -> bool:
     return False
 
 
+def _registry(v: Var, key: Var) -> bool:
+    """A Mapping object (not a dict: those are DictVars) read from a source, with a constant
+    key: a registry of functions such as a model library's attention implementations."""
+    return (isinstance(v, ObjVar) and v.source is not None and isinstance(key, ConstVar)
+            and isinstance(v.value, collections.abc.Mapping) and not isinstance(v.value, torch.nn.Module))
+
+
+def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
+    """Note [registry lookups]: a Mapping's own code (often in the standard library, which is
+    not inlined) is run natively at trace time, and a guard re-asks the same question on each
+    call (`key in X`, `X[key] is value`), so a registry changed later recompiles."""
+    k = key.value
+    hash(k)
+    result = k in m.value
+    fr.tr.guards.add(m.source, f"({fr.tr.ns.ref(k)} in X) is {result}", f"({k!r} in {m.source}) is {result}")
+    return result
+
+
+def _registry_getitem(fr, m: ObjVar, key: ConstVar) -> Var:
+    if not _registry_contains(fr, m, key):
+        raise Unsupported("unsupported_subscript", f"{key.value!r} is not in {describe(m)}")
+    value = m.value[key.value]
+    ns = fr.tr.ns
+    fr.tr.guards.add(m.source, f"X[{ns.ref(key.value)}] is {ns.ref(value)}",
+                     f"{m.source}[{key.value!r}] is <{type(value).__name__} at {id(value):#x}>")
+    return wrap(fr.tr, value, None)
+
+
 def contains(fr, container: Var, item: Var) -> bool:
     if isinstance(container, DictVar):
         return const_key(item) in container.items
+    if _registry(container, item):
+        return _registry_contains(fr, container, item)
     if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
         return const_key(item) in container.value._modules
     items = unpack(fr, container)
@@ -415,6 +446,8 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
             return getattr_var(fr, obj, str(k % len(m)))
         return wrap(fr.tr, m[k], None)
+    if _registry(obj, key):
+        return _registry_getitem(fr, obj, key)
     raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
 
 
