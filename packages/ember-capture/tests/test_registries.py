@@ -102,3 +102,32 @@ def test_str_of_an_instance_is_not_folded():
     compiled, _ = graphs_of(lambda x: x + len(str(obj)), fullgraph=True)
     with pytest.raises(Exception, match="str"):
         compiled(torch.randn(3))
+
+
+def apply_in_chunks(forward_fn, chunk_size, *inputs):
+    """Shaped like a model library's helper: checks the callee's arity with inspect."""
+    import inspect
+    if len(inspect.signature(forward_fn).parameters) != len(inputs):
+        raise ValueError("arity mismatch")
+    return forward_fn(*inputs)
+
+
+class Chunked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def ff(self, x):
+        return torch.relu(self.lin(x))
+
+    def forward(self, x):
+        for _ in range(2):
+            x = apply_in_chunks(self.ff, 0, x)
+        return x
+
+
+def test_inspect_signature_of_a_bound_method_in_a_loop():
+    m, x = Chunked(), torch.randn(4, 8)
+    compiled, graphs = graphs_of(m, fullgraph=True)
+    torch.testing.assert_close(compiled(x), m(x))
+    assert len(graphs) == 1

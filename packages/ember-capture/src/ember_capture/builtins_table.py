@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 import types
@@ -9,6 +10,7 @@ import types
 import torch
 
 from . import semantics as S
+from .builder import wrap
 from .calls import call
 from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
@@ -73,6 +75,22 @@ def _type(fr, args, kwargs):
     if len(args) != 1:
         raise Unsupported("unsupported_call", "type() with 3 arguments")
     return ObjVar(python_type(args[0]))
+
+
+@builtin(inspect.signature)
+def _signature(fr, args, kwargs):
+    """The signature of a Python function or of a method bound to a traced object: computed at
+    trace time (a Signature is immutable, and the function is held by reference)."""
+    (f,) = args
+    if kwargs:
+        raise Unsupported("unsupported_call", "inspect.signature with options")
+    if isinstance(f, BoundVar) and isinstance(f.func, ObjVar) and isinstance(f.func.value, types.FunctionType):
+        sig = inspect.signature(types.MethodType(f.func.value, object()))  # without `self`
+    elif isinstance(f, ObjVar) and isinstance(f.value, (types.FunctionType, types.MethodType, type)):
+        sig = inspect.signature(f.value)
+    else:
+        raise Unsupported("unsupported_call", f"inspect.signature of {S.describe(f)}")
+    return wrap(fr.tr, sig, None)
 
 
 @builtin(getattr)

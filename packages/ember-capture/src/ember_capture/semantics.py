@@ -5,6 +5,7 @@ Each operation dispatches on the kind of symbolic value through a small table.
 from __future__ import annotations
 
 import collections.abc
+import inspect
 import operator
 import types
 
@@ -235,7 +236,12 @@ def _obj_attr(fr, o: ObjVar, name):
                     return constant_like(getattr(value, name))
                 break
         return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
+    if isinstance(value, _IMMUTABLE_RECORDS):  # their properties are library code, but constant
+        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
     return _class_attr(fr, o, type(value), name)
+
+
+_IMMUTABLE_RECORDS = (inspect.Signature, inspect.Parameter)
 
 
 def constant_like_attr(attr):
