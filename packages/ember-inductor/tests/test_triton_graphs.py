@@ -159,3 +159,17 @@ def test_integer_division_semantics(options, device):
         return tuple(b.call(getattr(P, k).default, x, y) for k in
                      ("div", "floor_divide", "remainder", "fmod", "shift_right"))
     run(build, [a, d], options)
+
+
+def test_equal_kernels_share_one_launcher():
+    """Kernels equal but for their name and comments (one per block of a model) compile once."""
+    P = ember_prims.ops
+    b = GraphBuilder()
+    x, w = b.input(torch.randn(8, 8)), b.input(torch.randn(8, 8))
+    m = b.call(torch.ops.aten.mm.default, b.call(P.sin.default, x), w)
+    b.output(b.call(P.sin.default, m))
+    cg = compile_graph(b.build(), b.examples, {"backend": "triton"})
+    launchers = cg._fn.__globals__
+    assert len(cg.kernels) == 2 and launchers["kernel0"] is launchers["kernel1"]
+    xs = [torch.randn(8, 8), torch.randn(8, 8)]
+    torch.testing.assert_close(cg(xs)[0], torch.sin(torch.sin(xs[0]) @ xs[1]))

@@ -529,4 +529,14 @@ class TritonBackend(Backend):
         """One launcher per source; compilation happens at the first GPU launch, for all of
         them at once on `options.compile_workers` threads (see BuildGroup)."""
         group = BuildGroup(os.path.expanduser(options.cache_dir), options.compile_workers)
-        return [TritonLauncher(s, options, group) for s in sources]
+        # Kernels equal but for their name (the same layer norm in each of a model's blocks)
+        # share one launcher: one compile per distinct kernel, not one per call site.
+        made: dict[tuple, TritonLauncher] = {}
+        launchers = []
+        for s in sources:
+            code = "\n".join(line for line in s.source.splitlines() if not line.startswith("#"))
+            key = (code.replace(f"def {s.name}(", "def _(", 1), repr(sorted(s.meta.items())))
+            if key not in made:
+                made[key] = TritonLauncher(s, options, group)
+            launchers.append(made[key])
+        return launchers
