@@ -116,3 +116,38 @@ def test_normalization_gradients_match_eager(name):
         g = torch.randn_like(ref)
         (got,), (want,) = torch.autograd.grad(out, x, g), torch.autograd.grad(ref, x, g)
         torch.testing.assert_close(got, want, **TOL["inductor"])
+
+
+class HeadsAttention(torch.nn.Module):
+    """Attention with the usual head transposes around scaled_dot_product_attention: its
+    operands reach the library kernel as permuted views (the case of the wrapper's `fit`)."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+        self.norm = torch.nn.LayerNorm(dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.out(a.transpose(1, 2).reshape(b, s, d))
+
+
+def test_attention_with_head_transposes_matches_eager():
+    torch.manual_seed(0)
+    model = HeadsAttention()
+    twin = copy.deepcopy(model)
+    compiled = ember.compile(twin, backend="inductor")
+    x = torch.randn(2, 16, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    model(xe).square().sum().backward()
+    compiled(xc).square().sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)

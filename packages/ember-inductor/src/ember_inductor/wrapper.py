@@ -14,7 +14,7 @@ from ember_inductor.scheduler import KernelGroup
 class WrapperWriter:
     def __init__(self):
         self.lines = ["def call(args):"]
-        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided}
+        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout}
         self.base_layout: dict[str, tuple] = {}
 
     def emit(self, line: str) -> None:
@@ -96,15 +96,28 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
     op = w.const("op", call.op)
     args = ", ".join(w.value_expr(a) for a in call.args)
     kwargs = ", ".join(f"{k}={w.value_expr(v)}" for k, v in call.kwargs.items())
-    expr = f"{op}({', '.join(x for x in (args, kwargs) if x)})  # {call.origin}: {call.reason}"
+    expr = f"{op}({', '.join(x for x in (args, kwargs) if x)})"
+    comment = f"  # {call.origin}: {call.reason}"
     if len(call.outputs) == 1 and call.outputs[0] is not None and call.outputs[0].item is None:
         out = call.outputs[0]
-        w.emit(f"{out.name} = {expr}")
+        w.emit(f"{out.name} = fit({expr}, {out.sizes}, {out.strides}){comment}")
         w.base_layout[out.name] = out.layout
         return
-    w.emit(f"{call.name} = {expr}")
+    w.emit(f"{call.name} = {expr}{comment}")
     for out in call.outputs:
         if out is not None:
-            w.emit(f"{out.name} = {call.name}[{out.item}]")
+            w.emit(f"{out.name} = fit({call.name}[{out.item}], {out.sizes}, {out.strides})")
             w.base_layout[out.name] = out.layout
     w.emit(f"del {call.name}")
+
+
+def fit_layout(t, sizes, strides):
+    """An extern's result in the layout the kernels after it were generated for (the one its
+    fake kernel predicted): a library may lay its output out after its inputs' strides, which
+    can differ at run time; then the result is copied, never read with the wrong strides."""
+    if not isinstance(t, torch.Tensor) or (t.stride() == strides and t.shape == sizes):
+        return t
+    if tuple(t.shape) != tuple(sizes):
+        raise RuntimeError(f"ember_inductor: an extern op returned shape {tuple(t.shape)}, expected {sizes}")
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    return out.copy_(t)
