@@ -336,3 +336,13 @@ def test_transposed_matmul_output_is_computed_transposed(options):
     cg = run(build, [torch.randn(64, 32), torch.randn(64, 48)], options)
     assert "permute" not in " ".join(k.meta["body"] for k in cg.kernels) and len(cg.kernels) == 1, cg.source
     assert ".as_strided((48, 64), (1, 48)" in cg.source, cg.source
+
+
+def test_value_realized_for_an_extern_is_read_not_recomputed(options):
+    """Note [realized values are read, not recomputed]: sin(x) feeds a matmul and a column
+    sum; it is computed once (the sum loads the matmul's operand buffer)."""
+    def build(b, x, w):
+        s = b.call(P.sin.default, x)
+        return b.call(torch.ops.aten.mm.default, s, w), b.call(P.sum.default, s, [0])
+    cg = run(build, [torch.randn(64, 32), torch.randn(32, 16)], options)
+    assert sum(k.meta["body"].count("sinf(") for k in cg.kernels) == 1, cg.kernel_sources

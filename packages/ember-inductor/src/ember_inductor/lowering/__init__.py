@@ -59,6 +59,7 @@ class LoweringContext:
         self.steps: list = []
         self.fallbacks: list = []
         self._count = 0
+        self._realized: dict[int, tuple] = {}  # id(lazy value) -> (lazy value, its buffer)
 
     def new_name(self, prefix="buf") -> str:
         self._count += 1
@@ -68,11 +69,21 @@ class LoweringContext:
         """Materialize a lazy value into a contiguous buffer that one kernel writes."""
         if isinstance(node, Buffer):
             return node
+        if id(node) in self._realized:
+            return self._realized[id(node)][1]
         buf = ComputedBuffer(self.new_name(), tuple(node.sizes), contiguous_strides(node.sizes),
                              node.dtype, node.device, 0, body=node,
                              origins=(origin or getattr(node, "origin", ""),))
         self.steps.append(buf)
+        self._realized[id(node)] = (node, buf)
         return buf
+
+    def current(self, value):
+        """Note [realized values are read, not recomputed]: once a lazy value has been written to
+        a buffer (an extern's argument: GELU's gradient going into a matmul), later consumers
+        (the bias gradient's sum) load that buffer instead of recomputing its expression."""
+        hit = self._realized.get(id(value)) if isinstance(value, IRNode) else None
+        return hit[1] if hit is not None else value
 
     def extern(self, node: fx.Node, op, args, kwargs, reason: str) -> object:
         """Call `op` eagerly from the wrapper; tensor arguments are realized first."""
@@ -136,8 +147,8 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
             inputs.append(val)
             env[node] = val
         elif node.op == "call_function":
-            args = fx.node.map_arg(node.args, env.__getitem__)
-            kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
+            args = fx.node.map_arg(node.args, lambda n: ctx.current(env[n]))
+            kwargs = fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n]))
             env[node] = _lower_call(ctx, node, args, kwargs)
         elif node.op == "output":
             result = node.args[0]
@@ -148,7 +159,7 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
                 if isinstance(r, fx.Node) and r in seen:  # one value returned twice (a forward's
                     outputs.append(seen[r])               # output that is also saved): one buffer
                     continue
-                v = env[r] if isinstance(r, fx.Node) else r
+                v = ctx.current(env[r]) if isinstance(r, fx.Node) else r
                 if isinstance(v, Buffer) and v.is_view:  # outputs are fresh values, never views
                     v = Pointwise(v.sizes, v.dtype, v.device, v.load, r.name)
                 if isinstance(v, IRNode) and not isinstance(v, Buffer):
