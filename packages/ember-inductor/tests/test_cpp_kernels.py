@@ -346,3 +346,24 @@ def test_value_realized_for_an_extern_is_read_not_recomputed(options):
         return b.call(torch.ops.aten.mm.default, s, w), b.call(P.sum.default, s, [0])
     cg = run(build, [torch.randn(64, 32), torch.randn(32, 16)], options)
     assert sum(k.meta["body"].count("sinf(") for k in cg.kernels) == 1, cg.kernel_sources
+
+
+def test_residual_stream_is_realized_not_regrown(options):
+    """Note [bounded recomputation]: a residual stream (x = x + f(norm(x)), a matmul between
+    steps) is realized once its expression loads more than MAX_RECOMPUTED_READS buffers, so
+    step k's kernels do not re-read every earlier step's output."""
+
+    def build(b, x, w):
+        for _ in range(8):
+            mean = b.call(P.broadcast_in_dim.default, b.call(P.sum.default, x, [1]), [16, 32], [0])
+            mm = b.call(torch.ops.aten.mm.default, b.call(P.sub.default, x, mean), w)
+            x = b.call(P.add.default, x, b.call(P.tanh.default, mm))
+        return x
+    b = GraphBuilder()
+    inputs = [torch.randn(16, 32), torch.randn(32, 32) * 0.1]
+    b.output(build(b, *[b.input(t) for t in inputs]))
+    cg = compile_graph(b.build(), b.examples, options)
+    # eight matmuls deep: rounding differences of the sums grow, so a looser tolerance
+    torch.testing.assert_close(cg(inputs)[0], b.values[0], rtol=1e-4, atol=1e-4)
+    loads = [sum(op.kind == "load" for op in k.kernel.ops) for k in cg.kernels]
+    assert max(loads) <= 5, loads  # unbounded, the last step's kernel would load 9

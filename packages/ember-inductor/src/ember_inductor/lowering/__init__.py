@@ -121,6 +121,27 @@ class LoweringContext:
 _LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
 
 
+MAX_RECOMPUTED_READS = 3
+
+
+def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
+    """Note [bounded recomputation]
+    A lazy value is recomputed by each consumer that fuses it. A value with several consumers
+    whose expression loads more than MAX_RECOMPUTED_READS buffers is realized instead: else a
+    transformer's residual stream (x + attn + mlp + ..., read by each block's layer norm and
+    by the next addition) would grow one load per block, and block k's kernels would re-read
+    every earlier block's outputs."""
+    value = ctx.current(env[node])
+    if not isinstance(value, IRNode) or isinstance(value, Buffer):
+        reads[node] = frozenset({node})
+        return
+    found = frozenset().union(*(reads.get(a, frozenset({a})) for a in node.all_input_nodes))
+    if len(node.users) > 1 and len(found) > MAX_RECOMPUTED_READS and isinstance(value, (Pointwise, View)):
+        env[node] = ctx.realize(value, node.name)
+        found = frozenset({node})
+    reads[node] = found
+
+
 def prim_name(target) -> str | None:
     if isinstance(target, torch._ops.OpOverload) and target.namespace == "ember_prims":
         return target._schema.name.split("::")[-1]
@@ -136,6 +157,7 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
     if len(placeholders) != len(example_inputs):
         raise ValueError(f"graph has {len(placeholders)} inputs, got {len(example_inputs)} examples")
     outputs, output_kind, single = [], tuple, False
+    reads: dict[fx.Node, frozenset] = {}  # see _bound_recompute
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             ex = example_inputs[len(inputs)]
@@ -150,6 +172,7 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
             args = fx.node.map_arg(node.args, lambda n: ctx.current(env[n]))
             kwargs = fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n]))
             env[node] = _lower_call(ctx, node, args, kwargs)
+            _bound_recompute(ctx, node, env, reads)
         elif node.op == "output":
             result = node.args[0]
             single = not isinstance(result, (tuple, list))
