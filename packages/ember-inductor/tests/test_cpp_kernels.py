@@ -367,3 +367,4 @@ def test_residual_stream_is_realized_not_regrown(options):
     torch.testing.assert_close(cg(inputs)[0], b.values[0], rtol=1e-4, atol=1e-4)
     loads = [sum(op.kind == "load" for op in k.kernel.ops) for k in cg.kernels]
     assert max(loads) <= 5, loads  # unbounded, the last step's kernel would load 9
+

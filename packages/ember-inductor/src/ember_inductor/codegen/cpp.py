@@ -441,6 +441,7 @@ class CppKernelRenderer:
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
         self.emit(f"const int nt = {nt if parallel else '1'};")
+        self.emit("int used = 1;  // the team OpenMP gives (fewer than nt when nested): partials filled")
         for op in red:
             self.emit(f"{acc_t[op.id]}* part{op.id} = static_cast<{acc_t[op.id]}*>("
                       f"std::malloc(sizeof({acc_t[op.id]}) * {outer_n} * nt));")
@@ -448,6 +449,7 @@ class CppKernelRenderer:
         self.emit("{")
         self.depth += 1
         self.emit("const int64_t t = omp_get_thread_num(), nth = omp_get_num_threads();")
+        self.emit("if (t == 0) used = (int)nth;")
         self.emit(f"const int64_t lo = {red_n} * t / nth, hi = {red_n} * (t + 1) / nth;")
         for op in red:
             src = self.ops[op.args[0]].dtype
@@ -496,7 +498,7 @@ class CppKernelRenderer:
             for op in red:
                 src = self.ops[op.args[0]].dtype
                 self.emit(f"{acc_t[op.id]} acc{op.id} = part{op.id}[xi];")
-                self.emit(f"for (int t = 1; t < nt; t++) "
+                self.emit(f"for (int t = 1; t < used; t++) "
                           + _column_update(op, src, f"acc{op.id}", f"part{op.id}[t * {outer_n} + xi]"))
                 if op.target in ("amax", "amin") and _is_float(src):
                     self.emit(f"const int nan{op.id} = 0;  // carried in acc{op.id}")
