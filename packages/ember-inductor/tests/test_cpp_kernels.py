@@ -368,3 +368,13 @@ def test_residual_stream_is_realized_not_regrown(options):
     loads = [sum(op.kind == "load" for op in k.kernel.ops) for k in cg.kernels]
     assert max(loads) <= 5, loads  # unbounded, the last step's kernel would load 9
 
+
+
+def test_column_reduction_with_an_outer_output(options):
+    """An output over the kept dimensions that does not need the reduction (it may sit before
+    the reduction loops) is written once per element, and right."""
+    def build(b, x, w):
+        return b.call(P.sum.default, x, [0]), b.call(P.exp.default, w)
+    cg = run(build, [torch.randn(3000, 40), torch.randn(40)], options, n_kernels=1)
+    body = cg.kernels[0].meta["body"]
+    assert "part" in body and body.count("p3[") == 1, body  # exp(w) stored once, after the rows

@@ -474,8 +474,10 @@ class CppKernelRenderer:
 
         def body():
             self.emit(f"const int64_t xi = {xi};")
-            for st in before:
-                self.render_stage_ops(st)
+            for st in before:  # its stores run once, in the combine loop, not once per row
+                for i in st.ops:
+                    if self.ops[i].kind != "store":
+                        self.emit_op(self.ops[i])
             self.render_stage_ops(inner)
             for op in red:
                 self.emit(_column_update(op, self.ops[op.args[0]].dtype, f"acc{op.id}[xi]", f"tmp{op.args[0]}"))
