@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ember_inductor.ir import Buffer, ExternCall, InputBuffer
+from ember_inductor.lowering import LAYOUT_FREE_EXTERNS
 from ember_inductor.scheduler import KernelGroup
 
 
@@ -100,7 +101,10 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
     comment = f"  # {call.origin}: {call.reason}"
     if len(call.outputs) == 1 and call.outputs[0] is not None and call.outputs[0].item is None:
         out = call.outputs[0]
-        w.emit(f"{out.name} = fit({expr}, {out.sizes}, {out.strides}){comment}")
+        if call.op in LAYOUT_FREE_EXTERNS:  # a fresh contiguous product: nothing to fit
+            w.emit(f"{out.name} = {expr}{comment}")
+        else:
+            w.emit(f"{out.name} = fit({expr}, {out.sizes}, {out.strides}){comment}")
         w.base_layout[out.name] = out.layout
         return
     w.emit(f"{call.name} = {expr}{comment}")

@@ -90,7 +90,7 @@ class LoweringContext:
         def realize_arg(a):
             if isinstance(a, Buffer) and any(st < 0 for st in a.strides):  # torch views cannot flip
                 a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
-            if isinstance(a, View) and a.permutation is not None and op in _LAYOUT_FREE_EXTERNS:
+            if isinstance(a, View) and a.permutation is not None and op in LAYOUT_FREE_EXTERNS:
                 # a transposed operand: the base is written in its own order (contiguous stores)
                 # and the library call gets a strided view of it (BLAS reads either layout)
                 base = self.realize(a.base, node.name)
@@ -118,7 +118,7 @@ class LoweringContext:
 # product): only these may receive a permuted operand as a strided view. Others (attention
 # kernels) may lay their output out after their inputs, which the recorded strides would not
 # describe.
-_LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
+LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
 
 
 MAX_RECOMPUTED_READS = 3
