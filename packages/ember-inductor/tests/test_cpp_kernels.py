@@ -378,3 +378,24 @@ def test_column_reduction_with_an_outer_output(options):
     cg = run(build, [torch.randn(3000, 40), torch.randn(40)], options, n_kernels=1)
     body = cg.kernels[0].meta["body"]
     assert "part" in body and body.count("p3[") == 1, body  # exp(w) stored once, after the rows
+
+
+def test_division_by_a_row_value_multiplies_by_its_inverse(options):
+    """Softmax's division by its row sum is a multiply by the inverse; a subnormal divisor
+    (whose inverse overflows) still divides, and zero/inf/NaN divisors give the quotient's
+    results."""
+    def build(b, x, d):
+        s = b.call(P.sum.default, d, [1])
+        return b.call(P.div.default, x, b.call(P.broadcast_in_dim.default, s, [5, 8], [0]))
+    d = torch.rand(5, 8) + 0.5
+    d[1] = 1e-40                      # row sum 8e-40: subnormal
+    d[2] = 0.0
+    d[3, 0] = float("inf")
+    d[4, 0] = float("nan")
+    x = torch.randn(5, 8)
+    x[1] = 1e-40
+    b = GraphBuilder()
+    b.output(build(b, b.input(x), b.input(d)))
+    cg = compile_graph(b.build(), b.examples, options)
+    assert " * inv" in cg.kernels[0].meta["body"]
+    torch.testing.assert_close(cg([x, d])[0], x / d.sum(1, keepdim=True), rtol=3e-7, atol=0, equal_nan=True)

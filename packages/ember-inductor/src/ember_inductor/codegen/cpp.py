@@ -187,7 +187,8 @@ class CppKernelRenderer:
             return f"((int64_t){_print_index(op.index)})"
         if op.kind == "pointwise":
             if op.id in self.recip_divs:  # see inner_loop
-                e = f"({a[0]} * inv{op.args[1]})"
+                d = op.args[1]
+                e = f"(mul{d} ? {a[0]} * inv{d} : {a[0]} / tmp{d})"
                 return f"{LOW_PRECISION[op.dtype]}({e})" if op.dtype in LOW_PRECISION else e
             operand_dtype = self.ops[op.args[-1]].dtype
             e = CPP_TABLE[op.target](*a, dtype=_compute_dtype(operand_dtype))
@@ -357,7 +358,8 @@ class CppKernelRenderer:
         row = self.row_index()
         # A float division by a value of the outer stage (softmax's sum) becomes a multiply by
         # its inverse, computed once per row: what ATen's CPU softmax does (within 1.5 ulp of
-        # the quotient), and a vector division costs several multiplies.
+        # the quotient; zeros, infinities and NaN give the quotient's result), and a vector
+        # division costs several multiplies.
         inner_ids = set(ops) | set(reads)
         for i in ops:
             op = self.ops[i]
@@ -365,7 +367,11 @@ class CppKernelRenderer:
                     and op.args[1] not in inner_ids):
                 if not any(self.ops[j].target == "div" and self.ops[j].args[1] == op.args[1]
                            for j in self.recip_divs):
-                    self.emit(f"const {ctype(op.dtype)} inv{op.args[1]} = {_one(op.dtype)} / tmp{op.args[1]};")
+                    d, lim = op.args[1], "DBL_MIN" if op.dtype == torch.float64 else "FLT_MIN"
+                    self.emit(f"const {ctype(op.dtype)} inv{d} = {_one(op.dtype)} / tmp{d};")
+                    # a subnormal divisor's inverse overflows: divide then (a loop-invariant
+                    # test, which the compiler hoists out of the loop)
+                    self.emit(f"const bool mul{d} = !(std::fabs(tmp{d}) < {lim} && tmp{d} != 0);")
                 self.recip_divs.add(i)
 
         def body():

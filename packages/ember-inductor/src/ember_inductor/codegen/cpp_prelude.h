@@ -1,4 +1,5 @@
 // ember_inductor C++ kernel prelude: helpers with ATen's semantics, Philox matching tl.rand.
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
