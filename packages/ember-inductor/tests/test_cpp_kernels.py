@@ -224,20 +224,34 @@ def test_noncontiguous_input_is_relayouted(options):
     torch.testing.assert_close(cg([t])[0], torch.sin(t))
 
 
-def test_vectorized_math_in_assembly(options):
-    """The simple_fn loop calls libmvec's vector sinf (checked once in the built library)."""
+def _assembly(cg, options) -> str:
+    """objdump of the built library of a one-kernel graph."""
     import shutil
     import subprocess
+    from ember_inductor.codegen.cpp import PRELUDE
     from ember_inductor.codegen.cpp_build import compiler_command, library_path, prepare_prelude
     if shutil.which("objdump") is None:
         pytest.skip("objdump not installed")
-    cg = run(simple_fn, [torch.randn(4096)], options)
-    from ember_inductor.codegen.cpp import PRELUDE
     body = cg.kernels[0].meta["body"].replace('extern "C" void kernel(', 'extern "C" void kernel_0(', 1)
     include, _ = prepare_prelude(PRELUDE, compiler_command(options), options)
-    asm = subprocess.run(["objdump", "-d", library_path(include + "\n" + body, options)],
-                         capture_output=True, text=True).stdout
+    return subprocess.run(["objdump", "-d", library_path(include + "\n" + body, options)],
+                          capture_output=True, text=True).stdout
+
+
+def test_vectorized_math_in_assembly(options):
+    """The simple_fn loop calls libmvec's vector sinf (checked once in the built library)."""
+    asm = _assembly(run(simple_fn, [torch.randn(4096)], options), options)
     assert "_ZGV" in asm and "sinf" in asm  # e.g. _ZGVeN16v_sinf: 16 lanes per call
+
+
+def test_column_reduction_assembly_reads_rows_without_gathers(options):
+    """The interchanged loops of a column reduction vectorize along the row (contiguous loads),
+    not across rows: g++ did the latter, with gather instructions, until told otherwise."""
+    def build(b, g, x):
+        return b.call(P.sum.default, b.call(P.mul.default, g, x), [0]), b.call(P.sum.default, g, [0])
+    cg = run(build, [torch.randn(256, 64), torch.randn(256, 64)], options, n_kernels=1)
+    asm = _assembly(cg, options)
+    assert "part" in cg.kernels[0].meta["body"] and "gather" not in asm
 
 
 def test_num_threads_option(options):
