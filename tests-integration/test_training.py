@@ -151,3 +151,22 @@ def test_attention_with_head_transposes_matches_eager():
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-4)
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_batch_norm_channels_last_training_matches_eager():
+    """A BatchNorm step on a channels_last input: statistics over strided dimensions."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+    twin = copy.deepcopy(model)
+    compiled = ember.compile(twin, backend="inductor")
+    x = torch.randn(8, 16, 12, 12).to(memory_format=torch.channels_last)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ye, yc = model(xe), compiled(xc)
+    torch.testing.assert_close(yc, ye, rtol=1e-4, atol=1e-5)
+    g = torch.randn_like(ye)
+    ye.backward(g)
+    yc.backward(g)
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-4)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(twin[0].running_var, model[0].running_var)
