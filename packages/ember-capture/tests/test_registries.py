@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import ember_capture
+from capture_helpers import Recorder
 from ember_capture import CaptureConfig
 
 
@@ -59,14 +60,9 @@ class Net(torch.nn.Module):
         return x
 
 
-def graphs_of(fn, *args, **config):
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm
-    compiled = ember_capture.capture(fn, backend, config=CaptureConfig(**config))
-    return compiled, graphs
+def graphs_of(fn, **config):
+    rec = Recorder()
+    return ember_capture.capture(fn, rec, config=CaptureConfig(**config)), rec.graphs
 
 
 def test_registry_lookup_is_one_graph_and_guarded():

@@ -167,6 +167,7 @@ class CppKernelRenderer:
         self.threads_hint = threads_hint
         self.num_threads = num_threads
         self.recip_divs: set[int] = set()  # divisions by a per-row value: multiply by its inverse
+        self.inverted: set[int] = set()    # the divisors whose inverse is declared
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
@@ -365,8 +366,8 @@ class CppKernelRenderer:
             op = self.ops[i]
             if (op.kind == "pointwise" and op.target == "div" and op.dtype in (torch.float32, torch.float64)
                     and op.args[1] not in inner_ids):
-                if not any(self.ops[j].target == "div" and self.ops[j].args[1] == op.args[1]
-                           for j in self.recip_divs):
+                if op.args[1] not in self.inverted:
+                    self.inverted.add(op.args[1])
                     d, lim = op.args[1], "DBL_MIN" if op.dtype == torch.float64 else "FLT_MIN"
                     self.emit(f"const {ctype(op.dtype)} inv{d} = {_one(op.dtype)} / tmp{d};")
                     # a subnormal divisor's inverse overflows: divide then (a loop-invariant
