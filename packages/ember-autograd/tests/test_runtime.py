@@ -49,6 +49,36 @@ def test_compilers_get_fake_inputs_and_backward_compiles_lazily():
     assert "bw_compile" in fn.training.timings
 
 
+def test_forward_may_lay_out_saved_tensors_and_backward_compiles_for_that_layout():
+    """The forward graph's output node marks where the saved tensors start
+    (meta["ember_saved_outputs"]); a forward compiler may return those in its own layout (the
+    inductor returns convolution activations channels-last), and the backward compiler is
+    given examples with the layouts it will be called with."""
+    seen = {}
+
+    def fw(gm, inputs):
+        seen["saved_from"] = gm.graph.output_node().meta["ember_saved_outputs"]
+
+        def run(*args):
+            outs = list(gm(*args))
+            return [o.contiguous(memory_format=torch.channels_last) if k >= seen["saved_from"] else o
+                    for k, o in enumerate(outs)]
+        return run
+
+    def bw(gm, inputs):
+        seen["bw_strides"] = [t.stride() for t in inputs if t.dim() == 4]
+        return gm
+
+    gm = torch.fx.symbolic_trace(lambda x: (torch.sin(x) * x,))
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    fn = aot(gm, [x], fw_compiler=fw, bw_compiler=bw)
+    fn(x)[0].sum().backward()
+    assert seen["saved_from"] == 1
+    channels_last = x.contiguous(memory_format=torch.channels_last).stride()
+    assert channels_last in seen["bw_strides"], seen  # the saved input, as the forward returned it
+    torch.testing.assert_close(x.grad, torch.cos(x) * x + torch.sin(x))
+
+
 def test_boxed_calling_convention():
     def boxed(gm, inputs):
         def run(args):

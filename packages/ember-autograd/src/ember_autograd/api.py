@@ -100,12 +100,16 @@ class AotFunction:
             part = self.partition(joint)
         self._check(part.forward)
         self._check(part.backward)
+        # Outputs from here on are saved for the backward, which is compiled (at the first
+        # backward) for the layouts they arrive in: the forward's compiler may choose them.
+        part.forward.graph.output_node().meta["ember_saved_outputs"] = sig.num_fw_outputs
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(part.forward, _example_inputs(part.forward))
         self.training = CompiledArtifacts("training", sig, part.forward, part.backward, traced.gm,
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
-        return TrainingRunner(sig, forward, lambda: self.bw_compiler(backward, _example_inputs(backward)),
+        return TrainingRunner(sig, forward,
+                              lambda real: self.bw_compiler(backward, _example_inputs(backward, real)),
                               timings)
 
     def _check(self, gm):
@@ -150,8 +154,23 @@ def _autocast_state() -> tuple:
                  if torch.is_autocast_enabled(device))
 
 
-def _example_inputs(gm: torch.fx.GraphModule) -> list:
-    return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+def _example_inputs(gm: torch.fx.GraphModule, real: list | None = None) -> list:
+    """The placeholders' traced values; given the values a graph is first called with, each
+    takes their strides where they differ (same shape and dtype: a layout the forward's
+    compiler chose for a saved tensor)."""
+    vals = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    if real is None:
+        return vals
+    return [_with_layout(v, r) for v, r in zip(vals, real)]
+
+
+def _with_layout(traced, real):
+    if not (isinstance(traced, torch.Tensor) and isinstance(real, torch.Tensor)) or \
+            traced.shape != real.shape or traced.dtype != real.dtype or traced.stride() == real.stride() \
+            or getattr(traced, "fake_mode", None) is None:
+        return traced
+    with traced.fake_mode:
+        return torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device=traced.device)
 
 
 class _timed:

@@ -88,7 +88,7 @@ class InferenceRunner:
 class TrainingRunner:
     """An autograd.Function around the compiled forward and (lazily compiled) backward."""
 
-    def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[], Callable],
+    def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
                  timings: dict):
         self.sig = sig
         self.forward = forward
@@ -97,11 +97,12 @@ class TrainingRunner:
         self._timings = timings
         self.function = _make_function(self)
 
-    @property
-    def backward(self) -> Callable:
-        if self._backward is None:  # bw_compiler runs at the first backward
+    def backward_for(self, inputs: list) -> Callable:
+        """The compiled backward; bw_compiler runs at the first backward, given the layouts of
+        the values it is called with (the forward's compiler chose the saved tensors' layout)."""
+        if self._backward is None:
             start = time.perf_counter()
-            self._backward = self._compile_backward()
+            self._backward = self._compile_backward(inputs)
             self._timings["bw_compile"] = time.perf_counter() - start
         return self._backward
 
@@ -135,7 +136,8 @@ def _make_function(runner: TrainingRunner):
         @once_differentiable
         def backward(ctx, *grads):
             tangents = [grads[k].contiguous() for k in sig.diff_outputs]
-            result = call_compiled(runner.backward, [*ctx.saved_tensors, *tangents])
+            inputs = [*ctx.saved_tensors, *tangents]
+            result = call_compiled(runner.backward_for(inputs), inputs)
             out: list = [None] * len(sig.tensor_inputs)
             for k, g in zip(sig.grad_inputs, result):
                 out[k] = g

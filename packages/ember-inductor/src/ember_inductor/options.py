@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 BACKENDS = ("auto", "cpp", "triton")
+CONV_LAYOUTS = ("channels_last", "preserve")
 LOG_KINDS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
 
 
@@ -33,10 +34,13 @@ class InductorOptions:
     cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
     num_threads: int | None = None     # OpenMP threads of C++ kernels (None: OpenMP's default)
     compile_workers: int = 4           # kernels compiled in parallel
+    conv_layout: str = "channels_last"  # or "preserve": see Note [channels-last convolutions]
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ValueError(f"InductorOptions.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.conv_layout not in CONV_LAYOUTS:
+            raise ValueError(f"InductorOptions.conv_layout must be one of {CONV_LAYOUTS}, got {self.conv_layout!r}")
         if isinstance(self.logs, (set, list, tuple)):
             object.__setattr__(self, "logs", frozenset(self.logs))
         if isinstance(self.logs, str):

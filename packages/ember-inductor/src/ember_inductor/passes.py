@@ -39,7 +39,7 @@ def transpose_matmul_outputs(gm: fx.GraphModule) -> fx.GraphModule:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     out = graph.graph_copy(gm.graph, env)
-    graph.output(out)
+    graph.output(out).meta.update(gm.graph.output_node().meta)
     for p in [n for n in graph.nodes if _matches(n)]:
         m = p.args[0]
         a, b = m.args[:2]

@@ -1,0 +1,122 @@
+"""Note [channels-last convolutions]: 2-D convolutions run on channels-last activations.
+
+Hand-built prims graphs (a conv between elementwise work, the backward's conv), through the C++
+backend and the Triton one (interpreted on CPU tensors, compiled for CUDA in the `gpu` variant),
+each compared with eager on fresh inputs (float32 rtol/atol 1e-4: the convolution library sums
+in another order for each layout).
+"""
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+
+import ember_prims
+from ember_inductor import InductorOptions, compile_graph
+from ember_inductor.graph_builder import GraphBuilder
+from ember_inductor.lowering import channels_last_strides
+
+P = ember_prims.ops
+aten = torch.ops.aten
+CONV = (None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)  # bias, stride, padding, dilation, ...
+BACKENDS = [("cpp", "cpu"), ("triton", "cpu"), pytest.param("triton", "cuda", marks=pytest.mark.gpu)]
+
+
+def _options(backend, cache, **kw):
+    return InductorOptions(cache_dir=str(cache), backend=backend, **kw)
+
+
+def _block(b, x, w, scale):
+    """relu(conv(x * scale)): elementwise work on both sides of a convolution. Returns the
+    result, the convolution's input and its output."""
+    pre = b.call(P.mul.default, x, scale)
+    conv = b.call(aten.convolution.default, pre, w, *CONV)
+    zeros = b.call(P.full.default, [2, 8, 6, 5], 0.0, dtype=torch.float32, device=x.meta["val"].device)
+    return b.call(P.maximum.default, conv, zeros), pre, conv
+
+
+def _build(device, saved_from=None):
+    x = torch.randn(2, 4, 6, 5, device=device)
+    w = torch.randn(8, 4, 3, 3, device=device)
+    scale = torch.randn(1, 4, 1, 1, device=device).expand(2, 4, 6, 5)
+    b = GraphBuilder()
+    nx, nw, ns = b.input(x), b.input(w), b.input(scale)
+    b.output(*_block(b, nx, nw, ns))
+    gm = b.build()
+    if saved_from is not None:
+        gm.graph.output_node().meta["ember_saved_outputs"] = saved_from
+    return gm, b, [x, w, scale]
+
+
+def _check_values(cg, inputs):
+    fresh = [torch.randn_like(inputs[0]), torch.randn_like(inputs[1]), inputs[2]]
+    b = GraphBuilder()
+    want = [n.meta["val"] for n in _block(b, *[b.input(t) for t in fresh])]
+    got = cg(fresh)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    return got
+
+
+@pytest.mark.parametrize("backend,device", BACKENDS)
+def test_conv_input_is_written_channels_last_and_outputs_keep_their_layout(backend, device, tmp_path):
+    gm, b, inputs = _build(device)
+    cg = compile_graph(gm, b.examples, _options(backend, tmp_path))
+    # the conv's input is written in (N, H, W, C) order and passed as a strided view of it
+    assert f"(2, 4, 6, 5), {channels_last_strides((2, 4, 6, 5))}" in cg.source, cg.source
+    got = _check_values(cg, inputs)
+    for g, e in zip(got, b.values):  # user-visible outputs: the layout eager gives
+        assert g.stride() == e.stride(), (g.stride(), e.stride())
+
+
+@pytest.mark.parametrize("backend,device", BACKENDS)
+def test_outputs_saved_for_the_backward_leave_channels_last(backend, device, tmp_path):
+    gm, b, inputs = _build(device, saved_from=1)
+    cg = compile_graph(gm, b.examples, _options(backend, tmp_path))
+    got = _check_values(cg, inputs)
+    assert got[0].stride() == b.values[0].stride()
+    assert got[1].stride() == channels_last_strides((2, 4, 6, 5))  # the conv input, no copy back
+    assert got[2].stride() == channels_last_strides((2, 8, 6, 5))  # the conv output, as the library gave it
+
+
+def test_preserve_keeps_every_layout(tmp_path):
+    gm, b, inputs = _build("cpu", saved_from=1)
+    cg = compile_graph(gm, b.examples, _options("cpp", tmp_path, conv_layout="preserve"))
+    got = _check_values(cg, inputs)
+    assert [g.stride() for g in got] == [e.stride() for e in b.values]
+    assert "as_strided" not in cg.source, cg.source
+
+
+@pytest.mark.parametrize("backend,device", BACKENDS)
+def test_conv_backward_reads_channels_last_inputs(backend, device, tmp_path):
+    """The backward graph, compiled for a channels-last saved input, passes it through as it is
+    and gets a channels-last input gradient; the weight gradient keeps its recorded layout."""
+    x = torch.randn(2, 4, 6, 5, device=device).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(8, 4, 3, 3, device=device)
+    g = torch.randn(2, 8, 6, 5, device=device)
+    half = torch.full((2, 8, 6, 5), 0.5, device=device)
+    b = GraphBuilder()
+    nx, nw, ng, nh = b.input(x), b.input(w), b.input(g), b.input(half)
+    relu_grad = b.call(P.mul.default, ng, nh)
+    grads = b.call(aten.convolution_backward.default, relu_grad, nx, nw, [8], [1, 1], [1, 1], [1, 1],
+                   False, [0, 0], 1, [True, True, False])
+    gi = b.graph.call_function(operator.getitem, (grads, 0))
+    gi.meta["val"] = grads.meta["val"][0]
+    gw = b.graph.call_function(operator.getitem, (grads, 1))
+    gw.meta["val"] = grads.meta["val"][1]
+    b.output(b.call(P.mul.default, gi, gi), gw)
+    cg = compile_graph(b.build(), b.examples, _options(backend, tmp_path))
+    assert ".as_strided((2, 4, 6, 5)" not in cg.source, cg.source  # the saved input: no copy
+    fresh = [torch.randn_like(x), w, torch.randn_like(g), half]
+    gi_want, gw_want, _ = aten.convolution_backward.default(
+        fresh[2] * 0.5, fresh[0], w, [8], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
+    got = cg(fresh)
+    torch.testing.assert_close(got[0], gi_want * gi_want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1], gw_want, rtol=1e-4, atol=1e-4)
+    assert got[1].stride() == b.values[1].stride()  # as recorded
+
+
+def test_invalid_conv_layout_is_a_clear_error():
+    with pytest.raises(ValueError, match="conv_layout must be one of"):
+        InductorOptions(conv_layout="nhwc")
