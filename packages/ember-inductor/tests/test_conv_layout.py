@@ -24,6 +24,7 @@ BACKENDS = [("cpp", "cpu"), ("triton", "cpu"), pytest.param("triton", "cuda", ma
 
 
 def _options(backend, cache, **kw):
+    kw.setdefault("conv_layout", "channels_last")
     return InductorOptions(cache_dir=str(cache), backend=backend, **kw)
 
 
@@ -120,3 +121,10 @@ def test_conv_backward_reads_channels_last_inputs(backend, device, tmp_path):
 def test_invalid_conv_layout_is_a_clear_error():
     with pytest.raises(ValueError, match="conv_layout must be one of"):
         InductorOptions(conv_layout="nhwc")
+
+
+def test_auto_chooses_channels_last_on_the_cpp_backend_only(tmp_path):
+    gm, b, inputs = _build("cpu")
+    cpp = compile_graph(gm, b.examples, InductorOptions(cache_dir=str(tmp_path), backend="cpp"))
+    triton = compile_graph(gm, b.examples, InductorOptions(cache_dir=str(tmp_path), backend="triton"))
+    assert "as_strided" in cpp.source and "as_strided" not in triton.source, (cpp.source, triton.source)

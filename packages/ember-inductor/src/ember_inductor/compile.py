@@ -97,15 +97,17 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     if options.debug_verify:
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
+    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
-        lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options)
+        lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options,
+                              channels_last=options.conv_layout == "channels_last"
+                              or (options.conv_layout == "auto" and backend_name == "cpp"))
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
         input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
-    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
     backend = get_backend(backend_name)
     with _timed(t, "render"):  # kernel descriptions -> backend source text
         specs, names = [], {}

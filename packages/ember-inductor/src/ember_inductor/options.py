@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 BACKENDS = ("auto", "cpp", "triton")
-CONV_LAYOUTS = ("channels_last", "preserve")
+CONV_LAYOUTS = ("auto", "channels_last", "preserve")
 LOG_KINDS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
 
 
@@ -34,7 +34,8 @@ class InductorOptions:
     cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
     num_threads: int | None = None     # OpenMP threads of C++ kernels (None: OpenMP's default)
     compile_workers: int = 4           # kernels compiled in parallel
-    conv_layout: str = "channels_last"  # or "preserve": see Note [channels-last convolutions]
+    conv_layout: str = "auto"          # auto: channels_last on the C++ backend, else preserve;
+                                       # see Note [channels-last convolutions]
 
     def __post_init__(self):
         if self.backend not in BACKENDS:

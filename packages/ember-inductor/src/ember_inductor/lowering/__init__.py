@@ -155,18 +155,21 @@ LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.d
 # Note [channels-last convolutions]
 #     Convolution libraries (oneDNN on the CPU, cuDNN on the GPU) run 2-D convolutions faster on
 #     (N, H, W, C) memory than on (N, C, H, W): on this project's 2-core CPU the small ResNet's
-#     eager step is 1.3x faster in channels_last. With `conv_layout="channels_last"` (the
-#     default), the activation arguments of a 2-D convolution and of its backward are written
-#     channels-last: a lazy value is realized through a permuted view, so its kernel stores
-#     contiguously in (N, H, W, C) order and everything after reads the same buffer. The
-#     convolution's activation result (its output; the input gradient) is then channels-last
-#     too (the wrapper's `fit` copies if a library ever answers otherwise), and the kernels
-#     after it (batch norm, ReLU, the residual add) read it through its strides. Weights stay
-#     as they are: the library converts them, and their gradients keep the recorded layout.
+#     eager step is 1.3x faster in channels_last. In a graph with a 2-D convolution, every 4-D
+#     value that is realized (the convolutions' inputs, a residual stream) is written
+#     channels-last: through a permuted view, so its kernel stores contiguously in (N, H, W, C)
+#     order, and every consumer reads that one buffer. A convolution's activation result (its
+#     output; the input gradient of its backward) is then channels-last too (the wrapper's
+#     `fit` copies if a library ever answers otherwise), and the kernels after it (batch norm,
+#     ReLU, the residual add) read it through its strides. Weights stay as they are: the
+#     library converts them, and their gradients keep the recorded layout.
 #     A graph output keeps its recorded layout (a copy where a channels-last buffer would
 #     escape), except the outputs that the output node's meta["ember_saved_outputs"] marks as
-#     saved for the backward: those leave in channels-last, and the backward graph is compiled
-#     for the layouts it receives.
+#     saved for the backward: those leave channels-last, and ember_autograd compiles the
+#     backward for the layouts it receives.
+#     `conv_layout="auto"` (the default) chooses this on the C++ backend only: on an H100 it
+#     made resnet50's Triton training step slower (0.77x -> 0.60x eager at batch 32), because
+#     the Triton reductions of batch norm over channels-last memory are not yet tiled for it.
 CONV_ACTIVATION_ARGS = {
     torch.ops.aten.convolution.default: (0,),                 # input
     torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
@@ -227,10 +230,12 @@ def prim_name(target) -> str | None:
     return None
 
 
-def lower_graph(gm: fx.GraphModule, example_inputs, options) -> LoweredGraph:
-    """Walk the graph once, lowering each node by table; unknown ops become extern calls."""
+def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool = False) -> LoweredGraph:
+    """Walk the graph once, lowering each node by table; unknown ops become extern calls.
+    `channels_last`: lay out 2-D convolutions' activations channels-last (Note [channels-last
+    convolutions]), if the graph has any."""
     ctx = LoweringContext(options)
-    ctx.channels_last_graph = options.conv_layout == "channels_last" and _has_conv_2d(gm)
+    ctx.channels_last_graph = channels_last and _has_conv_2d(gm)
     env: dict[fx.Node, object] = {}
     inputs, constants = [], []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
