@@ -394,6 +394,20 @@ def test_column_reduction_with_an_outer_output(options):
     assert "part" in body and body.count("p3[") == 1, body  # exp(w) stored once, after the rows
 
 
+def test_column_reduction_in_two_dependent_stages(options):
+    """A variance after its mean, both over the rows of a row-major matrix (batch norm's
+    statistics over channels-last memory): two column passes, the second reading the first's
+    combined result per column; the mean's own store runs once per column."""
+    def build(b, x):
+        mean = b.call(P.div.default, b.call(P.sum.default, x, [0]),
+                      b.call(P.full.default, [40], 3000.0, dtype=torch.float32, device=torch.device("cpu")))
+        centered = b.call(P.sub.default, x, b.call(P.broadcast_in_dim.default, mean, [3000, 40], [1]))
+        return mean, b.call(P.sum.default, b.call(P.mul.default, centered, centered), [0])
+    cg = run(build, [torch.randn(3000, 40) + 5.0], options, n_kernels=1)
+    body = cg.kernels[0].meta["body"]
+    assert body.count("#pragma omp parallel") == 2 and "res" in body, body
+
+
 def test_division_by_a_row_value_multiplies_by_its_inverse(options):
     """Softmax's division by its row sum is a multiply by the inverse; a subnormal divisor
     (whose inverse overflows) still divides, and zero/inf/NaN divisors give the quotient's

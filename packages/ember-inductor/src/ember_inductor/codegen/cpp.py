@@ -394,19 +394,20 @@ class CppKernelRenderer:
     def column_reduction(self) -> bool:
         """True when the reduced dimension is strided and the outer one contiguous (the weight
         and bias gradients of a layer norm or a linear layer: a sum over rows of a row-major
-        matrix). Row-by-row loops would then read one element per cache line; see
-        render_column_reduction."""
+        matrix; batch norm's statistics over channels-last memory). Row-by-row loops would then
+        read one element per cache line; see render_column_reduction."""
         k = self.k
         inner = [s for s in k.stages if s.inner]
-        if len(inner) != 1 or not k.ranges or not k.reduction_ranges:
+        if not inner or not k.ranges or not k.reduction_ranges:
             return False
-        if math.prod(int(n) for n in k.ranges) * 8 * len(inner[0].reduces) > self.COLUMN_STACK_BYTES:
+        n_acc = sum(len(st.reduces) for st in inner)
+        if math.prod(int(n) for n in k.ranges) * 8 * n_acc > self.COLUMN_STACK_BYTES:
             return False
-        if any(self.ops[r].target not in REDUCTIONS for r in inner[0].reduces):
+        if any(self.ops[r].target not in REDUCTIONS for st in inner for r in st.reduces):
             return False
         x, r = k.range_vars[-1], k.reduction_vars[-1]
         rows = cols = 0
-        for i in inner[0].ops:
+        for i in (i for st in inner for i in st.ops):
             op = self.ops[i]
             if op.kind not in ("load", "store") or op.index is None:
                 continue
@@ -426,13 +427,13 @@ class CppKernelRenderer:
         private row of partials over its static share of the reduction range, in blocks of
         COLUMN_CHUNK rows summed apart first (pairwise-like rounding, as ATen's cascade sums);
         the partials are then combined in thread order (deterministic for a given thread
-        count) and the stages
-        after the reduction run once per output element. The outer stage before the reduction
-        is recomputed where needed (it depends on the outer variables only: loads, constants).
+        count). The outer stages before a reduction are recomputed where needed (they depend
+        on the outer variables only: loads, constants, earlier reductions); their stores and
+        the stages after the last reduction run once per output element, in the final combine.
+        A kernel with several dependent reductions (a variance after its mean) makes one such
+        pass per inner stage; an earlier stage's combined accumulators wait in a row `res<id>`.
         """
         k = self.k
-        i_inner = next(j for j, s in enumerate(k.stages) if s.inner)
-        before, inner, after = k.stages[:i_inner], k.stages[i_inner], k.stages[i_inner + 1:]
         xs, rs = [str(v) for v in k.range_vars], [str(v) for v in k.reduction_vars]
         outer_n = math.prod(int(n) for n in k.ranges)
         red_n = math.prod(int(n) for n in k.reduction_ranges)
@@ -441,17 +442,67 @@ class CppKernelRenderer:
             flat.append(v if stride == 1 else f"{v}*{stride}")
             stride *= int(n)
         xi = " + ".join(reversed(flat))
-        red = [self.ops[i] for i in inner.reduces]
-        acc_t = {op.id: _acc_type(self.ops[op.args[0]].dtype) for op in red}
+        inner_at = [j for j, st in enumerate(k.stages) if st.inner]
+        all_red = [self.ops[i] for j in inner_at for i in k.stages[j].reduces]
+        acc_t = {op.id: _acc_type(self.ops[op.args[0]].dtype) for op in all_red}
         nt = str(self.num_threads) if self.num_threads else "omp_get_max_threads()"
         parallel = outer_n * red_n * max(1, len(k.ops) // 2) >= 32768 and red_n > 1
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
         self.emit(f"const int nt = {nt if parallel else '1'};")
         self.emit("int used = 1;  // the team OpenMP gives (fewer than nt when nested): partials filled")
-        for op in red:
+        for op in all_red:
             self.emit(f"{acc_t[op.id]}* part{op.id} = static_cast<{acc_t[op.id]}*>("
                       f"std::malloc(sizeof({acc_t[op.id]}) * {outer_n} * nt));")
+        earlier = [op for j in inner_at[:-1] for op in (self.ops[i] for i in k.stages[j].reduces)]
+        for op in earlier:
+            self.emit(f"{acc_t[op.id]}* res{op.id} = static_cast<{acc_t[op.id]}*>("
+                      f"std::malloc(sizeof({acc_t[op.id]}) * {outer_n}));")
+
+        def load_earlier(done):
+            """The combined accumulators of the reductions already made, as the scalars the
+            stages after them read (`acc<id>`, and `nan<id>` carried in it)."""
+            for op in done:
+                self.emit(f"const {acc_t[op.id]} acc{op.id} = res{op.id}[xi];")
+                if op.target in ("amax", "amin") and _is_float(self.ops[op.args[0]].dtype):
+                    self.emit(f"const int nan{op.id} = 0;  // carried in acc{op.id}")
+
+        done: list = []
+        for n_pass, j in enumerate(inner_at):
+            red = [self.ops[i] for i in k.stages[j].reduces]
+            outer_before = [st for st in k.stages[:j] if not st.inner]
+            self.emit_column_pass(red, acc_t, outer_before, k.stages[j], done, load_earlier,
+                                  xs, rs, xi, outer_n, red_n, parallel)
+            last = n_pass == len(inner_at) - 1
+
+            def combine(red=red, last=last, done=tuple(done)):
+                self.emit(f"const int64_t xi = {xi};")
+                load_earlier(done)
+                for op in red:
+                    src = self.ops[op.args[0]].dtype
+                    self.emit(f"{acc_t[op.id]} acc{op.id} = part{op.id}[xi];")
+                    self.emit(f"for (int t = 1; t < used; t++) "
+                              + _column_update(op, src, f"acc{op.id}", f"part{op.id}[t * {outer_n} + xi]"))
+                    if last and op.target in ("amax", "amin") and _is_float(src):
+                        self.emit(f"const int nan{op.id} = 0;  // carried in acc{op.id}")
+                    if not last:
+                        self.emit(f"res{op.id}[xi] = acc{op.id};")
+                if last:  # every outer stage, stores included, once per output element
+                    for st in k.stages:
+                        if not st.inner:
+                            self.render_stage_ops(st)
+            self.loops(xs, k.ranges, parallel and outer_n >= 4096, False, "", combine)
+            done += red
+        for op in all_red:
+            self.emit(f"std::free(part{op.id});")
+        for op in earlier:
+            self.emit(f"std::free(res{op.id});")
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def emit_column_pass(self, red, acc_t, outer_before, inner, done, load_earlier, xs, rs, xi,
+                         outer_n, red_n, parallel) -> None:
+        """One parallel pass of a column reduction: every thread's partial row of `red`."""
         self.emit("#pragma omp parallel num_threads(nt)" + ("" if parallel else " if(0)"))
         self.emit("{")
         self.depth += 1
@@ -459,8 +510,7 @@ class CppKernelRenderer:
         self.emit("if (t == 0) used = (int)nth;")
         self.emit(f"const int64_t lo = {red_n} * t / nth, hi = {red_n} * (t + 1) / nth;")
         for op in red:
-            src = self.ops[op.args[0]].dtype
-            init = REDUCTIONS[op.target][0](src)
+            init = REDUCTIONS[op.target][0](self.ops[op.args[0]].dtype)
             self.emit(f"{acc_t[op.id]}* __restrict__ tot{op.id} = part{op.id} + t * {outer_n};")
             self.emit(f"{acc_t[op.id]} acc{op.id}[{outer_n}] __attribute__((aligned(64)));")
             self.emit(f"for (int64_t i = 0; i < {outer_n}; i++) tot{op.id}[i] = {init};")
@@ -475,7 +525,7 @@ class CppKernelRenderer:
         self.emit("for (int64_t rf = c; rf < ce; rf++) {")
         self.depth += 1
         stride = 1
-        for v, n in reversed(list(zip(rs, k.reduction_ranges))):
+        for v, n in reversed(list(zip(rs, self.k.reduction_ranges))):
             self.emit(f"const int64_t {v} = rf;" if len(rs) == 1 else f"const int64_t {v} = (rf / {stride}) % {int(n)};")
             stride *= int(n)
         # Keeps g++ from vectorizing this row loop instead of the inner one (it then gathers
@@ -484,14 +534,15 @@ class CppKernelRenderer:
 
         def body():
             self.emit(f"const int64_t xi = {xi};")
-            for st in before:  # its stores run once, in the combine loop, not once per row
+            load_earlier(done)
+            for st in outer_before:  # its stores run once, in the final combine, not once per row
                 for i in st.ops:
                     if self.ops[i].kind != "store":
                         self.emit_op(self.ops[i])
             self.render_stage_ops(inner)
             for op in red:
                 self.emit(_column_update(op, self.ops[op.args[0]].dtype, f"acc{op.id}[xi]", f"tmp{op.args[0]}"))
-        self.loops(xs, k.ranges, False, True, "", body)
+        self.loops(xs, self.k.ranges, False, True, "", body)
         self.depth -= 1
         self.emit("}")
         for op in red:
@@ -502,25 +553,6 @@ class CppKernelRenderer:
         self.emit("}")
         self.depth -= 1
         self.emit("}")
-
-        def combine():
-            self.emit(f"const int64_t xi = {xi};")
-            for st in before:
-                self.render_stage_ops(st)
-            for op in red:
-                src = self.ops[op.args[0]].dtype
-                self.emit(f"{acc_t[op.id]} acc{op.id} = part{op.id}[xi];")
-                self.emit(f"for (int t = 1; t < used; t++) "
-                          + _column_update(op, src, f"acc{op.id}", f"part{op.id}[t * {outer_n} + xi]"))
-                if op.target in ("amax", "amin") and _is_float(src):
-                    self.emit(f"const int nan{op.id} = 0;  // carried in acc{op.id}")
-            for st in after:  # begins with the reduce ops: tmp = finish(acc)
-                self.render_stage_ops(st)
-        self.loops(xs, k.ranges, parallel and outer_n >= 4096, False, "", combine)
-        for op in red:
-            self.emit(f"std::free(part{op.id});")
-        self.lines.append("}")
-        return "\n".join(self.lines) + "\n"
 
     def render(self) -> str:
         k = self.k
