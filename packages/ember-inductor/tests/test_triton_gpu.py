@@ -182,6 +182,7 @@ def test_launch_fast_path_gpu(tmp_path):
             launcher(*args)
             _check(args[-1], eager(*args[:-1]))
             assert launcher._fast is not None  # set by the first launch
+            assert launcher._fast_ok(args)  # and taken by the later ones
 
 
 _SECOND_PROCESS = """

@@ -141,3 +141,16 @@ def test_softmax_spec_stages():
     k = softmax_spec(4, 8)
     # x is read in the loops feeding amax, sum, and the final store: three inner stages
     assert [s.inner for s in k.stages] == [True, False, True, False, True]
+
+
+def test_launch_fast_path_sees_no_hook_in_an_empty_hook_chain():
+    """Note [Launch fast path] is taken only without launch hooks. Triton >= 3.5 keeps its hooks
+    in a HookChain that is never None: an empty chain is no hook, one with a call is."""
+    import triton
+    from ember_inductor.codegen.triton_launch import _no_hook
+
+    chain = triton.knobs.HookChain()
+    assert _no_hook(None) and _no_hook(chain)
+    chain.add(print)
+    assert not _no_hook(chain)
+    assert not _no_hook(print)  # a bare callable (older Triton) is a hook

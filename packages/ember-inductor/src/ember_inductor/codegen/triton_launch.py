@@ -27,6 +27,12 @@ def _storage_base(t: torch.Tensor) -> torch.Tensor:
     return t if t.storage_offset() == 0 else t.as_strided((1,), (1,), 0)
 
 
+def _no_hook(hook) -> bool:
+    """No launch hook installed: None, or (Triton >= 3.5) a HookChain with no calls. A hook left
+    as a bare callable by an older Triton counts as installed."""
+    return hook is None or not getattr(hook, "calls", True)
+
+
 class BuildGroup:
     """The launchers of one build: on the first GPU launch of any of them, all are compiled at
     once on `workers` threads (Triton's AsyncCompileMode), so a graph's kernels compile in
@@ -151,8 +157,8 @@ class TritonLauncher:
 
     def _fast_ok(self, tensors) -> bool:
         return (_driver.active.get_current_device() == self._fast[1]
-                and triton.knobs.runtime.launch_enter_hook is None
-                and triton.knobs.runtime.launch_exit_hook is None
+                and _no_hook(triton.knobs.runtime.launch_enter_hook)
+                and _no_hook(triton.knobs.runtime.launch_exit_hook)
                 and all(t.data_ptr() % 16 == 0 for t in tensors))
 
     def _launch_compiled(self, tensors):
