@@ -211,9 +211,10 @@ def second_process_compiles_nothing(cache_dir: str) -> tuple[int, int, float]:
 
 @pytest.mark.gpu
 def test_second_process_recompiles_nothing_gpu(tmp_path):
-    for name, spec, make, eager, _ in workloads("cuda", big=False):
-        build(spec, str(tmp_path), autotune=True)(*make())
-    torch.cuda.synchronize()
+    # A fresh process fills the cache (in this one, Triton's in-memory cache may already hold
+    # these kernels from an earlier test, and then writes nothing to tmp_path).
+    empty, filled, _ = second_process_compiles_nothing(str(tmp_path))
+    assert filled > empty
     before, after, _ = second_process_compiles_nothing(str(tmp_path))
     assert before == after, "the second process wrote new cache files (it compiled or re-tuned)"
 
