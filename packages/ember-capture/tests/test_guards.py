@@ -90,6 +90,26 @@ def test_swapped_submodule_guarded():
     torch.testing.assert_close(g(x), m(x))
 
 
+def test_guards_walk_each_module_path_once():
+    """A nested parameter's guard reads its module from the local that module's own guard
+    bound (the entry does not re-walk L[0]._modules[...] per parameter), and the graph's inputs
+    are the guards' locals; a swapped deep parameter still misses and recompiles."""
+    m = nn.Sequential(nn.Sequential(nn.Linear(3, 3), nn.ReLU()), nn.Linear(3, 2))
+    g = ember_capture.capture(m, Recorder())
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(g(x), m(x))
+    (entry,) = g._ember_state.entries
+    assert entry.source.count("L[0]") == 1, entry.source  # the root is read once, then its local
+    assert "_s0._modules['0']" in entry.source, entry.source
+    call = entry.source.split("__compiled(")[1].split(")")[0]
+    assert "_modules" not in call, entry.source  # the inputs reuse the guards' locals
+    m[0][0].weight = nn.Parameter(torch.randn(3, 3, dtype=torch.float64))
+    m[0][0].bias = nn.Parameter(torch.randn(3, dtype=torch.float64))
+    m[1].double()
+    torch.testing.assert_close(g(x.double()), m(x.double()))
+    assert len(g._ember_state.entries) == 2
+
+
 def test_tensor_property_guards():
     def f(x):
         return x * 2

@@ -6,12 +6,13 @@ the graph outputs, constants and sources::
 
     def __entry(L, args, kwargs):
         try:
-            X = L[0]
+            X = _s0 = L[0]
             if not (type(X) is _c1 and X.dtype is _c2 and ...): return _MISS
+            X = _s1 = _s0._parameters['weight']
             ...
         except Exception:
             return _MISS
-        __o = __compiled(L[0], L[0]._parameters['weight'])
+        __o = __compiled(_s0, _s1)
         return __o[0]
 """
 from __future__ import annotations

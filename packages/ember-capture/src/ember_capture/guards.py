@@ -65,12 +65,38 @@ class Guards:
         self.add(source, f"type(X) is {self.ns.ref(type(obj))}", f"type({source}) is {type(obj).__qualname__}")
 
     def lines(self) -> list[str]:
-        """Statements of a function body that return MISS when a guard fails."""
+        """Statements of a function body that return MISS when a guard fails.
+
+        Each source's value is kept in a local (`_s<i>`), and a later source that extends an
+        earlier one (`L[0]._modules['stem']._modules['0']` after `L[0]._modules['stem']`) is
+        read from that local: a model's guards walk each module path once, not once per
+        parameter (resnet50 has about 1,500 guarded sources)."""
         out = []
         for i, (source, checks) in enumerate(self.items.items()):
-            out.append(f"X = {source}")
+            out.append(f"X = _s{i} = {self.rewrite(source, limit=i)}")
             out.append(f"if not ({' and '.join(checks)}): return _MISS")
         return out
+
+    def rewrite(self, expr: str, limit: int | None = None) -> str:
+        """`expr` read from the local of its longest guarded prefix (a source it extends by an
+        attribute or a subscript), among the first `limit` sources (all by default: after
+        the guards, every local is bound)."""
+        index = self._index()
+        limit = len(index) if limit is None else limit
+        hit = index.get(expr)
+        if hit is not None and hit < limit:
+            return f"_s{hit}"
+        for pos in range(len(expr) - 1, 0, -1):
+            if expr[pos] in ".[":
+                hit = index.get(expr[:pos])
+                if hit is not None and hit < limit:
+                    return f"_s{hit}{expr[pos:]}"
+        return expr
+
+    def _index(self) -> dict[str, int]:
+        if getattr(self, "_index_of", None) is None or len(self._index_of) != len(self.items):
+            self._index_of = {source: i for i, source in enumerate(self.items)}
+        return self._index_of
 
 
 class Namespace(dict):

@@ -194,8 +194,8 @@ class FrameState:
             log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
         if "guards" in session.config.logs:
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(tr.guards.notes or ["(none)"]))
-        entry = generate_entry(tr.ns, tr.guards.lines(), [s for s, _ in tr.graph.inputs], compiled, effects, tail,
-                               rb.prelude)
+        entry = generate_entry(tr.ns, tr.guards.lines(), [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
+                               compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes)
         entry.guard_checks = dict(tr.guards.items)
         entry.ns = tr.ns
