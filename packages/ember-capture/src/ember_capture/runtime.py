@@ -246,8 +246,12 @@ class FrameState:
 
 def _guard_no_hooks(tr, module):
     """The captured forward of a module stands for Module.__call__ only while it has no hooks."""
-    hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-    tr.guards.add("L[0]", "not (" + " or ".join(f"X.{h}" for h in hooks) + ")", "L[0] has no module hooks")
+    hooks = " or ".join(f"X.{h}" for h in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                            "_backward_pre_hooks"))
+    if _has_hooks(module):  # the eager entry made next stands while the hooks do
+        tr.guards.add("L[0]", f"bool({hooks})", "L[0] has module hooks")
+    else:
+        tr.guards.add("L[0]", f"not ({hooks})", "L[0] has no module hooks")
     if _has_hooks(module) or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks:
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 

@@ -57,6 +57,16 @@ class BuildGroup:
                     AsyncCompileMode(pool):
                 for launcher in self.launchers:
                     launcher.warmup()
+            return
+        except Exception:  # noqa: BLE001 - retried one at a time below
+            # Triton's front end is not always thread-safe: on an H100 one parallel warm-up in a
+            # few hundred failed inside `tl.arange` ("ir.value has no attribute dtype") and the
+            # same kernels compiled alone. Compile them one by one; a real error fails again.
+            pass
+        try:
+            with triton_cache_dir(self.cache_dir):
+                for launcher in self.launchers:
+                    launcher.warmup()
         except Exception as e:  # the compiler's message, with the kernel source to read it against
             raise BuildError(f"Triton failed to compile a kernel of this graph: {e}") from e
 
