@@ -239,3 +239,24 @@ def test_training_through_inplace_view_mutations_matches_eager():
     torch.autograd.backward(expected, g)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close((x.grad, w.grad), (x2.grad, w2.grad))
+
+
+@pytest.mark.parametrize("shape", ["leaf", "flat", "nested", "dict"])
+def test_user_outputs_keep_their_structure(shape):
+    """A single value and a flat tuple take the fast rebuild; nested and dict outputs the
+    general one: each comes back in the structure the function returned."""
+    def f(x):
+        a, b, c = x * 2, x + 1, x - 1
+        return {"leaf": a, "flat": (a, b, c), "nested": (a, (), (b, [c])), "dict": {"a": a, "bc": (b, c)}}[shape]
+
+    x = torch.randn(3, requires_grad=True)
+    gm = torch.fx.symbolic_trace(f)  # its list outputs are fx's immutable_list: compare with gm
+    fn = aot(gm, [x], fw_compiler=eager_compiler)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            got, want = fn(x), gm(x)
+        # fx records list and dict outputs as its immutable_list / immutable_dict (subclasses)
+        same = str(torch.utils._pytree.tree_structure(got)).replace("immutable_", "")
+        assert same == str(torch.utils._pytree.tree_structure(want)).replace("immutable_", "")
+        for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+            torch.testing.assert_close(g, w)

@@ -68,7 +68,21 @@ def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: lis
             flat.append(_regenerate(what, tensors[what.input_index]))
         else:
             flat.append(what)
-    return pytree.tree_unflatten(flat, sig.out_spec)
+    rebuild = getattr(sig, "_rebuild", None)
+    if rebuild is None:
+        rebuild = _rebuilder(sig.out_spec)
+        object.__setattr__(sig, "_rebuild", rebuild)
+    return rebuild(flat)
+
+
+def _rebuilder(spec):
+    """flat outputs -> the user's structure. A single value or a flat tuple (the common shapes)
+    skip the general unflatten: 4 us of a 20 us call on a small graph."""
+    if spec.is_leaf():
+        return lambda flat: flat[0]
+    if spec.type is tuple and all(spec.child(i).is_leaf() for i in range(spec.num_children)):
+        return tuple
+    return lambda flat: pytree.tree_unflatten(flat, spec)
 
 
 def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
