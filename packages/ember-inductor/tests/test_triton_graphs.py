@@ -173,3 +173,18 @@ def test_equal_kernels_share_one_launcher():
     assert len(cg.kernels) == 2 and launchers["kernel0"] is launchers["kernel1"]
     xs = [torch.randn(8, 8), torch.randn(8, 8)]
     torch.testing.assert_close(cg(xs)[0], torch.sin(torch.sin(xs[0]) @ xs[1]))
+
+
+def test_interpreted_launch_leaves_triton_language_as_it_was(options):
+    """Note [interpreter patches]: an interpreted kernel that calls Triton's library functions
+    (tl.sum, tl.max: device functions) must not leave triton.language patched for the
+    interpreter, else every later GPU compile in the process fails inside tl.arange."""
+    import triton.language as tl
+    before = {name: getattr(tl, name) for name in ("arange", "load", "store", "sum", "max", "program_id")}
+    before_core = tl.core.arange
+    run(lambda b, x: b.call(P.div.default, b.call(P.exp.default, x),
+                            b.call(P.broadcast_in_dim.default, b.call(P.sum.default, b.call(P.exp.default, x), [1]),
+                                   [8, 32], [0])),
+        [torch.randn(8, 32)], options)
+    assert {name: getattr(tl, name) for name in before} == before
+    assert tl.core.arange is before_core

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import triton
+from triton.runtime import _async_compile
 from triton.runtime._async_compile import AsyncCompileMode
 from triton.runtime.driver import driver as _driver
 
@@ -57,17 +58,10 @@ class BuildGroup:
                     AsyncCompileMode(pool):
                 for launcher in self.launchers:
                     launcher.warmup()
-            return
-        except Exception:  # noqa: BLE001 - retried one at a time below
-            # Triton's front end is not always thread-safe: on an H100 one parallel warm-up in a
-            # few hundred failed inside `tl.arange` ("ir.value has no attribute dtype") and the
-            # same kernels compiled alone. Compile them one by one; a real error fails again.
-            pass
-        try:
-            with triton_cache_dir(self.cache_dir):
-                for launcher in self.launchers:
-                    launcher.warmup()
         except Exception as e:  # the compiler's message, with the kernel source to read it against
+            # AsyncCompileMode.__exit__ (Triton 3.6) leaves itself active when a compile failed:
+            # later compiles in this thread would go to its shut-down pool.
+            _async_compile.active_mode.set(None)
             raise BuildError(f"Triton failed to compile a kernel of this graph: {e}") from e
 
 

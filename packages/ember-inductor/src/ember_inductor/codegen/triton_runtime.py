@@ -25,6 +25,7 @@ import types
 import numpy as np
 import triton
 import triton.language as tl
+from triton.runtime import interpreter as _interpreter
 from triton.runtime.interpreter import InterpretedFunction, TensorHandle
 from triton.runtime.jit import JITFunction
 
@@ -87,6 +88,13 @@ def interpreting():
     compiled-mode JITFunctions, which refuse to be called outside a compiled kernel; for the
     launch's duration they run through the interpreter instead. Only device-function calls go
     through `JITFunction.__call__` (GPU launches use `fn[grid]`), so nothing else is affected.
+
+    Note [interpreter patches]: Triton's interpreter swaps triton.language's builtins
+    (tl.arange, ...) for interpreter versions while it runs, but an interpreted *device-function*
+    call (Triton 3.6, InterpretedFunction.__call__) never swaps them back. Every later compile
+    of a GPU kernel in the process then failed inside tl.arange ("ir.value has no attribute
+    dtype"): seen on an H100 when CPU and CUDA tests shared a worker. Each attribute the
+    interpreter patches while this block runs is put back as it was when the block began.
     """
     if triton.knobs.runtime.interpret:
         yield
@@ -95,9 +103,39 @@ def interpreting():
         original = JITFunction.__call__
         JITFunction.__call__ = _call_interpreted
         try:
-            yield
+            with _restoring_language_patches():
+                yield
         finally:
             JITFunction.__call__ = original
+
+
+@contextlib.contextmanager
+def _restoring_language_patches():
+    """See Note [interpreter patches]: record the value of each attribute the interpreter's
+    patch scopes set, the first time one is set, and restore them all at the end."""
+    scope_cls = getattr(_interpreter, "_LangPatchScope", None)
+    if scope_cls is None or not hasattr(scope_cls, "set_attr"):
+        yield  # another Triton: nothing to hook
+        return
+    missing = object()
+    first: dict[tuple[int, str], tuple] = {}
+    set_attr = scope_cls.set_attr
+
+    def recording_set_attr(self, obj, name, value):
+        first.setdefault((id(obj), name), (obj, name, getattr(obj, name, missing)))
+        set_attr(self, obj, name, value)
+
+    scope_cls.set_attr = recording_set_attr
+    try:
+        yield
+    finally:
+        scope_cls.set_attr = set_attr
+        for obj, name, value in first.values():
+            if value is missing:
+                if hasattr(obj, name):
+                    delattr(obj, name)
+            else:
+                setattr(obj, name, value)
 
 
 _interpreted: dict[int, InterpretedFunction] = {}
