@@ -4,6 +4,8 @@ import pathlib
 
 import pytest
 
+pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (absent on the GPU machines)")
+
 _path = pathlib.Path(__file__).parents[1] / "scripts" / "opinfo_pass_rate.py"
 _spec = importlib.util.spec_from_file_location("ember_autograd_opinfo", _path)
 harness = importlib.util.module_from_spec(_spec)
