@@ -154,8 +154,9 @@ LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.d
 
 # Note [channels-last convolutions]
 #     Convolution libraries (oneDNN on the CPU, cuDNN on the GPU) run 2-D convolutions faster on
-#     (N, H, W, C) memory than on (N, C, H, W): on this project's 2-core CPU the small ResNet's
-#     eager step is 1.3x faster in channels_last. In a graph with a 2-D convolution, every 4-D
+#     (N, H, W, C) memory than on (N, C, H, W): on this project's 2-core CPU oneDNN runs the
+#     small ResNet's convolutions 10-20 % faster channels-last, forward and backward (and ember's
+#     step gains more: tools/conv_layout_bench.py). In a graph with a 2-D convolution, every 4-D
 #     value that is realized (the convolutions' inputs, a residual stream) is written
 #     channels-last: through a permuted view, so its kernel stores contiguously in (N, H, W, C)
 #     order, and every consumer reads that one buffer. A convolution's activation result (its
@@ -168,8 +169,9 @@ LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.d
 #     saved for the backward: those leave channels-last, and ember_autograd compiles the
 #     backward for the layouts it receives.
 #     `conv_layout="auto"` (the default) chooses this on the C++ backend only: on an H100 it
-#     made resnet50's Triton training step slower (0.77x -> 0.60x eager at batch 32), because
-#     the Triton reductions of batch norm over channels-last memory are not yet tiled for it.
+#     made resnet50's training step slower (0.77x -> 0.60x eager at batch 32). There, batch norm
+#     is cuDNN's (`cudnn_batch_norm`, an extern without a decomposition yet), whose outputs keep
+#     their recorded NCHW layout, so `fit` copied them back: 5.9 ms of copies per step.
 CONV_ACTIVATION_ARGS = {
     torch.ops.aten.convolution.default: (0,),                 # input
     torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
