@@ -1,10 +1,10 @@
 """The small ResNet of the cpu suite under ember with conv_layout="preserve" and "channels_last",
 against eager, in one process on the same inputs (Note [channels-last convolutions]).
 
-    python tools/conv_layout_bench.py [--rounds 10] [--device cpu]
+    python tools/conv_layout_bench.py [--seconds 3] [--device cpu]
 
-Each variant is timed in alternation with eager (blocks of 3 calls, median of the rounds), with
-glibc's malloc thresholds fixed as in tools/bench (else fresh mmaps' page faults dominate a
+Each variant is timed in alternation with eager (tools/bench's measure.time_calls: one call
+each, medians), with glibc's malloc thresholds fixed as in tools/bench (else fresh mmaps' page faults dominate a
 CNN's eager time on the CPU). Prints eager/variant for inference and for a training step
 (forward, MSE-style loss, backward, SGD with momentum), and checks every variant's first
 output against eager's.
@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,27 +25,14 @@ from bench import measure  # noqa: E402
 from bench.models import SmallResNet  # noqa: E402
 
 
-def paired(fa, fb, rounds: int, reps: int = 3) -> tuple[float, float]:
-    for _ in range(2):
-        fa(), fb()
-    ta, tb = [], []
-    for _ in range(rounds):
-        for f, out in ((fa, ta), (fb, tb)):
-            start = time.perf_counter()
-            for _ in range(reps):
-                f()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            out.append((time.perf_counter() - start) / reps)
-    return statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing budget per variant and phase")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     measure.steady_malloc()
+    timer = measure.Timer(torch.device(args.device))
+    cfg = measure.RunConfig(target_s=args.seconds)
     torch.manual_seed(0)
     dev = torch.device(args.device)
     model = SmallResNet().to(dev)
@@ -75,7 +60,8 @@ def main() -> None:
         for name in ("preserve", "channels_last"):
             got = step(name).detach()
             err = ((got - ref).abs().max() / ref.abs().max()).item()
-            e, v = paired(lambda: step("eager"), lambda n=name: step(n), args.rounds)
+            t = measure.time_calls(timer, lambda i, n=name: step(n), cfg, baseline=lambda i: step("eager"))
+            e, v = t.baseline_median_s * 1e3, t.median_s * 1e3
             print(f"{phase:5s} conv_layout={name:13s} eager {e:7.2f} ms  ember {v:7.2f} ms  "
                   f"eager/ember {e / v:.2f}  (first-call error vs eager {err:.1e})")
 
