@@ -376,3 +376,63 @@ def test_root_module_hooks_run():
 @pytest.mark.parametrize("train", [False, True])
 def test_torch_nn_layers_one_graph(make, inputs, train):
     check_module(make, [inputs(), inputs()], train=train, graphs=1)
+
+
+def test_stateless_module_built_on_each_call_does_not_recompile():
+    """Hugging Face models build `CrossEntropyLoss()` in their forward, after a graph break: a
+    stateless module is guarded by class and attributes, not identity, so the frame that calls
+    it compiles once; a different reduction still recompiles, and the results stay right."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.reduction = "mean"
+
+        def forward(self, x, t):
+            y = self.lin(x)
+            return nn.CrossEntropyLoss(reduction=self.reduction)(y, t)
+
+    m = Model()
+    rec = Recorder()
+    captured = ember_capture.capture(m, rec)
+    x, t = r(2, 4), torch.tensor([1, 2])
+    for _ in range(5):
+        torch.testing.assert_close(captured(x, t), m(x, t))
+    compiled = len(rec.graphs)
+    assert compiled <= 2, compiled  # the model's graph and the resumed one, each once
+    m.reduction = "sum"
+    torch.testing.assert_close(captured(x, t), m(x, t))
+    assert len(rec.graphs) > compiled
+
+
+def test_module_built_on_each_call_is_captured_a_bounded_number_of_times():
+    """A module built on every call whose forward itself breaks is called natively at the
+    break and captured per instance; at most recompile_limit instances of one forward are
+    captured (later ones run eagerly), so they are not all compiled nor kept alive."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(4))  # state: guarded by identity
+
+        def forward(self, x):
+            print("", end="")  # a graph break inside the callee
+            return torch.tanh(x) * self.scale
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return Head()(self.lin(x))
+
+    m = Model()
+    captured = ember_capture.capture(m, Recorder(), ember_capture.CaptureConfig(recompile_limit=3))
+    session = captured._ember_state.session
+    x = r(2, 4)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for _ in range(6):
+            torch.testing.assert_close(captured(x), m(x))
+    assert session.instances[Head.forward.__code__] <= 3
+    assert len(session.callees) <= 3  # instances are not all kept alive

@@ -9,6 +9,7 @@ import types
 import torch
 
 from .config import Unsupported
+from .guards import MODULE_HOOKS
 from .tables import registrar
 from .codegen import GradModeExit
 from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, TupleVar
@@ -93,9 +94,23 @@ def _wrap_dict(tr, value, source, name):
 
 @wrapper(torch.nn.Module)
 def _wrap_module(tr, value, source, name):
+    """A module is guarded by identity, except a stateless one (no parameters, buffers or
+    submodules: a loss, an activation): by its class and hook-free, since everything the trace
+    reads from it (reduction, ignore_index, ...) is guarded by its own source. Hugging Face
+    models build `CrossEntropyLoss()` on every call: an identity guard missed every time and
+    recompiled the frame until the recompile limit."""
     if source is not None:
-        tr.guards.identity(source, value)
+        if _stateless(value):
+            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
+                          f"{source}: a stateless {type(value).__name__} without hooks")
+        else:
+            tr.guards.identity(source, value)
     return ObjVar(value, source)
+
+
+def _stateless(module: torch.nn.Module) -> bool:
+    return (not module._modules and all(v is None for v in module._parameters.values())
+            and all(v is None for v in module._buffers.values()))
 
 
 @wrapper(types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, types.MethodType,

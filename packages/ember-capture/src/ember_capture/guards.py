@@ -11,6 +11,8 @@ import re
 import torch
 
 _HELD = re.compile(r"^_c\d+$")
+# A module's own hooks, over the guarded value X (a module with hooks runs through Module.__call__).
+MODULE_HOOKS = "X._forward_hooks or X._forward_pre_hooks or X._backward_hooks or X._backward_pre_hooks"
 _PLAIN_EQ = (int, float, str, bytes, complex)
 _IDENTITY_CONST = (type(None), bool, type(Ellipsis), type(NotImplemented))
 

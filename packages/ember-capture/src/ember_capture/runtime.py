@@ -23,6 +23,7 @@ from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tenso
 from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
+from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
 from .tracer import Tracer
 
@@ -41,15 +42,31 @@ class Session:
         self.config = config
         self.stats = stats
         self.callees: dict = {}  # id(obj) -> (obj, wrapper)
+        self.instances: dict = {}  # module forward's code -> instances captured at graph breaks
         self.warned: set = set()
 
     def callee(self, obj):
-        """The capture wrapper used when a graph break calls a user function natively."""
+        """The capture wrapper used when a graph break calls a user function natively.
+
+        A module is captured per instance. A model that builds a module on every call (the
+        Hugging Face models build `CrossEntropyLoss()` in their forward) would compile a new
+        frame each call and keep every instance alive: after `recompile_limit` instances of one
+        forward, further instances run eagerly (through Module.__call__), with one warning."""
         hit = self.callees.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            hit = (obj, FrameState(self, obj if isinstance(obj, types.FunctionType) else type(obj).forward,
-                                   None if isinstance(obj, types.FunctionType) else obj).wrapper)
-            self.callees[id(obj)] = hit
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        if not isinstance(obj, types.FunctionType):
+            code = type(obj).forward.__code__
+            seen = self.instances.get(code, 0)
+            if seen >= self.config.recompile_limit:
+                self.warn_once(("instances", code), f"ember: {type(obj).__name__}.forward was captured for "
+                               f"{seen} instances (a module built on each call?); running new instances "
+                               "eagerly", 3)
+                return obj
+            self.instances[code] = seen + 1
+        hit = (obj, FrameState(self, obj if isinstance(obj, types.FunctionType) else type(obj).forward,
+                               None if isinstance(obj, types.FunctionType) else obj).wrapper)
+        self.callees[id(obj)] = hit
         return hit[1]
 
     def warn_once(self, key, message, stacklevel):
@@ -246,12 +263,10 @@ class FrameState:
 
 def _guard_no_hooks(tr, module):
     """The captured forward of a module stands for Module.__call__ only while it has no hooks."""
-    hooks = " or ".join(f"X.{h}" for h in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-                                            "_backward_pre_hooks"))
     if _has_hooks(module):  # the eager entry made next stands while the hooks do
-        tr.guards.add("L[0]", f"bool({hooks})", "L[0] has module hooks")
+        tr.guards.add("L[0]", f"bool({MODULE_HOOKS})", "L[0] has module hooks")
     else:
-        tr.guards.add("L[0]", f"not ({hooks})", "L[0] has no module hooks")
+        tr.guards.add("L[0]", f"not ({MODULE_HOOKS})", "L[0] has no module hooks")
     if _has_hooks(module) or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks:
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
