@@ -59,6 +59,15 @@ def _split_back(call, base, y, args, index):
     return call(aten.slice_scatter.default, base, y, dim, start, end, 1)
 
 
+def _expand_back(call, base, y, args, index):
+    # eager refuses to write through an expand that repeats elements; one that only adds size-1
+    # dims holds each element once
+    if y.meta["val"].numel() != base.meta["val"].numel():
+        raise AotTraceError("mutation-through-view", "a write through an expanded view that "
+                            "repeats elements", op=aten.expand.default)
+    return _reshape_back(call, base, y, args, index)
+
+
 VIEW_INVERSES: dict[Any, Callable] = {
     aten.slice.Tensor: lambda call, b, y, a, i: call(aten.slice_scatter.default, b, y, *a),
     aten.select.int: lambda call, b, y, a, i: call(aten.select_scatter.default, b, y, *a),
@@ -75,6 +84,10 @@ VIEW_INVERSES: dict[Any, Callable] = {
     aten.squeeze.dims: _reshape_back,
     aten.unflatten.int: _reshape_back,
     aten.unbind.int: lambda call, b, y, a, i: call(aten.select_scatter.default, b, y, a[0], i),
+    aten.expand.default: _expand_back,
+    aten.view_as_real.default: lambda call, b, y, a, i: call(aten.view_as_complex.default, y),
+    aten.view_as_complex.default: lambda call, b, y, a, i: call(aten.view_as_real.default, y),
+    aten.view.dtype: lambda call, b, y, a, i: call(aten.view.dtype, y, b.meta["val"].dtype),
     aten.split.Tensor: _split_back,
     aten.split_with_sizes.default: _split_back,
 }
@@ -216,7 +229,9 @@ class Functionalizer:
         return pytree.tree_map(conv, tree)
 
     # --- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, op, args, kwargs):
+    def dispatch(self, op, args, kwargs, lower: Callable | None = None):
+        """Records `op` functionally. `lower(*args, **kwargs)`, given for a view op, computes the
+        view's value in the graph (its decomposition); the view is tracked as one either way."""
         if op in ALIAS_OPS:
             return self._alias(op, args, kwargs)
         if op in _UNSUPPORTED:
@@ -231,9 +246,23 @@ class Functionalizer:
                 return out
         if is_mutating(op):
             return self._mutation(op, args, kwargs)
-        out = self._record(op, args, kwargs)
-        if is_view(op):
-            self._mark_views(op, args, kwargs, out)
+        if not is_view(op):
+            return self._record(op, args, kwargs)
+        if lower is None:
+            out = self._record(op, args, kwargs)
+        else:
+            out = self._lowered_view(op, args, kwargs, lower)
+        self._mark_views(op, args, kwargs, out)
+        return out
+
+    def _lowered_view(self, op, args, kwargs, lower):
+        # The user's program keeps the view's true fake (its strides, its storage); the graph
+        # holds the decomposition's value, a fresh tensor.
+        value = lower(*args, **kwargs)
+        out = self._record(op, args, kwargs, node=self.node_of(args[0]))  # computes; records nothing
+        outs, values = (out, value) if isinstance(out, (list, tuple)) else ([out], [value])
+        for o, v in zip(outs, values):
+            self.track_base(o, self.node_of(v))
         return out
 
     def _alias(self, op, args, kwargs):
@@ -284,7 +313,9 @@ class Functionalizer:
 
     def _replay(self, step, node):
         op, rest, index = step
-        out = self._call(op, (self.fake_of_node(node), *rest), {})
+        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments),
+                                                (self.fake_of_node(node), *rest))))
+        out = self._call(op, tuple(args), kwargs)
         return self.node_of(out[index] if index is not None else out)
 
     def _call_nodes(self, op, *args):

@@ -26,6 +26,7 @@ class AliasOutput:
     storage_offset: int
     requires_grad: bool
     identity: bool  # the output is the input itself
+    dtype: torch.dtype | None = None  # set when the view reinterprets the input's dtype (view_as_complex)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ class _Session:
             base = fn.entries[id(o)].base if fn.is_tracked(o) else None
             if base is not None and id(base) in primal_ids:
                 kinds.append(("alias", AliasOutput(primal_ids[id(base)], tuple(o.shape), tuple(o.stride()),
-                                                   o.storage_offset(), o.requires_grad, o is base)))
+                                                   o.storage_offset(), o.requires_grad, o is base,
+                                                   None if o.dtype == base.dtype else o.dtype)))
                 continue
             kinds.append(("graph", len(nodes)))
             nodes.append(self.tracer.node_of(o))

@@ -88,8 +88,18 @@ def _rebuilder(spec):
 def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
     if alias.identity:
         return real
+    if alias.dtype is not None:  # strides and offset count elements of the view's dtype
+        real = _reinterpret(real, alias.dtype)
     out = real.as_strided(alias.size, alias.stride, alias.storage_offset)
     return out if alias.requires_grad else out.detach()
+
+
+def _reinterpret(real: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    try:
+        return real.view(dtype)  # keeps autograd; needs a last dim of stride 1
+    except RuntimeError:  # any layout: the input's whole storage, read as `dtype`
+        with torch.no_grad():
+            return torch.empty(0, dtype=dtype, device=real.device).set_(real.untyped_storage())
 
 
 class InferenceRunner:
