@@ -314,6 +314,51 @@ def as_strided_read_after_write(x):
     return y.as_strided((3, 2), (1, 4), 2) + 0
 
 
+@program((4, 4))
+def as_strided_of_a_slice(x):
+    y = x.clone()
+    v = y[1:]
+    v.as_strided((2, 2), (4, 1), 5).mul_(3.0)
+    y.add_(1)
+    return y, v.as_strided((2, 3), (1, 4), 4) * 1
+
+
+# --- inputs that are not contiguous, or are views of a larger tensor ---------------------------
+
+@program(make=lambda: [torch.randn(4, 5).t()])
+def transposed_input_written_through_views(x):
+    x[1].fill_(0.0)
+    x[:, 2] += 1
+    return x * 1
+
+
+@program(make=lambda: [torch.randn(6, 4)[1:5]])
+def input_with_storage_offset(x):
+    x[0].mul_(2)
+    x.t()[3] = 1.0
+    return x.sum(0), x[1:3]
+
+
+@program(make=lambda: [torch.randn(5, 4)[1:]])
+def as_strided_of_input_with_storage_offset(x):
+    v = x.as_strided((2, 2), (4, 1), x.storage_offset() + 1)
+    x.mul_(2)  # v is regenerated from x's new value
+    v.add_(1)  # and written back through as_strided_scatter
+    return v * 1, x.sum()
+
+
+@program(make=lambda: [torch.randn(4, 4).t()], fallback_ok={"inductor", "triton"})
+def as_strided_of_transposed_input(x):  # prims' as_strided reads values, not a storage: falls back
+    return x.as_strided((2, 2), (1, 4), 1) * 2
+
+
+@program(make=lambda: [torch.randn(4, 8)[:, ::2]])
+def strided_input_index_put(x):
+    x[x > 0] = 0.0
+    x[:, 1] -= 1
+    return x + 0
+
+
 # --- complex views (issue 13, item 13): the inductor has no complex kernels and falls back ------
 
 @program((4, 2), fallback_ok={"inductor", "triton"})

@@ -308,13 +308,20 @@ class Functionalizer:
         multi = isinstance(out, (list, tuple))
         for i, o in enumerate(outs):
             node = self.entries[id(o)].node
-            step = (op, rest, i if multi else None)
-            self.entries[id(o)] = _Entry(e.base, e.chain + (step,), node, self.version(src))
+            if op is aten.as_strided.default:
+                chain = _as_strided_chain(e, src, rest)
+            else:
+                chain = e.chain + ((op, rest, i if multi else None),)
+            self.entries[id(o)] = _Entry(e.base, chain, node, self.version(src))
 
     def _replay(self, step, node):
         op, rest, index = step
-        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments),
-                                                (self.fake_of_node(node), *rest))))
+        fake = self.fake_of_node(node)
+        if op is _FROZEN_AS_STRIDED:
+            raise AotTraceError("mutation-through-view", f"{op} read after a write to its base")
+        if op is aten.as_strided.default:  # Note [as_strided views]
+            rest = (rest[0], rest[1], rest[2] + fake.storage_offset())
+        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (fake, *rest))))
         out = self._call(op, tuple(args), kwargs)
         return self.node_of(out[index] if index is not None else out)
 
@@ -371,6 +378,24 @@ class Functionalizer:
         self.versions[id(e.base)] += 1
         if e.chain:
             e.node, e.version = new_node, self.versions[id(e.base)]
+
+
+# Note [as_strided views]: as_strided addresses the storage, not its input. Its step is kept
+# with the offset counted from the base's first element, and hangs off the base itself rather
+# than after the chain that produced its input. Replayed on a value, the offset is rebased onto
+# that value's own (a placeholder keeps the input's offset; a computed value starts at 0); its
+# inverse, as_strided_scatter, counts from the start of a copy of the base already. This holds
+# for a contiguous base: a non-contiguous base's storage order is not the order of its values,
+# so a view of it is neither replayed nor written through (the trace fails: ember falls back).
+_FROZEN_AS_STRIDED = "as_strided of a non-contiguous tensor"
+
+
+def _as_strided_chain(e: _Entry, src: torch.Tensor, rest: tuple) -> tuple:
+    size, stride, offset = rest
+    offset = src.storage_offset() if offset is None else offset
+    if not e.base.is_contiguous():
+        return e.chain + ((_FROZEN_AS_STRIDED, rest, None),)
+    return ((aten.as_strided.default, (size, stride, offset - e.base.storage_offset()), None),)
 
 
 _UNSUPPORTED = {aten.resize_.default, aten.set_.source_Tensor, aten.set_.source_Storage,
