@@ -283,6 +283,80 @@ def index_copy_and_fill_on_views(x, s):
     return y
 
 
+@program((4, 4), (2, 2))
+def two_index_tensors(x, v):
+    y = x.clone()
+    i, j = torch.tensor([0, 3]), torch.tensor([1, 2])
+    y[i[:, None], j] = v
+    y[i, j] += 10.0
+    y[1:3][:, j] = -1.0  # columns of a row slice
+    return y
+
+
+@program((4, 5), make=lambda: [torch.randn(4, 5), torch.tensor([True, False, True, False, True])])
+def boolean_columns_and_ellipsis(x, cols):
+    y = x.clone()
+    y[:, cols] = 0.0
+    y[..., 1] = 3.0
+    y[None, 2] = 4.0
+    y[-2:, -1] -= 1.0
+    return y
+
+
+@program((4, 6), (4, 2))
+def out_variant_and_index_add_into_views(x, s):
+    y = x.clone()
+    torch.add(s, 1.0, out=y[:, 0:2])
+    y[:, 2:].index_add_(1, torch.tensor([0, 3]), s)
+    y.T[5].copy_(s[:, 0])
+    return y
+
+
+@program(make=lambda: [torch.randn(4, 6)])
+def reshape_copy_is_not_a_view(x):
+    flat = x.t().reshape(-1)  # a copy: writes to it do not reach x
+    flat.add_(100.0)
+    same = x.reshape(-1)  # a view: writes to it do
+    same[:3] = 0.0
+    x.contiguous()[1, 1] = 7.0  # contiguous() of a contiguous tensor is the tensor itself
+    return flat, x.movedim(0, 1).unflatten(0, (2, 3)) * 1
+
+
+@program((3, 4))
+def bitcast_view_written(x):
+    y = x.clone()
+    bits = y.view(torch.int32)
+    bits[0].bitwise_and_(-2)
+    return y, bits
+
+
+class KVCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(2, 8, 4))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, new, pos: int):
+        self.k[:, pos:pos + new.shape[1]] = new
+        self.k[:, 0].mul_(0.5)
+        self.steps += 1
+        return self.k[:, :pos + new.shape[1]].sum(1)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "triton", "aot_eager"])
+def test_module_buffer_updated_through_slices(backend):
+    eager, mine = KVCache(), KVCache()
+    compiled = ember.compile(mine, **BACKENDS[backend])
+    for pos in (0, 0, 2):  # a new int recompiles
+        new = torch.randn(2, 3, 4)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = compiled(new, pos)
+        assert not [str(c.message) for c in caught if "ember" in str(c.message)]
+        _assert_same(out, eager(new, pos))
+        _assert_same(list(mine.buffers()), list(eager.buffers()))
+
+
 # --- diagonals, as_strided ------------------------------------------------------------------
 
 @program((4, 4))
