@@ -367,3 +367,32 @@ def test_writes_through_real_and_imag():
 
     eager_out, aot_out, *_ = run_both(f, torch.randn(3, 2))
     assert_same(eager_out, aot_out)
+
+
+def fresh_outputs_compiler(gm, example_inputs):
+    """Returns every output in a buffer of its own (as a kernel compiler does)."""
+    def run(*args):
+        return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm(*args))
+    return run
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_outputs_viewing_one_intermediate_share_its_memory(grad):
+    def f(x):
+        y = x * 2
+        return (y, y[1], y.t(), y[0:2].view(-1))
+
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(3, 4, requires_grad=grad)
+    compiled = aot(gm, [x], fw_compiler=fresh_outputs_compiler)
+    out = compiled(x)
+    assert_same(out, f(x))
+    assert len({o.untyped_storage().data_ptr() for o in out}) == 1
+    if grad:
+        sum(o.sum() for o in out).backward()
+        ref = x.detach().clone().requires_grad_()
+        sum(o.sum() for o in f(ref)).backward()
+        torch.testing.assert_close(x.grad, ref.grad)
+    else:
+        out[1].mul_(0)
+        torch.testing.assert_close(out[0][1], torch.zeros(4))  # the write is seen through y

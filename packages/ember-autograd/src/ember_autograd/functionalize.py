@@ -108,6 +108,28 @@ def normalize_args(op, args, kwargs) -> list:
     return out
 
 
+def replayable(chain: tuple) -> bool:
+    """Whether `chain` can be replayed on a real tensor by `replay_view` (no as_strided: its
+    offsets count from a base whose layout the runtime value need not have)."""
+    return all(isinstance(op, torch._ops.OpOverload) and op is not aten.as_strided.default
+               for op, _, _ in chain)
+
+
+def replay_view(base: torch.Tensor, chain: tuple) -> torch.Tensor:
+    """The view `chain` describes, taken of a real `base`."""
+    t = base
+    for op, rest, index in chain:
+        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (t, *rest))))
+        try:
+            out = op(*args, **kwargs)
+        except RuntimeError:  # `view` of a base the compiler laid out differently: a copy
+            if op is not aten.view.default:
+                raise
+            out = aten.reshape.default(*args, **kwargs)
+        t = out[index] if index is not None else out
+    return t
+
+
 def _split_call(op, values: dict) -> tuple[list, dict]:
     args, kwargs = [], {}
     for arg in op._schema.arguments:

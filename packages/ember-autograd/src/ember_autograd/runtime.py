@@ -10,6 +10,7 @@ from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from ember_autograd.errors import AotError
+from ember_autograd.functionalize import replay_view
 from ember_autograd.joint import AliasOutput, Signature
 
 
@@ -66,6 +67,8 @@ def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: lis
             flat.append(graph_outputs[what])
         elif kind == "alias":
             flat.append(_regenerate(what, tensors[what.input_index]))
+        elif kind == "view":
+            flat.append(replay_view(graph_outputs[what.base_output], what.chain))
         else:
             flat.append(what)
     rebuild = getattr(sig, "_rebuild", None)
