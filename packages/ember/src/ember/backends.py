@@ -22,6 +22,7 @@ import ember_autograd
 import ember_inductor
 import ember_prims
 from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+from ember.checks import check_captured
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, site_of
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
@@ -107,7 +108,12 @@ def _with_fallback(compiler: CompilerFn, settings: Settings) -> CompilerFn:
     # one warning at the user's line; with fullgraph=True the failure is raised. An
     # AotComposition is also handed the policy, for what it compiles later (backward, new grad
     # modes) and for the first calls of what it compiled.
+    if isinstance(compiler, AotComposition) and settings.check:  # Note [checked boundaries]
+        compiler = dataclasses.replace(compiler, config=_checked(compiler.config or ember_autograd.AotConfig()))
+
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        if settings.check:
+            check_captured(gm, example_inputs)
         fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
         if isinstance(compiler, AotComposition):
             return fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback), gm, example_inputs,
@@ -144,6 +150,7 @@ class AotComposition:
     bw_compiler: CompilerFn | None = None
     decompositions: Any = None  # a callable () -> {OpOverload: fn}, called per graph
     config: Any = None  # ember_autograd.AotConfig
+    partition: Any = None  # ember_autograd's default_partition unless given
     name: str = "aot"  # how warnings and errors name this backend
 
     @property
@@ -159,7 +166,8 @@ class AotComposition:
             gm, example_inputs,
             fw_compiler=lambda g, ex: fallback.compile(fw, g, ex, "forward", boxed=True),
             bw_compiler=lambda g, ex: fallback.compile(bw, g, ex, "backward", boxed=True),
-            decompositions=self.decompositions() if self.decompositions else None, config=self.config)
+            decompositions=self.decompositions() if self.decompositions else None,
+            partition=self.partition, config=self.config)
         return fallback.every_call(compiled, gm.forward)
 
 
@@ -172,9 +180,15 @@ def _eager_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 _aot_eager_compiler = AotComposition(_eager_compiler, name="aot_eager")
 
 
+def _checked(config: Any) -> Any:
+    return dataclasses.replace(config, verify=True)
+
+
 def _inductor_options(settings: Settings) -> Any:
     given = dict(settings.options)
     given.setdefault("cache_dir", settings.cache_dir)
+    if settings.check:  # Note [checked boundaries]
+        given["debug_verify"] = True
     try:
         return ember_inductor.InductorOptions.from_dict(given, logs=settings.logs & INDUCTOR_LOGS)
     except (KeyError, TypeError, ValueError) as exc:

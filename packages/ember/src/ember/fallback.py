@@ -12,6 +12,9 @@ compiled forward or backward) ends in one place, `Fallback.fail`:
   an eager backward and the gradients are still exact;
 - with fullgraph=True: `BackendCompilerFailed`, naming the user's function, file and line.
 
+A boundary check that fails (Note [checked boundaries], checks.py) raises `ember.SpecError`
+whatever fullgraph says.
+
 Capture's own graph breaks and eager fallbacks are capture's (ember_capture.runtime); this
 module covers everything the backend does with a captured graph.
 """
@@ -25,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ember.checks import as_spec_error
 from ember.errors import BackendCompilerFailed
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
@@ -72,6 +76,9 @@ class Fallback:
         where = f" of {self.site}" if self.site else ""
         if isinstance(exc, BackendCompilerFailed):  # raised by a nested stage already
             raise exc
+        spec = as_spec_error(exc)
+        if spec is not None:  # Note [checked boundaries]: a violation is a bug, never a fallback
+            raise spec from exc
         if self.fullgraph:
             raise BackendCompilerFailed(f"backend {self.backend_name!r} failed at the {stage} of the "
                                         f"graph{where}: {_one_line(exc)}") from exc
