@@ -48,4 +48,4 @@ def check_captured(gm: torch.fx.GraphModule, example_inputs: list) -> None:
     try:
         ember_capture.verify_graph(gm, example_inputs)
     except ember_capture.SpecError as exc:
-        raise as_spec_error(exc) from exc
+        raise as_spec_error(exc) from exc  # noqa: B904 - the cause is set to exc either way

@@ -76,9 +76,9 @@ class Fallback:
         where = f" of {self.site}" if self.site else ""
         if isinstance(exc, BackendCompilerFailed):  # raised by a nested stage already
             raise exc
-        spec = as_spec_error(exc)
+        spec = as_spec_error(exc)  # its __cause__ is the layer's own error
         if spec is not None:  # Note [checked boundaries]: a violation is a bug, never a fallback
-            raise spec from exc
+            raise spec
         if self.fullgraph:
             raise BackendCompilerFailed(f"backend {self.backend_name!r} failed at the {stage} of the "
                                         f"graph{where}: {_one_line(exc)}") from exc
