@@ -26,14 +26,19 @@ class CaptureConfig:
     # warning that says so) and the code runs eagerly; with raise_internal it propagates, with
     # ember's traceback (tests run this way; the facade sets it from EMBER_RAISE_INTERNAL=1).
     raise_internal: bool = False
+    # Note [hidden frames] (tracebacks.py): exceptions leaving a captured function show the
+    # user's frames only. Off by default for this layer alone; the facade turns it on unless
+    # EMBER_DEBUG=1.
+    hide_frames: bool = False
 
     def __post_init__(self):
         if not isinstance(self.fullgraph, bool):
             raise TypeError(f"fullgraph must be a bool, got {self.fullgraph!r}")
         if not isinstance(self.recompile_limit, int) or self.recompile_limit < 1:
             raise ValueError(f"recompile_limit must be a positive int, got {self.recompile_limit!r}")
-        if not isinstance(self.raise_internal, bool):
-            raise TypeError(f"raise_internal must be a bool, got {self.raise_internal!r}")
+        for flag in ("raise_internal", "hide_frames"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.dynamic not in (None, True, False):
             raise TypeError(f"dynamic must be None, True or False, got {self.dynamic!r}")
         unknown = set(self.logs) - LOG_NAMES

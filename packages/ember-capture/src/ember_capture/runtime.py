@@ -26,6 +26,7 @@ from .disable import run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
+from .tracebacks import hide_ember_frames
 from .tracer import Tracer
 
 MAX_RESTARTS = 32
@@ -108,14 +109,21 @@ class FrameState:
         entries = self.entries
         bind = self.bind
         miss = self.miss
+        hide = self.session.config.hide_frames
 
         def wrapper(*args, **kwargs):
-            L = bind(*args, **kwargs)
-            for entry in entries:
-                result = entry(L, args, kwargs)
-                if result is not MISS:
-                    return result
-            return miss(L, args, kwargs)
+            try:
+                L = bind(*args, **kwargs)
+                for entry in entries:
+                    result = entry(L, args, kwargs)
+                    if result is not MISS:
+                        return result
+                return miss(L, args, kwargs)
+            except Exception as exc:
+                if not hide:
+                    raise
+                # Note [hidden frames]: the user's frames only, and this one
+                raise hide_ember_frames(exc)
 
         wrapper.__wrapped__ = self.eager
         wrapper.__name__ = getattr(self.func, "__name__", "captured")
@@ -166,7 +174,7 @@ class FrameState:
             except Unsupported as e:
                 inst = tr.root.inst if tr.root is not None else None
                 if config.fullgraph:
-                    raise Unsupported(e.kind, e.reason, e.location) from None
+                    raise Unsupported(e.kind, f"{e.reason} (in {self.name}; hint: {e.kind.hint})", e.location) from None
                 if e.location is None:
                     e.with_location(self.code.co_filename, self.code.co_firstlineno)
                 if e.kind is BreakKind.INTERNAL:  # Note [internal errors]: never a silent graph break

@@ -69,7 +69,8 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,
                                          dynamic=settings.dynamic,
                                          logs=settings.logs & CAPTURE_LOGS,
-                                         raise_internal=settings.raise_internal)
+                                         raise_internal=settings.raise_internal,
+                                         hide_frames=not settings.debug)
     return compiler, config
 
 
