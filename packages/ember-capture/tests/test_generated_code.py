@@ -65,3 +65,10 @@ def test_generated_code_that_does_not_compile_raises_under_fullgraph(monkeypatch
     captured = ember_capture.capture(relative_buckets, Recorder(), CaptureConfig(fullgraph=True))
     with pytest.raises(Unsupported, match="relative_buckets|test_generated_code.py"):
         captured(torch.randn(5))
+
+
+def test_generated_code_that_does_not_compile_raises_with_raise_internal(monkeypatch):
+    monkeypatch.setattr(OutputGraph, "finish", _invalid_code)
+    captured = ember_capture.capture(relative_buckets, Recorder(), CaptureConfig(raise_internal=True))
+    with pytest.raises(SyntaxError):
+        captured(torch.randn(5))

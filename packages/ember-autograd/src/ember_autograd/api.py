@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
-from ember_autograd.errors import AotError
+from ember_autograd.errors import AotError, ErrorKind
 from ember_autograd.joint import Signature, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
@@ -76,7 +76,7 @@ class AotFunction:
             # The graphs treat inputs as independent: a call whose mutated input shares memory
             # with another input (a view and its base, passed across a graph break) runs the
             # captured graph eagerly, where the write is seen through both.
-            if e.kind != "aliased-mutated-input":
+            if e.kind is not ErrorKind.ALIASED_MUTATED_INPUT:
                 raise
             if not self._warned_aliasing:
                 self._warned_aliasing = True

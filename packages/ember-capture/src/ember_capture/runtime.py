@@ -194,9 +194,11 @@ class FrameState:
                 return self.eager_entry(tr, Unsupported("cannot_resume", f"{err.reason if err else ''}; "
                                                         f"cannot resume after it: {e}",
                                                         err.location if err else None))
-            except SyntaxError as e:  # code ember generated does not compile: ember's bug, not the user's
-                error = Unsupported("internal_error", f"ember generated invalid code ({e.msg}: "
-                                    f"{(e.text or '').strip()!r}); this is a bug in ember",
+            except SyntaxError as e:  # Note [internal errors]: code ember generated does not compile
+                if config.raise_internal:
+                    raise
+                error = Unsupported("internal", f"ember generated invalid code ({e.msg}: "
+                                    f"{(e.text or '').strip()!r})",
                                     (self.code.co_filename, self.code.co_firstlineno))
                 if config.fullgraph:
                     raise error from e
