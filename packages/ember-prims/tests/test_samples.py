@@ -57,6 +57,8 @@ SAMPLES = [
     (aten.any.dims, lambda: (_r(3, 4, 2) > 1, [1], True)),
     (aten._unsafe_index.Tensor, lambda: (_r(4, 5), [None, torch.tensor([[0, -1], [2, 3]])])),
     (aten._unsafe_index_put.default, lambda: (_r(4, 5), [torch.tensor([0, 2, 0])], _r(3, 5), True)),
+    (aten.index_put.default, lambda: (_r(4, 5), [None, _r(5) > 0], torch.tensor(2.0))),
+    (aten.index_put.default, lambda: (_r(2, 3, 4), [None, _r(3, 4) > 0], torch.tensor([1.5]), True)),
     (aten.adaptive_avg_pool2d.default, lambda: (_r(2, 3, 7, 9), [3, 4])),
     (aten.upsample_nearest2d.default, lambda: (_r(2, 3, 5, 7), [8, 13])),
     (aten.upsample_nearest2d.vec, lambda: (_r(2, 3, 5, 7), None, [2.0, 1.5])),
