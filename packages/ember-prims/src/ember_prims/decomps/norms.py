@@ -9,6 +9,8 @@ in-place update is dropped (graphs reaching us are functional and use
 """
 from __future__ import annotations
 
+import torch
+
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, sum_dims,
@@ -204,6 +206,52 @@ def native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_
     if output_mask[2]:
         gb = convert(sum_g, weight.dtype if weight is not None else a.dtype)
     return gi, gw, gb
+
+
+# Note [vendor batch norm]
+#     On CUDA, `F.batch_norm` reaches the tracer as `cudnn_batch_norm` (ROCm: `miopen_batch_norm`):
+#     `batch_norm` is a composite op that picks the vendor kernel by device, below autograd, so
+#     the backward is `cudnn_batch_norm_backward`. Both forms are the same function as
+#     native_batch_norm (cuDNN's `save_var` is the inverse standard deviation, like
+#     native_batch_norm's `save_invstd`) and decompose through it, so the statistics and the
+#     normalization fuse with the pointwise work around them like any other kernel. Routing the
+#     forward through `aten.native_batch_norm` keeps its running-statistics update (a mutation
+#     its schema does not declare) on the path the tracer functionalizes. The reserve space is
+#     cuDNN's scratch memory for its own backward: empty here.
+def _vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    out, mean, invstd = aten.native_batch_norm.default(a, weight, bias, running_mean, running_var,
+                                                       training, momentum, eps)
+    if not training:  # cuDNN returns no statistics in evaluation
+        empty = full([0], 0, weight.dtype if weight is not None else a.dtype, a.device)
+        mean, invstd = empty, P.clone(empty)
+    return out, mean, invstd
+
+
+@register(aten.cudnn_batch_norm.default)
+def cudnn_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    reserve = full([0], 0, torch.uint8, a.device)
+    return (*_vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps), reserve)
+
+
+@register(aten.miopen_batch_norm.default)
+def miopen_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps):
+    # called only for training-mode forwards (autograd uses native_batch_norm_backward in eval)
+    return native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_mean, save_var,
+                                      True, eps, [True, True, True])
+
+
+@register(aten.cudnn_batch_norm_backward.default)
+def cudnn_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps, reserve):
+    return _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps)
+
+
+@register(aten.miopen_batch_norm_backward.default)
+def miopen_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps):
+    return _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps)
 
 
 # group norm ----------------------------------------------------------------------------------
