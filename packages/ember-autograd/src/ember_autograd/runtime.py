@@ -54,9 +54,14 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
         return
+    dsts = [tensors[k] for k in sig.mutated_inputs]
+    srcs = list(new_values)
     with torch.no_grad():
-        for k, value in zip(sig.mutated_inputs, new_values):
-            tensors[k].copy_(value)
+        if all(d.shape == s.shape and d.device == s.device for d, s in zip(dsts, srcs)):
+            torch._foreach_copy_(dsts, srcs)  # one call: a ResNet step writes back ~160 buffers
+        else:
+            for d, s in zip(dsts, srcs):
+                d.copy_(s)
 
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
