@@ -13,7 +13,7 @@ import torch
 
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
-    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, sum_dims,
+    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, slice_dim, sum_dims,
 )
 
 
@@ -87,10 +87,34 @@ def _channel(v, like):
     return P.broadcast_in_dim(convert(v, like.dtype), list(like.shape), [1])
 
 
+def _shifted_mean_rstd(x, dims, eps):
+    """Note [batch-norm statistics in one pass]
+    Batch norm's mean and variance reduce over every dim but the channel: long rows, split in
+    two kernels on the GPU. Computed as mean then variance of (x - mean), the variance's
+    reduction waits for the mean's, so four reduction kernels run per batch norm. With a shift
+    K per channel (its first element), var = E[(x-K)^2] - E[x-K]^2 holds exactly and both sums
+    are independent, so they share one pass; K lies within the data, so the subtraction loses
+    about as little as the two-pass form (the naive E[x^2] - E[x]^2, K = 0, loses everything
+    when |mean| >> std). Rounding cannot make the variance negative: clamped at 0."""
+    n = numel_of(x.shape, dims)
+    k = x
+    for d in dims:
+        k = slice_dim(k, d, 0, 1)
+    d = P.sub(x, broadcast_to(k, x.shape))
+    inv_n = full(k.shape, 1 / n, x.dtype, x.device)
+    m1 = P.mul(sum_dims(d, dims, True), inv_n)
+    m2 = P.mul(sum_dims(P.mul(d, d), dims, True), inv_n)
+    var = P.maximum(P.sub(m2, P.mul(m1, m1)), full(k.shape, 0, x.dtype, x.device))
+    mean = P.add(k, m1)
+    rstd = P.rsqrt(P.add(var, full(var.shape, eps, x.dtype, x.device)))
+    return mean, var, rstd, P.sub(x, broadcast_to(mean, x.shape))
+
+
 def _bn_train(a, weight, bias, eps):
     dims = _bn_dims(a)
     x = convert(a, opmath(a.dtype))
-    mean, var, rstd, d = _mean_rstd(x, dims, eps)
+    stats = _shifted_mean_rstd if all(a.shape[d] > 0 for d in dims) else _mean_rstd
+    mean, var, rstd, d = stats(x, dims, eps)
     y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, [1])
     squeeze = lambda t: reshape(t, [a.shape[1]])  # noqa: E731
     return convert(y, a.dtype), squeeze(mean), squeeze(var), squeeze(rstd)
