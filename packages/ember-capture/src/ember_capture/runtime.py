@@ -17,6 +17,7 @@ import torch
 import torch.nn.modules.module as _module_mod
 
 
+from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .calls import inlinable_file
 from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
@@ -149,6 +150,9 @@ class FrameState:
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
+                    target = module_call_target(tr, self.self_obj, "L[0]", func)
+                    if target is not None:  # the class's __call__ or the instance's forward runs instead
+                        return self.delegate_entry(tr, target)
                 plan = tr.run()
             except Unsupported as e:
                 inst = tr.root.inst if tr.root is not None else None
@@ -227,6 +231,17 @@ class FrameState:
         log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
         tr.ns["__eager"] = self.eager
         entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __eager(*args, **kwargs)")
+        entry.guard_notes = list(tr.guards.notes)
+        entry.guard_checks = dict(tr.guards.items)
+        entry.ns = tr.ns
+        return entry
+
+    def delegate_entry(self, tr, target):
+        """An entry that calls `target` (captured as any callee is) while the guards hold."""
+        log(self.session.config, "recompiles", f"{self.name}: the module's call now runs {target!r}")
+        tr.ns["__target"] = target
+        tr.ns["__native"] = self.call_native
+        entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __native(__target, args, kwargs)")
         entry.guard_notes = list(tr.guards.notes)
         entry.guard_checks = dict(tr.guards.items)
         entry.ns = tr.ns
