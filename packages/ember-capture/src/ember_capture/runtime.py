@@ -159,7 +159,7 @@ class FrameState:
                 if config.fullgraph:
                     raise Unsupported(e.kind, e.reason, e.location) from None
                 if e.location is None:
-                    e.with_location(self.code.co_filename, self.code.co_firstlineno)
+                    e.with_location(self.code.co_filename, self.code.co_firstlineno, self.code.co_qualname)
                 obstacle = None if inst is None else why_no_break(self.code, inst)
                 if inst is not None and obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e

@@ -13,6 +13,7 @@ The compositions (the brief: "composition lives in the facade"):
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -110,14 +111,28 @@ def _with_fallback(compiler: CompilerFn, settings: Settings) -> CompilerFn:
             return compiler(gm, example_inputs)
         except Exception as exc:  # noqa: BLE001 - any backend failure is reported, never hidden
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            origin = _graph_origin(gm)
             if settings.fullgraph:
                 raise BackendCompilerFailed(
-                    f"backend {settings.backend_name!r} failed to compile a graph: {reason}") from exc
-            warnings.warn(f"ember: backend {settings.backend_name!r} could not compile a graph "
+                    f"backend {settings.backend_name!r} failed to compile a graph{origin}: {reason}") from exc
+            warnings.warn(f"ember: backend {settings.backend_name!r} could not compile a graph{origin} "
                           f"({reason}); that graph runs eagerly", stacklevel=2)
             return gm.forward
 
     return compile_one
+
+
+_TRACE_ENTRY = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<name>\S+)')
+
+
+def _graph_origin(gm: torch.fx.GraphModule) -> str:
+    """' of fn (file:line)': the user's function whose code the graph was captured from (the
+    outermost frame of its first node's meta["stack_trace"]), or '' when no node has one."""
+    for node in sorted(gm.graph.nodes, key=lambda n: n.op == "placeholder"):  # an op's line first
+        match = _TRACE_ENTRY.search(node.meta.get("stack_trace") or "")
+        if match:
+            return f" of {match['name']} ({match['file']}:{match['line']})"
+    return ""
 
 
 # --- the named backends -------------------------------------------------------------------------
