@@ -155,8 +155,22 @@ class UsesDescriptor(nn.Module):
         return x * self.d
 
 
+class PropertyReadsParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.raw_scale = nn.Parameter(torch.full((4,), 0.5))
+        self.register_buffer("shift", torch.ones(4))
+
+    @property
+    def scale(self):
+        return self.raw_scale * 2
+
+    def forward(self, x):
+        return x * self.scale + self.shift
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("cls", [SubmoduleNamedLikeMethod, PropertyOverInstanceDict, InstanceOverClassAttr,
+@pytest.mark.parametrize("cls", [PropertyReadsParameter, SubmoduleNamedLikeMethod, PropertyOverInstanceDict, InstanceOverClassAttr,
                                  TensorAttrOverMethod, OwnGetattr, UsesSlots, UsesGetattribute, UsesDescriptor])
 def test_lookup_order(cls, backend):
     model = cls()
@@ -174,6 +188,35 @@ def test_slot_and_descriptor_writes_after_compile(backend):
     opt = ember.compile(model, backend=backend)
     _same(opt, model)
     model.d = 4.0
+    _same(opt, model)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_attribute_changed_or_shadowed_after_compile(backend):
+    class Local(nn.Module):
+        factor = 3.0
+
+        def forward(self, x):
+            return x * self.factor
+
+    model = Local()
+    opt = ember.compile(model, backend=backend)
+    _same(opt, model)
+    Local.factor = -1.0
+    _same(opt, model)
+    model.factor = 4.0  # now the instance dict shadows the class attribute
+    _same(opt, model)
+    del model.factor
+    _same(opt, model)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_buffer_and_parameter_replaced_after_compile(backend):
+    model = PropertyReadsParameter()
+    opt = ember.compile(model, backend=backend)
+    _same(opt, model)
+    model.shift = torch.full((4,), -3.0)  # a buffer: Module.__setattr__ keeps it a buffer
+    model.raw_scale = nn.Parameter(torch.full((4,), 7.0))
     _same(opt, model)
 
 
@@ -297,3 +340,46 @@ def test_global_function_rebound(backend):
     finally:
         _scale = saved
 
+
+
+class Flagged(nn.Module):
+    def forward(self, x):
+        return x * 2 if hasattr(self, "flag") else x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hasattr_answer_is_guarded(backend):
+    model = Flagged()
+    opt = ember.compile(model, backend=backend)
+    _same(opt, model)
+    model.flag = 1
+    _same(opt, model)
+    del model.flag
+    _same(opt, model)
+
+
+class Scaler:
+    def scale(self, x):
+        return x * 2
+
+
+def _calls_scale(obj, x):
+    return obj.scale(x) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_method_of_a_plain_object_replaced(backend):
+    class Local(Scaler):
+        pass
+
+    obj = Local()
+    opt = ember.compile(_calls_scale, backend=backend)
+    inputs = [torch.randn(3), torch.randn(3)]
+    for x in inputs:
+        torch.testing.assert_close(opt(obj, x), _calls_scale(obj, x))
+    Local.scale = lambda self, x: x * -4
+    for x in inputs:
+        torch.testing.assert_close(opt(obj, x), _calls_scale(obj, x))
+    obj.scale = lambda x: x + 100  # an instance attribute shadows the method
+    for x in inputs:
+        torch.testing.assert_close(opt(obj, x), _calls_scale(obj, x))

@@ -99,14 +99,14 @@ def generic_getattr(fr, o: ObjVar, name: str):
     cls = type(value)
     raw = class_lookup(tr, cls, name)
     if raw is not _ABSENT and _is_data_descriptor(raw):
-        return bind_class_attr(fr, o, raw, name, attr_source(o.source, name))
+        return bind_class_attr(fr, o, raw, name)
     d = instance_dict(value)
     if d is not None and name in d:
         return wrap(tr, d[name], attr_source(o.source, name), name)
     if raw is not _ABSENT:
         if d is not None:
             _not_in_instance(tr, o.source, name)
-        return bind_class_attr(fr, o, raw, name, attr_source(o.source, name))
+        return bind_class_attr(fr, o, raw, name)
     fallback = class_lookup(tr, cls, "__getattr__")
     if fallback is torch.nn.Module.__getattr__:
         return module_store_attr(fr, o, name)
@@ -118,15 +118,15 @@ def generic_getattr(fr, o: ObjVar, name: str):
 
 
 def _native(fr, o: ObjVar, name):
-    if o.source is None:
-        raise Unsupported("unsupported_attr", f"attribute {name!r} of {type(o.value).__name__}")
+    """Read natively; the guard re-reads it through `o`'s source (an object held by reference
+    without a source is read once, as its other attributes are)."""
     try:
         value = getattr(o.value, name)
     except AttributeError:
         raise Unsupported("unsupported_attr", f"{type(o.value).__name__} object has no attribute {name!r}") from None
     source = attr_source(o.source, name)
     if isinstance(value, types.MethodType) and value.__self__ is o.value:  # a new bound method per read
-        return BoundVar(wrap(fr.tr, value.__func__, f"{source}.__func__"), o)
+        return BoundVar(wrap(fr.tr, value.__func__, attr_source(source, "__func__")), o)
     return wrap(fr.tr, value, source, name)
 
 
@@ -140,10 +140,9 @@ def module_store_attr(fr, o: ObjVar, name: str):
     raise Unsupported("unsupported_attr", f"{type(m).__name__} object has no attribute {name!r}")
 
 
-def bind_class_attr(fr, obj, raw, name, source=None):
+def bind_class_attr(fr, obj, raw, name):
     """A class attribute `raw` read through the instance `obj` (an ObjVar or NewObjVar): bound
-    as Python binds it. `source` re-reads the same value on a real object (for C descriptors,
-    read natively and guarded by value)."""
+    as Python binds it (a C descriptor of a real object is read natively, guarded by value)."""
     tr = fr.tr
     if isinstance(raw, types.FunctionType):
         return BoundVar(ObjVar(raw), obj)
@@ -159,7 +158,7 @@ def bind_class_attr(fr, obj, raw, name, source=None):
         return wrap(tr, raw, None, name)
     if isinstance(get, types.FunctionType):  # a user descriptor
         return tr.inline(fr, ObjVar(get), [wrap(tr, raw, None), obj, ObjVar(owner)], {})
-    if source is not None and isinstance(obj, ObjVar) and not callable(raw):  # a slot, a C getset
+    if isinstance(obj, ObjVar) and not callable(raw):  # a slot, a C getset
         return _native(fr, obj, name)
     if callable(raw) and _modelled(tr, raw):  # a C method the tracer models (object.__getattribute__)
         return BoundVar(ObjVar(raw), obj)
