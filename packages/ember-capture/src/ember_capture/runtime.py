@@ -254,22 +254,14 @@ class FrameState:
                              f"hint: {reason.hint}")
         log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
         tr.ns["__eager"] = self.eager
-        entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __eager(*args, **kwargs)")
-        entry.guard_notes = list(tr.guards.notes)
-        entry.guard_checks = dict(tr.guards.items)
-        entry.ns = tr.ns
-        return entry
+        return _guarded_call_entry(tr, "return __eager(*args, **kwargs)")
 
     def delegate_entry(self, tr, target):
         """An entry that calls `target` (captured as any callee is) while the guards hold."""
         log(self.session.config, "recompiles", f"{self.name}: the module's call now runs {target!r}")
         tr.ns["__target"] = target
         tr.ns["__native"] = self.call_native
-        entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __native(__target, args, kwargs)")
-        entry.guard_notes = list(tr.guards.notes)
-        entry.guard_checks = dict(tr.guards.items)
-        entry.ns = tr.ns
-        return entry
+        return _guarded_call_entry(tr, "return __native(__target, args, kwargs)")
 
     # -- resume functions ---------------------------------------------------------------------
     def resume_function(self, target: int, null_mask: tuple, unbound: tuple):
@@ -298,6 +290,15 @@ class FrameState:
                     and inlinable_file(type(fn).forward.__code__.co_filename):
                 return session.callee(fn)(*args, **kwargs)
         return fn(*args, **kwargs)
+
+
+def _guarded_call_entry(tr, tail):
+    """An entry with no graph: the trace's guards, then `tail`."""
+    entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], tail)
+    entry.guard_notes = list(tr.guards.notes)
+    entry.guard_checks = dict(tr.guards.items)
+    entry.ns = tr.ns
+    return entry
 
 
 def _guard_no_hooks(tr, module):
