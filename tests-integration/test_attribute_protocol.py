@@ -9,6 +9,7 @@ eager PyTorch.
 """
 from __future__ import annotations
 
+import enum
 import types
 import warnings
 
@@ -383,3 +384,26 @@ def test_method_of_a_plain_object_replaced(backend):
     obj.scale = lambda x: x + 100  # an instance attribute shadows the method
     for x in inputs:
         torch.testing.assert_close(opt(obj, x), _calls_scale(obj, x))
+
+
+class Size(enum.Enum):
+    SMALL = 2
+    LARGE = 3
+
+
+class UsesEnum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.size = Size.SMALL
+
+    def forward(self, x):
+        return x * self.size.value  # Enum's `value` is a library property: read natively, guarded
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_library_property_read_natively_and_guarded(backend):
+    model = UsesEnum()
+    opt = ember.compile(model, backend=backend)
+    _same(opt, model)
+    model.size = Size.LARGE
+    _same(opt, model)

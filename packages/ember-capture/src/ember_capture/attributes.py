@@ -147,7 +147,7 @@ def bind_class_attr(fr, obj, raw, name):
     if isinstance(raw, types.FunctionType):
         return BoundVar(ObjVar(raw), obj)
     if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
-        return tr.inline(fr, ObjVar(raw.fget), [obj], {})
+        return _python_getter(fr, obj, raw.fget, [obj], name)
     if isinstance(raw, staticmethod):
         return wrap(tr, raw.__func__, None)
     owner = obj.cls if isinstance(obj, NewObjVar) else type(obj.value)
@@ -157,7 +157,7 @@ def bind_class_attr(fr, obj, raw, name):
     if get is None:  # not a descriptor: the class attribute itself (pinned by its class-dict guard)
         return wrap(tr, raw, None, name)
     if isinstance(get, types.FunctionType):  # a user descriptor
-        return tr.inline(fr, ObjVar(get), [wrap(tr, raw, None), obj, ObjVar(owner)], {})
+        return _python_getter(fr, obj, get, [wrap(tr, raw, None), obj, ObjVar(owner)], name)
     if isinstance(obj, ObjVar) and not callable(raw):  # a slot, a C getset
         return _native(fr, obj, name)
     if callable(raw) and _modelled(tr, raw):  # a C method the tracer models (object.__getattribute__)
@@ -182,6 +182,14 @@ def module_call_target(tr, module, source, forward):
     if raw is forward:
         return None
     return types.MethodType(raw, module) if isinstance(raw, types.FunctionType) else _Eager(module)
+
+
+def _python_getter(fr, obj, fn, args, name):
+    """A property's or descriptor's Python getter: traced when it is user code; library code
+    (an Enum member's `value`) is read natively on a real object, guarded by re-reading."""
+    if fr.tr.inlinable(fn) or not isinstance(obj, ObjVar):
+        return fr.tr.inline(fr, ObjVar(fn), args, {})
+    return _native(fr, obj, name)
 
 
 def _modelled(tr, raw) -> bool:
