@@ -203,7 +203,7 @@ class FrameState:
                     raise
                 error = Unsupported("internal", f"ember generated invalid code ({e.msg}: "
                                     f"{(e.text or '').strip()!r})",
-                                    (self.code.co_filename, self.code.co_firstlineno))
+                                    (self.code.co_filename, self.code.co_firstlineno, self.code.co_qualname))
                 if config.fullgraph:
                     raise error from e
                 return self.eager_entry(tr, error)
