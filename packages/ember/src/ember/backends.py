@@ -22,7 +22,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
-from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+from ember.cudagraphs import Logger, cudagraph_compilers, graph_label, static_positions
 from ember.errors import BackendCompilerFailed, BackendUnavailable, InvalidArgument
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
@@ -152,15 +152,27 @@ def _inductor_build(settings: Settings) -> CompilerFn:
 
         run._boxed_call = True
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
-        if options.cudagraphs:  # mode="reduce-overhead": one graph replay instead of many launches
-            runner = CUDAGraphRunner(lambda *args: compiled(list(args)))
-            runner.compiled_graph = compiled
-            return runner
         return run
 
+    return _aot_compiler(settings, fw_compiler, options.cudagraphs,
+                         dict(decompositions=ember_prims.table(), config=_AOT_CONFIG))
+
+
+def _aot_compiler(settings: Settings, inner: CompilerFn, cudagraphs: bool, aot_kwargs: dict) -> CompilerFn:
+    """ember_autograd.aot over `inner`; with cudagraphs, its forward and backward replay as CUDA
+    graphs (Note [cudagraph replay] in cudagraphs.py): mode="reduce-overhead", the cudagraphs
+    backend. Without a GPU, the graphs run as compiled and the mode says so once."""
+    if cudagraphs and not torch.cuda.is_available():
+        warnings.warn("ember: CUDA graphs (mode='reduce-overhead') need a CUDA device; this machine "
+                      "has none, so compiled graphs run without them", stacklevel=6)
+        cudagraphs = False
+    log = Logger("cudagraphs" in settings.logs)
+
     def compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        return ember_autograd.aot(gm, example_inputs, fw_compiler=fw_compiler,
-                                  decompositions=ember_prims.table(), config=_AOT_CONFIG)
+        fw = bw = inner
+        if cudagraphs:
+            fw, bw = cudagraph_compilers(inner, static_positions(gm, example_inputs), log, graph_label(gm))
+        return ember_autograd.aot(gm, example_inputs, fw_compiler=fw, bw_compiler=bw, **aot_kwargs)
 
     return compiler
 
@@ -176,10 +188,6 @@ def _missing(module: Any, *names: str) -> str | None:
     if absent:
         return f"{module.__name__} does not provide {', '.join(absent)} yet"
     return None
-
-
-def _cudagraphs_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    return ember_autograd.aot(gm, example_inputs, fw_compiler=cudagraph_compiler)
 
 
 def _cudagraphs_unavailable() -> str | None:
@@ -198,7 +206,8 @@ _add(BackendEntry("inductor", build=_inductor_build, takes_options=True,
                                        or _missing(ember_inductor, "compile_graph", "InductorOptions")),
                   doc="ember_autograd + ember_prims decompositions + ember_inductor kernels "
                       "(C++/OpenMP for CPU tensors, Triton for CUDA tensors)."))
-_add(BackendEntry("cudagraphs", build=lambda s: _cudagraphs_compiler, unavailable=_cudagraphs_unavailable,
+_add(BackendEntry("cudagraphs", build=lambda s: _aot_compiler(s, _eager_compiler, True, {}),
+                  unavailable=_cudagraphs_unavailable,
                   doc="aot_eager whose forward and backward graphs replay as CUDA graphs."))
 
 
