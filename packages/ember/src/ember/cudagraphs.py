@@ -98,13 +98,18 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 def _data_ptrs(tensors: Sequence, indices: Sequence[int]) -> list[int]:
-    return [tensors[i].data_ptr() for i in indices]
+    """The addresses of `tensors[i]` for i in indices, at position i (0 elsewhere)."""
+    ptrs = [0] * len(tensors)
+    for i in indices:
+        ptrs[i] = tensors[i].data_ptr()
+    return ptrs
 
 
 def _ptrs_equal(tensors: Sequence, ptrs: list[int], indices: list[int]) -> bool:
+    """tensors[i].data_ptr() == ptrs[i] for every i in indices."""
     if _PTRS_EQUAL is not None:
         return _PTRS_EQUAL(tensors, ptrs, indices)
-    return all(tensors[i].data_ptr() == p for i, p in zip(indices, ptrs))
+    return all(tensors[i].data_ptr() == ptrs[i] for i in indices)
 
 
 def _storage_uses(t: torch.Tensor) -> int:
@@ -112,10 +117,18 @@ def _storage_uses(t: torch.Tensor) -> int:
 
 
 def _capture(pool, body: Callable[[], list]) -> tuple[Any, list]:
-    """Record `body()` as a CUDA graph in `pool`; its outputs are the graph's outputs."""
+    """Record `body()` as a CUDA graph in `pool` on a side stream; its outputs are the graph's
+    outputs. Unlike `torch.cuda.graph`, a failed capture leaves the current stream as it was."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        outs = body()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            outs = body()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
     return graph, outs
 
 
@@ -221,8 +234,8 @@ class GraphRunner:
     def _classify(self, args: list) -> tuple[list[int], list[int]]:
         rec, warm = self.rec, self._warm_ptrs
         if rec is not None:  # a static input moved: a non-parameter one is copied from now on
-            self.demoted |= {i for i, p in zip(rec.static, rec.static_ptrs)
-                             if args[i].data_ptr() != p and i not in self.static_hint}
+            self.demoted |= {i for i in rec.static
+                             if args[i].data_ptr() != rec.static_ptrs[i] and i not in self.static_hint}
         static = [i for i, a in enumerate(args) if i in self.static_hint or
                   (i not in self.demoted and warm is not None and a.data_ptr() == warm[i])]
         static_set = set(static)
