@@ -60,8 +60,8 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
 #
 # Note [compiled mutations]: a compiled forward whose `applies_mutations` is true writes the
 # new values of mutated inputs itself (inside a CUDA graph, say), saved values that are mutated
-# inputs keeping their old value; the runtime then skips `replay_mutations` and its own copy of
-# those saved values.
+# inputs keeping their old value, and may return None in place of those new values; the runtime
+# then skips `replay_mutations` and its own copy of those saved values.
 
 
 def applies_mutations(fn: Callable) -> bool:

@@ -148,10 +148,11 @@ class Recording:
         self.static = static              # positions recorded at their own address
         self.static_ptrs = _data_ptrs(inputs, static)
         self.outputs = outputs            # the pool's output tensors (None / numbers as they are)
+        self.handed = handed              # outputs from here on are saved for the backward
         # handed outputs that live in the pool (not an input's memory): invalidated when held
         input_storages = {a.untyped_storage().data_ptr() for a in inputs}
-        self.pool_outputs = frozenset(k for k in range(handed) if isinstance(outputs[k], torch.Tensor)
-                             and outputs[k].untyped_storage().data_ptr() not in input_storages)
+        self.pool_outputs = [k for k in range(handed) if isinstance(outputs[k], torch.Tensor)
+                             and outputs[k].untyped_storage().data_ptr() not in input_storages]
         self.baseline = {k: _storage_uses(outputs[k]) for k in self.pool_outputs}
 
 
@@ -262,7 +263,8 @@ class GraphRunner:
         self.recordings += 1
         self.generation += 1
         self._warm_ptrs = None
-        self.log(f"{self.label}: recorded a CUDA graph ({len(static)} static inputs, "
+        again = f" again (a static input moved; recording {self.recordings})" if self.recordings > 1 else ""
+        self.log(f"{self.label}: recorded a CUDA graph{again} ({len(static)} static inputs, "
                  f"{len(copied)} copied)")
         return self._replay(rec, args)
 
@@ -272,8 +274,12 @@ class GraphRunner:
             a = args[i]
             inputs[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
         graph, outs = _capture(self.pool, lambda: self._write_mutations(inputs, list(self.fn(list(inputs)))))
-        rec = Recording(graph, inputs, copied, static, outs, self._n_handed(outs))
+        handed = self._n_handed(outs)
+        rec = Recording(graph, inputs, copied, static, outs, handed)
         rec.copy_back = [j for _, j in self.mutations if j in rec.copied_set]
+        rec.written = [k for k, _ in self.mutations]
+        rec.pool_outputs = [k for k in rec.pool_outputs if k not in rec.written]
+        rec.aliased = [k for k in range(handed) if isinstance(outs[k], torch.Tensor) and k not in rec.written]
         return rec
 
     def _n_handed(self, outs: list) -> int:
@@ -312,16 +318,12 @@ class GraphRunner:
 
     def _hand_out(self, rec: Recording) -> list:
         out = list(rec.outputs)
-        handed = self._n_handed(out)
-        pool = rec.pool_outputs
-        refs = []
-        for k in range(handed):
-            o = out[k]
-            if isinstance(o, torch.Tensor):
-                out[k] = alias = o.detach()
-                if k in pool:
-                    refs.append((k, weakref.ref(alias)))
-        self._out_refs = refs
+        for k in rec.written:  # Note [compiled mutations]: already in their inputs
+            out[k] = None
+        for k in rec.aliased:
+            out[k] = out[k].detach()
+        self._out_refs = [(k, weakref.ref(out[k])) for k in rec.pool_outputs]
+        handed = rec.handed
         if handed < len(out) and isinstance(out[handed], torch.Tensor):
             # one fresh alias among the saved values: alive while their backward is pending
             out[handed] = sentinel = out[handed].detach()
