@@ -5,15 +5,21 @@ is small, so what a call costs is the host's. For each variant, the median host 
 call (time.perf_counter around the call; the GPU is synchronized every 8 calls so that the
 launch queue never blocks a call):
 
-  eager               the module itself: one launch per kernel
-  raw replay          torch.cuda.CUDAGraph of the eager module, replay() alone: the floor
-  ember               ember.compile(mode="reduce-overhead"), the whole call (guards, entry,
-                      autograd runtime, graph runner, replay)
-    runner            of which ember's graph runner (checks, batch copy, replay, outputs)
-  torch.compile       torch.compile(mode="reduce-overhead"), for reference
+  eager          the module itself: one launch per kernel
+  raw replay     torch.cuda.CUDAGraph of the eager module, replay() alone: the floor
+  ember          ember.compile(mode="reduce-overhead"), the whole call, and of it:
+    aot          ember_autograd's runtime (AotFunction: runner choice, autograd.Function in
+                 training, outputs), the graph runner included; the rest is capture's entry
+                 (guards, argument binding)
+    runner       ember's graph runner (address check, batch copy, replay, outputs)
+  torch.compile  torch.compile(mode="reduce-overhead"), for reference
 
-Inference (no_grad, eval) and a training forward (grad enabled; the backward is run but not
-timed). Run on a CUDA machine:
+Then the runner's steps one by one, on the inference graph: the address check of the static
+inputs (ember's AddressCheck, and torch's C++ helper where the build has it), the batch copy,
+replay(), the hand-out of the outputs.
+
+Inference (no_grad, eval) and a training forward (grad enabled; the backward runs, untimed).
+Run on a CUDA machine:
 
     python packages/ember/benchmarks/cudagraph_host_overhead.py [--no-torch-compile]
 """
@@ -27,6 +33,7 @@ import torch
 
 import ember
 import ember.cudagraphs as cudagraphs
+import ember_autograd.api as aot_api
 
 
 class Blocks(torch.nn.Module):
@@ -57,30 +64,30 @@ def host_us(call, inputs, calls: int = 200, backward: bool = False) -> float:
     return statistics.median(times) * 1e6
 
 
-class RunnerClock:
-    """Adds up the host time spent inside ember's graph runners (forward ones)."""
+class Clock:
+    """Median host time spent inside `cls.__call__` (patched for the lifetime of the clock)."""
 
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.calls = 0
-        self._orig = cudagraphs.GraphRunner.__call__
+    def __init__(self, cls) -> None:
+        self.times: list[float] = []
+        self.last = None
+        orig = cls.__call__
         clock = self
 
-        def timed(runner, args):
+        def timed(obj, *args):
             start = time.perf_counter()
             try:
-                return clock._orig(runner, args)
+                return orig(obj, *args)
             finally:
-                clock.total += time.perf_counter() - start
-                clock.calls += 1
+                clock.times.append(time.perf_counter() - start)
+                clock.last = (obj, args)
 
-        cudagraphs.GraphRunner.__call__ = timed
+        cls.__call__ = timed
 
     def reset(self) -> None:
-        self.total, self.calls = 0.0, 0
+        self.times = []
 
-    def mean_us(self) -> float:
-        return self.total / max(self.calls, 1) * 1e6
+    def median_us(self) -> float:
+        return statistics.median(self.times) * 1e6 if self.times else float("nan")
 
 
 def raw_replay_us(model, x) -> float:
@@ -96,6 +103,30 @@ def raw_replay_us(model, x) -> float:
     return host_us(lambda _: graph.replay() or torch.zeros(()), [x])
 
 
+def step_us(fn, n: int = 500) -> float:
+    times = []
+    for i in range(n):
+        if i % 8 == 0:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def runner_steps(runner, args) -> dict[str, float]:
+    rec = runner.rec
+    steps = {"address check (ember)": step_us(lambda: rec.check(args))}
+    helper = cudagraphs._PTRS_EQUAL
+    if helper is not None:
+        steps["address check (torch C++ helper)"] = step_us(lambda: helper(args, rec.static_ptrs, rec.static))
+    steps["batch copy"] = step_us(lambda: [rec.inputs[i].copy_(args[i]) for i in rec.copied])
+    steps["replay()"] = step_us(rec.graph.replay)
+    steps["hand out outputs"] = step_us(lambda: runner._hand_out(rec))
+    return steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-torch-compile", action="store_true")
@@ -105,22 +136,27 @@ def main() -> None:
     model = Blocks().cuda()
     n_params = sum(1 for _ in model.parameters())
     inputs = [torch.randn(8, 64, device="cuda") for _ in range(4)]
-    clock = RunnerClock()
-    rows = []
+    runner_clock = Clock(cudagraphs.GraphRunner)
+    aot_clock = Clock(aot_api.AotFunction)
+    rows, steps = [], {}
     for phase in ("inference", "training forward"):
         train = phase != "inference"
         model.train(train)
-        grad = torch.enable_grad() if train else torch.no_grad()
-        with grad:
+        with torch.enable_grad() if train else torch.no_grad():
             eager = host_us(model, inputs, args.calls, backward=train)
             fast = ember.compile(model, mode="reduce-overhead")
             for x in inputs[:3]:
                 out = fast(x)
                 if train:
                     out.sum().backward()
-            clock.reset()
+            del out
+            runner_clock.reset()
+            aot_clock.reset()
             ember_us = host_us(fast, inputs, args.calls, backward=train)
-            runner_us = clock.mean_us()
+            aot_us, runner_us = aot_clock.median_us(), runner_clock.median_us()
+            if not train:
+                runner, (call_args,) = runner_clock.last
+                steps = runner_steps(runner, call_args)
             tc_us = float("nan")
             if not args.no_torch_compile:
                 tc = torch.compile(model, mode="reduce-overhead")
@@ -128,14 +164,18 @@ def main() -> None:
                     out = tc(x)
                     if train:
                         out.sum().backward()
+                del out
                 tc_us = host_us(tc, inputs, args.calls, backward=train)
         raw = raw_replay_us(model, inputs[0]) if not train else float("nan")
-        rows.append((phase, eager, raw, ember_us, runner_us, tc_us))
+        rows.append((phase, eager, raw, ember_us, aot_us, runner_us, tc_us))
     print(f"\nhost time of one call, median us ({n_params} parameters, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__})")
-    print(f"{'phase':<18} {'eager':>8} {'raw replay':>11} {'ember':>8} {'  runner':>9} {'torch.compile':>14}")
-    for phase, eager, raw, ember_us, runner_us, tc_us in rows:
-        print(f"{phase:<18} {eager:8.1f} {raw:11.1f} {ember_us:8.1f} {runner_us:9.1f} {tc_us:14.1f}")
+    print(f"{'phase':<18} {'eager':>8} {'raw replay':>11} {'ember':>8} {'  aot':>8} {'  runner':>9} {'torch.compile':>14}")
+    for phase, eager, raw, ember_us, aot_us, runner_us, tc_us in rows:
+        print(f"{phase:<18} {eager:8.1f} {raw:11.1f} {ember_us:8.1f} {aot_us:8.1f} {runner_us:9.1f} {tc_us:14.1f}")
+    print("\ninference runner, step by step (median us):")
+    for name, us in steps.items():
+        print(f"  {name:<34} {us:7.1f}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ with and writes every intermediate and output at the same addresses on every rep
 """
 from __future__ import annotations
 
+import operator
 import os
 import re
 import sys
@@ -105,29 +106,57 @@ def _data_ptrs(tensors: Sequence, indices: Sequence[int]) -> list[int]:
     return ptrs
 
 
-def _ptrs_equal(tensors: Sequence, ptrs: list[int], indices: list[int]) -> bool:
-    """tensors[i].data_ptr() == ptrs[i] for every i in indices."""
-    if _PTRS_EQUAL is not None:
-        return _PTRS_EQUAL(tensors, ptrs, indices)
-    return all(tensors[i].data_ptr() == ptrs[i] for i in indices)
+_data_ptr = torch.Tensor.data_ptr
+
+
+class AddressCheck:
+    """Are `args[i]` for i in `indices` still at the addresses they have now? One C-level pass
+    (itemgetter, map over the data_ptr method), no Python loop: a call checks ~300 parameters."""
+
+    def __init__(self, args: Sequence, indices: Sequence[int]) -> None:
+        self.indices = list(indices)
+        if len(self.indices) > 1:
+            self.gather = operator.itemgetter(*self.indices)
+        else:
+            self.gather = lambda a, idx=tuple(self.indices): tuple(a[i] for i in idx)
+        self.ptrs = list(map(_data_ptr, self.gather(args)))
+
+    def __call__(self, args: Sequence) -> bool:
+        return list(map(_data_ptr, self.gather(args))) == self.ptrs
 
 
 def _storage_uses(t: torch.Tensor) -> int:
     return _USE_COUNT(t.untyped_storage()._cdata) if _USE_COUNT is not None else 0
 
 
+# One capture stream per device: cuBLAS keeps a workspace (32 MiB on an H100) per stream, and
+# a fresh stream per recording would keep one more each time.
+_CAPTURE_STREAMS: dict[int, Any] = {}
+
+
 def _capture(pool, body: Callable[[], list]) -> tuple[Any, list]:
     """Record `body()` as a CUDA graph in `pool` on a side stream; its outputs are the graph's
-    outputs. Unlike `torch.cuda.graph`, a failed capture leaves the current stream as it was."""
+    outputs. Unlike `torch.cuda.graph`, a failed capture leaves the current stream and the
+    CUDA random generator as they were (torch leaves the generator in capture mode, and every
+    later random op on the device fails)."""
     graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
+    device = torch.cuda.current_device()
+    generator = torch.cuda.default_generators[device]
+    before = generator.clone_state()
+    stream = _CAPTURE_STREAMS.get(device)
+    if stream is None:
+        stream = _CAPTURE_STREAMS[device] = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        graph.capture_begin(pool=pool)
-        try:
-            outs = body()
-        finally:
-            graph.capture_end()
+    try:
+        with torch.cuda.stream(stream):
+            graph.capture_begin(pool=pool)
+            try:
+                outs = body()
+            finally:
+                graph.capture_end()
+    except BaseException:
+        generator.graphsafe_set_state(before)
+        raise
     torch.cuda.current_stream().wait_stream(stream)
     return graph, outs
 
@@ -147,6 +176,7 @@ class Recording:
         self.copied_set = frozenset(copied)
         self.static = static              # positions recorded at their own address
         self.static_ptrs = _data_ptrs(inputs, static)
+        self.check = AddressCheck(inputs, static)
         self.outputs = outputs            # the pool's output tensors (None / numbers as they are)
         self.handed = handed              # outputs from here on are saved for the backward
         # handed outputs that live in the pool (not an input's memory): invalidated when held
@@ -192,7 +222,7 @@ class GraphRunner:
     # -- the call ---------------------------------------------------------------------------
     def __call__(self, args: list) -> Any:
         rec = self.rec
-        if (rec is not None and _ptrs_equal(args, rec.static_ptrs, rec.static)
+        if (rec is not None and rec.check(args)
                 and (self._saved_ref is None or self._saved_ref() is None)):
             return self._replay(rec, args)
         return self._slow_call(args)
@@ -347,8 +377,7 @@ class BackwardRunner:
         self.graph = None
         self.generation = -1
         self.inputs: list = []
-        self.saved: list[int] = []
-        self.saved_ptrs: list[int] = []
+        self.check: AddressCheck | None = None  # the saved values are the forward's
         self.copied: list[int] = []
         self.outputs: list = []
         self.warm = False
@@ -357,7 +386,7 @@ class BackwardRunner:
     def __call__(self, args: list) -> Any:
         fw = self.forward
         if (self.graph is not None and fw.generation == self.generation
-                and _ptrs_equal(args, self.saved_ptrs, self.saved)):
+                and self.check(args)):
             return self._replay(args)
         return self._slow_call(args)
 
@@ -394,8 +423,7 @@ class BackwardRunner:
         return self._replay(args)
 
     def _record(self, args: list, n_saved: int) -> None:
-        self.saved = list(range(n_saved))
-        self.saved_ptrs = [a.data_ptr() for a in args[:n_saved]]
+        self.check = AddressCheck(args, range(n_saved))
         self.copied = list(range(n_saved, len(args)))
         # the forward's own tensors, not the ones autograd handed over (one of them tells the
         # forward that this backward is pending while it lives)
