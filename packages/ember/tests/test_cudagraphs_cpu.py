@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import ember
-from ember.cudagraphs import graph_label, static_positions
+from ember.cudagraphs import GraphRunner, graph_label, static_positions
 from ember.settings import make_settings
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
@@ -80,3 +80,19 @@ def test_parameters_and_buffers_are_the_static_inputs():
     assert {k for k, t in enumerate(tensors) if id(t) in state} == static
     assert len(static) == len(tensors) - 1 and len(names) == len(static)  # all but the batch
     assert graph_label(gm).startswith("the graph at test_cudagraphs_cpu.py:")
+
+
+def test_graph_runner_on_cpu_inputs_runs_the_function_every_call():
+    calls = []
+
+    def fn(args):
+        calls.append(args)
+        return [args[0] + args[1]]
+
+    fn._boxed_call = True
+    runner = GraphRunner(fn, label="a graph", pool=None)
+    assert runner._boxed_call  # called f(list) by ember_autograd
+    for _ in range(4):  # past the warm-up and the recording call: no graph on the CPU
+        x, y = torch.randn(3), torch.randn(3)
+        torch.testing.assert_close(runner([x, y])[0], x + y)
+    assert len(calls) == 4 and runner.rec is None and runner.disabled == "an input is not a CUDA tensor"

@@ -39,6 +39,7 @@ with and writes every intermediate and output at the same addresses on every rep
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import re
@@ -48,6 +49,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from ember.errors import UsageError
 
 # torch's C++ helpers where this build has them (CUDA builds do); pure-Python fallbacks else.
 _PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
@@ -70,8 +73,8 @@ class Logger:
             print(f"[ember:cudagraphs] {message}", file=sys.stderr)
 
 
-class HeldOutputError(RuntimeError):
-    """An output of a replayed CUDA graph was used after a later replay overwrote its memory."""
+class HeldOutputError(UsageError):
+    """A call would overwrite the memory of an earlier output that is still in use."""
 
 
 def _held_message(label: str, k: int) -> str:
@@ -473,15 +476,29 @@ def _not_capturable(example_inputs: list) -> str | None:
     return None
 
 
-def cudagraph_compilers(inner: Callable, static_hint: frozenset[int], log: Logger,
+@dataclasses.dataclass(frozen=True)
+class CUDAGraphs:
+    """What the facade adds to a composition of ember_autograd and compilers for its graphs
+    (backends.AotComposition): `(gm, example_inputs, fw_compiler, bw_compiler)` -> the compilers
+    whose graphs replay as CUDA graphs, for one captured graph."""
+
+    log: Logger
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable,
+                 bw_compiler: Callable) -> tuple[Callable, Callable]:
+        return cudagraph_compilers(fw_compiler, bw_compiler, static_positions(gm, example_inputs),
+                                   self.log, graph_label(gm))
+
+
+def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: frozenset[int], log: Logger,
                         where: str = "a compiled graph") -> tuple[Callable, Callable]:
-    """(fw_compiler, bw_compiler) for `ember_autograd.aot`: `inner`'s compiled graphs, replayed
+    """(fw_compiler, bw_compiler) for `ember_autograd.aot`: the inner compilers' graphs, replayed
     as CUDA graphs (Note [cudagraph replay]). Reads the metadata ember_autograd writes for its
     compilers: the forward's output node `meta["ember_saved_outputs"]` and
     `meta["ember_mutations"]`, the backward's `meta["ember_compiled_forward"]`."""
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        compiled = inner(gm, example_inputs)
+        compiled = fw_inner(gm, example_inputs)
         reason = _not_capturable(example_inputs)
         if reason is not None:
             log(f"{where} runs without CUDA graphs: {reason}")
@@ -496,7 +513,7 @@ def cudagraph_compilers(inner: Callable, static_hint: frozenset[int], log: Logge
         return runner
 
     def bw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        compiled = inner(gm, example_inputs)
+        compiled = bw_inner(gm, example_inputs)
         forward = gm.meta.get("ember_compiled_forward")
         if not isinstance(forward, GraphRunner):
             return compiled
