@@ -7,6 +7,7 @@ import ember
 from ember.cudagraphs import GraphRunner, graph_label, static_positions
 from ember.settings import make_settings
 
+pytestmark = pytest.mark.usefixtures("fresh_ember")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 
 
@@ -18,14 +19,6 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         return torch.relu(self.bn(self.lin(x)))
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    ember.reset()
-    torch.manual_seed(0)
-    yield
-    ember.reset()
 
 
 @no_cuda

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import ember
 from ember.cudagraphs import BackwardRunner, GraphRunner, HeldOutputError, Logger
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_ember")]
 TOL = dict(rtol=1e-4, atol=1e-5)
 # the two spellings of the inductor with CUDA graphs, and the cudagraphs backend
 VARIANTS = {
@@ -23,14 +23,6 @@ VARIANTS = {
     "triton.cudagraphs": dict(options={"triton.cudagraphs": True}),
     "cudagraphs-backend": dict(backend="cudagraphs"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    ember.reset()
-    torch.manual_seed(0)
-    yield
-    ember.reset()
 
 
 class Net(torch.nn.Module):
