@@ -20,9 +20,10 @@ with and writes every intermediate and output at the same addresses on every rep
 - Outputs are handed out without a copy: the caller gets an alias of the pool's memory.
   Note [cudagraph held outputs]: before the next replay of the same graph, an output of the
   previous replay that the caller still holds is *invalidated*: reading it raises an error that
-  names the output and says to clone it (torch's rule). One that is still reachable through a
-  view made by the caller (which cannot be invalidated) makes the call raise the same error.
-  A previous output is never overwritten silently.
+  names the output and says to clone it (torch's rule). One that is still used through a view
+  made by the caller (a view cannot be invalidated; the storage's use count shows it) makes
+  that call run without the graph, in fresh memory, and the view keeps its values. A previous
+  output is never overwritten silently.
 - Training: the forward's saved values stay in the pool, handed to autograd as they are. While
   they are still held (a backward has not run yet: two forwards before one backward, or
   retain_graph=True) the next forward runs without its graph, in fresh memory; its backward
@@ -74,7 +75,8 @@ class Logger:
 
 
 class HeldOutputError(UsageError):
-    """A call would overwrite the memory of an earlier output that is still in use."""
+    """A call would overwrite the memory of an earlier output that is still in use (raised where
+    torch cannot invalidate an output: builds without CUDA)."""
 
 
 def _held_message(label: str, k: int) -> str:
@@ -235,7 +237,10 @@ class GraphRunner:
         return self._slow_call(args)
 
     def _replay(self, rec: Recording, args: list) -> Any:
-        self._invalidate_held(rec)
+        if self._out_refs and not self._release_held(rec):
+            self.log(f"{self.label}: an output of its previous call is still used through a view; "
+                     "this call runs without its CUDA graph, in fresh memory")
+            return self.run_eager(args)
         inputs = rec.inputs
         for i in rec.copied:
             inputs[i].copy_(args[i])
@@ -335,23 +340,23 @@ class GraphRunner:
         return outs
 
     # -- outputs ----------------------------------------------------------------------------
-    def _invalidate_held(self, rec: Recording) -> None:
-        # Note [cudagraph held outputs]
+    def _release_held(self, rec: Recording) -> bool:
+        """Note [cudagraph held outputs]: False if an output of the previous replay is still
+        used through a view (its memory must not be overwritten: this call runs without the
+        graph); else every alias still held is invalidated and the graph may replay."""
         refs = self._out_refs
-        if not refs:
-            return
-        for k, ref in refs:
-            alias = ref()
+        aliases = [(k, ref()) for k, ref in refs]
+        if _USE_COUNT is not None:
+            for k, alias in aliases:  # our own tensors, plus the alias itself while it lives
+                if _storage_uses(rec.outputs[k]) > rec.baseline[k] + (alias is not None):
+                    return False
+        for k, alias in aliases:
             if alias is not None:
                 if _SET_ACCESS_ERROR is None:
                     raise HeldOutputError(_held_message(self.label, k))
                 _SET_ACCESS_ERROR(alias, _held_message(self.label, k))
         self._out_refs = []
-        if _USE_COUNT is not None:
-            for k, _ in refs:
-                if _storage_uses(rec.outputs[k]) > rec.baseline[k]:
-                    raise HeldOutputError(_held_message(self.label, k) + " (it is still used "
-                                          "through a view of it)")
+        return True
 
     def _hand_out(self, rec: Recording) -> list:
         out = list(rec.outputs)
