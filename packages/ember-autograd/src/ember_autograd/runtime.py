@@ -55,9 +55,21 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
         return
+    # One _foreach_copy_ per (device, dtype) group: a ResNet step writes back ~160 batch-norm
+    # buffers, and on CUDA a list mixing dtypes (float statistics, int64 num_batches_tracked)
+    # falls back to one copy_ per tensor.
+    groups: dict = {}
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
-            tensors[k].copy_(value)
+            dst = tensors[k]
+            if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
+                dst.copy_(value)  # broadcast, cross-device or converting: the general path
+            else:
+                dsts, srcs = groups.setdefault((dst.device, dst.dtype), ([], []))
+                dsts.append(dst)
+                srcs.append(value)
+        for dsts, srcs in groups.values():
+            torch._foreach_copy_(dsts, srcs)
 
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
