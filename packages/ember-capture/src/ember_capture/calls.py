@@ -20,7 +20,7 @@ import torch.nn.modules.module as _module_mod
 from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
-from .optim import model_for as optim_model_for
+from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import registrar
 from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
@@ -144,6 +144,9 @@ def _call_obj(fr, fn, args, kwargs):
     special = fr.tr.builtins.get(_key(value))
     if special is not None:
         return special(fr, args, kwargs)
+    scheduled_step = optim_function_model_for(fn)
+    if scheduled_step is not None:  # Note [optimizer steps]
+        return scheduled_step(fr, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if isinstance(value, torch.nn.Module):

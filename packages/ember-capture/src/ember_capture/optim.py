@@ -35,6 +35,8 @@ import contextlib
 import functools
 import inspect
 import operator
+import types
+import weakref
 
 import torch
 import torch.compiler
@@ -68,6 +70,30 @@ def model_for(fn_var, self_var):
     if stock is not None and fn_var.value is not stock:
         return None  # a subclass's own zero_grad: inlined (or a break) like any method
     return handler
+
+
+def function_model_for(fn_var):
+    """The capture model of a plain function standing for an optimizer's step: the wrapper an
+    LR scheduler installs as ``opt.step`` (it marks ``opt._opt_called`` and calls the class's
+    step, which is library code and would be a graph break)."""
+    f = fn_var.value
+    if not (isinstance(f, types.FunctionType) and getattr(f, "_wrapped_by_lr_sched", False) and f.__closure__):
+        return None
+    cells = dict(zip(f.__code__.co_freevars, f.__closure__))
+    try:
+        opt_ref, func = cells["opt_ref"].cell_contents, cells["func"].cell_contents
+    except (KeyError, ValueError):
+        return None
+    opt = opt_ref() if isinstance(opt_ref, weakref.ReferenceType) else None
+    if not isinstance(opt, torch.optim.Optimizer) or func is not getattr(type(opt), "step", None):
+        return None
+
+    def scheduled_step(fr, args, kwargs):
+        # The wrapper is guarded by identity (its source), so its weakref names this optimizer.
+        opt_var = ObjVar(opt, f"{fr.tr.ns.ref(opt_ref)}()")
+        fr.tr.record_attr_write(opt_var, "_opt_called", ConstVar(True))
+        return _step(fr, opt_var, args, kwargs)
+    return scheduled_step
 
 
 # -- zero_grad ---------------------------------------------------------------------------
