@@ -219,3 +219,25 @@ def test_optimizer_step_is_captured_and_matches_eager(name, backend):
     stats = compiled._ember_state.session.stats
     assert not stats.breaks, [str(b) for b in stats.breaks]
     assert len(stats.graphs) <= 2  # the first step (creates the state), then the steady step
+
+
+def test_documents_step_under_reduce_overhead():
+    """The documents compile the step with mode="reduce-overhead" (CUDA graphs on a GPU; the
+    CPU runs the inductor's code as in the default mode)."""
+    ref_model = MLP()
+    model = copy.deepcopy(ref_model)
+    ref_opt, opt = (torch.optim.Adam(m.parameters(), lr=1e-2) for m in (ref_model, model))
+    ref_step, step = make_train(ref_opt), ember.compile(make_train(opt), mode="reduce-overhead")
+    for data in batches((16, 32), 4):
+        ref_step(ref_model, data)
+        step(model, data)
+    assert_same_training_state(model, opt, ref_model, ref_opt)
+    assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]
+
+
+def test_fullgraph_step_raises_at_backward():
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    strict = ember.compile(make_train(opt), fullgraph=True)
+    with pytest.raises(Exception, match="backward"):
+        strict(model, batches((16, 32), 1)[0])

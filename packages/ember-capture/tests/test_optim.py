@@ -139,3 +139,29 @@ def test_optimizer_with_hooks_or_closure_runs_natively():
     assert_same_state(eager, ours)
     report = ember_capture.explain(lambda opt: opt.step(), ours[1])
     assert [r.kind for r in report.break_reasons] == ["optimizer_hooks"]
+
+
+class HalvingSGD(torch.optim.SGD):
+    """A user optimizer whose step reads tensor data (`.item()`): not recordable."""
+
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad.abs().max().item() > 0.5:
+                    p.grad.mul_(0.5)
+        return super().step()
+
+
+def test_optimizer_step_that_needs_tensor_data_breaks_and_stays_right():
+    eager, ours = twins(lambda ps: HalvingSGD(ps, lr=0.1, momentum=0.9))
+    captured = ember_capture.capture(lambda opt: opt.step(), Recorder())
+    for _ in range(3):
+        x = torch.randn(5, 8) * 4
+        for model, opt in (eager, ours):
+            model.zero_grad()
+            model(x).square().mean().backward()
+        eager[1].step()
+        captured(ours[1])
+        assert_same_state(eager, ours)
+    report = ember_capture.explain(lambda opt: opt.step(), ours[1])
+    assert report.graph_break_count == 1 and report.break_reasons[0].kind == "data_dependent"

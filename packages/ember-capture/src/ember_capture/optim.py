@@ -174,6 +174,11 @@ def _step(fr, opt_var, args, kwargs):
     try:
         with recorder, _compiling():
             type(opt).step(shadow)
+    except Unsupported:
+        raise
+    except Exception as e:  # torch.optim's own checks, or an op without a fake kernel: run it natively
+        raise Unsupported("trace_error", f"{type(opt).__name__}.step raised {type(e).__name__} while "
+                                         f"recording: {e}") from None
     finally:
         for fake, old in grads_set:
             fake.grad = old
