@@ -11,7 +11,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
-from ember_autograd.errors import AotTraceError
+from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.joint import Signature, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
@@ -99,7 +99,7 @@ class AotFunction:
                 # Note [inference-only graphs]: a graph that differentiates nothing but updates
                 # inputs that require grad in place (an optimizer step, under no_grad) is an
                 # inference graph whose mutations are replayed under no_grad.
-                if e.kind != "inference-only":
+                if e.kind is not ErrorKind.INFERENCE_ONLY:
                     raise
                 return self._compile_inference(args)
         self._check(traced.gm)

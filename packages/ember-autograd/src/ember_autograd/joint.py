@@ -11,7 +11,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from ember_autograd.errors import AotTraceError
+from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
 
 
@@ -82,7 +82,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         for k in sig.mutated_inputs:
             if session.primals[k].requires_grad:
                 if not diff:  # an optimizer step: parameters updated under no_grad
-                    raise AotTraceError("inference-only", "no output requires grad, and a graph input that "
+                    raise AotTraceError(ErrorKind.INFERENCE_ONLY, "no output requires grad, and a graph input that "
                                         "requires grad is mutated in place: an inference graph")
                 raise AotTraceError("mutated-grad-input",
                                     f"graph input {sig.tensor_inputs[k]} requires grad and is "
