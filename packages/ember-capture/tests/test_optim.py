@@ -165,3 +165,16 @@ def test_optimizer_step_that_needs_tensor_data_breaks_and_stays_right():
         assert_same_state(eager, ours)
     report = ember_capture.explain(lambda opt: opt.step(), ours[1])
     assert report.graph_break_count == 1 and report.break_reasons[0].kind == "data_dependent"
+
+
+def test_is_compiling_answers_true_under_capture():
+    """As under torch.compile: torch.compiler.is_compiling() and the deprecated
+    torch._utils.is_compiling() are True in captured code (no graph break)."""
+    def f(x):
+        if torch.compiler.is_compiling() and torch._utils.is_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    torch.testing.assert_close(ember_capture.capture(f, Recorder())(x), x + 1)
+    assert ember_capture.explain(f, x).graph_break_count == 0
