@@ -100,7 +100,7 @@ def _wrap_module(tr, value, source, name):
     models build `CrossEntropyLoss()` on every call: an identity guard missed every time and
     recompiled the frame until the recompile limit."""
     if source is not None:
-        if _stateless(value):
+        if stateless_module(value):
             tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
                           f"{source}: a stateless {type(value).__name__} without hooks")
         else:
@@ -108,7 +108,7 @@ def _wrap_module(tr, value, source, name):
     return ObjVar(value, source)
 
 
-def _stateless(module: torch.nn.Module) -> bool:
+def stateless_module(module: torch.nn.Module) -> bool:
     return (not module._modules and all(v is None for v in module._parameters.values())
             and all(v is None for v in module._buffers.values()))
 

@@ -356,6 +356,8 @@ builtin(torch.cpu.amp.autocast)(_autocast("cpu"))
 builtin(torch.jit.is_scripting, torch.jit.is_tracing)(lambda fr, args, kwargs: ConstVar(False))
 builtin(torch._C._get_tracing_state)(lambda fr, args, kwargs: ConstVar(None))
 builtin(torch.compiler.is_compiling)(lambda fr, args, kwargs: ConstVar(True))
+if hasattr(torch._utils, "is_compiling"):  # deprecated alias, still called by library code
+    builtin(torch._utils.is_compiling)(lambda fr, args, kwargs: ConstVar(True))
 if hasattr(torch.compiler, "is_exporting"):
     builtin(torch.compiler.is_exporting)(lambda fr, args, kwargs: ConstVar(False))
 builtin(torch.backends.mha.get_fastpath_enabled)(

@@ -18,9 +18,10 @@ import torch
 import torch.nn.modules.module as _module_mod
 
 from .attributes import MODULE_CALLS, bind_class_attr, class_lookup
-from .builder import wrap
+from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
+from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import registrar
 from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
@@ -100,6 +101,9 @@ def _call_function_var(fr, fn, args, kwargs):
 
 @_calls(BoundVar)
 def _call_bound(fr, fn, args, kwargs):
+    model = optim_model_for(fn.func, fn.self_var)
+    if model is not None:  # Note [optimizer steps]
+        return model(fr, fn.self_var, args, kwargs)
     return call(fr, fn.func, [fn.self_var] + list(args), kwargs)
 
 
@@ -141,6 +145,9 @@ def _call_obj(fr, fn, args, kwargs):
     special = fr.tr.builtins.get(_key(value))
     if special is not None:
         return special(fr, args, kwargs)
+    scheduled_step = optim_function_model_for(fn)
+    if scheduled_step is not None:  # Note [optimizer steps]
+        return scheduled_step(fr, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if isinstance(value, torch.nn.Module):
@@ -305,9 +312,36 @@ def construct(fr, cls, args, kwargs) -> Var:
             return obj
         if init is object.__init__ and not args and not kwargs:
             return NewObjVar(cls, {})
+    if issubclass(cls, torch.nn.Module):
+        return construct_module(fr, cls, args, kwargs)
     if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
         return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")
+
+
+def construct_module(fr, cls, args, kwargs) -> Var:
+    """``torch.nn.CrossEntropyLoss()`` inside a compiled function: a torch.nn layer built from
+    constants that owns no parameters, buffers or submodules (a loss, an activation) is built
+    at trace time, once per compile. The graph reads only its constant attributes, so a fresh
+    instance per call computes the same; it is held by reference (guards and rebuilt values use
+    that one instance), which is the same object only for code that keeps it past the call."""
+    if not cls.__module__.startswith("torch.nn.modules."):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} (only stateless torch.nn layers are built while tracing)")
+    values = [const_value(a, f"{cls.__qualname__}()") for a in args]
+    named = {k: const_value(v, f"{cls.__qualname__}()") for k, v in kwargs.items()}
+    if any(isinstance(v, torch.Tensor) for v in values + list(named.values())):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} from tensors")
+    try:
+        with torch.device("meta"):  # a layer with parameters is found without touching the RNG
+            probe = cls(*values, **named)
+        if not stateless_module(probe):
+            raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}, which owns parameters or buffers")
+        module = cls(*values, **named)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported("trace_error", f"{cls.__qualname__}() raised {type(e).__name__}: {e}") from None
+    return ObjVar(module, fr.tr.ns.ref(module))
 
 
 # -- methods of symbolic receivers -------------------------------------------------------

@@ -228,6 +228,7 @@ class FrameState:
             fr = plan.frame
             roots = list(fr.stack) + list(fr.locals.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
+        side_values += [a for _, args in tr.call_effects for a in args]
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
@@ -244,6 +245,7 @@ class FrameState:
             # A break inside a grad-mode block: the native part and the resume run in that mode.
             effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
         effects += [f"{tr.ns.ref(g)}[{name!r}] = {rb.expr(v)}" for g, name, v in tr.global_write_list]
+        effects += [f"{tr.ns.ref(fn)}({', '.join(rb.expr(a) for a in args)})" for fn, args in tr.call_effects]
         if plan.kind == "return":
             tail = f"return {rb.expr(plan.value)}"
         else:

@@ -157,7 +157,11 @@ def _tensor_attr(fr, t: TensorVar, name):
     if name in TENSOR_VIEW_ATTRS:
         return fr.tr.graph.call("call_function", getattr, [t, ConstVar(name)], {})
     if name == "grad" and t.source is not None:
-        return wrap(fr.tr, fr.tr.eval_source(t.source).grad, f"{t.source}.grad", "grad")
+        real = fr.tr.eval_source(t.source)
+        written = fr.tr.attr_writes.get((id(real), "grad"))  # optimizer.zero_grad() earlier in the trace
+        if written is not None:
+            return written
+        return wrap(fr.tr, real.grad, f"{t.source}.grad", "grad")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(t, name)
     raise Unsupported("unsupported_attr", f"Tensor attribute {name!r}")
