@@ -12,7 +12,7 @@ from .config import Unsupported
 from .guards import MODULE_HOOKS
 from .tables import registrar
 from .codegen import GradModeExit
-from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, TupleVar
+from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, SetVar, TupleVar
 
 _WRAPPERS = {}
 wrapper = registrar(_WRAPPERS)
@@ -90,6 +90,21 @@ def _wrap_dict(tr, value, source, name):
         tr.guards.add(source, f"type(X) is dict and list(X) == {list(value)!r}")
     items = {k: wrap(tr, v, _item(source, k), f"{name}_{k}") for k, v in value.items()}
     return DictVar(items, source)
+
+
+@wrapper(set, frozenset)
+def _wrap_set(tr, value, source, name):
+    """A set of constants, guarded by its contents (equal to a frozen copy): a set changed
+    after the trace read it (its length, a membership) recompiles. A frozenset is a constant."""
+    if type(value) not in (set, frozenset) or not all(isinstance(v, _CONST_TYPES) for v in value):
+        return _wrap_object(tr, value, source, name)
+    frozen = frozenset(value)
+    if source is not None:
+        tr.guards.add(source, f"type(X) is {type(value).__name__} and X == {tr.ns.ref(frozen)}",
+                      f"{source} == {set(value)!r}")
+    if type(value) is frozenset:
+        return ConstVar(value, source)
+    return SetVar([ConstVar(v) for v in value], source)
 
 
 @wrapper(torch.nn.Module)

@@ -16,7 +16,7 @@ from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .tables import registrar
 from .variables import (
-    AutocastVar, BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
+    AutocastVar, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
     ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
 )
 
@@ -37,6 +37,8 @@ def python_type(v: Var):
         return v.cls
     if isinstance(v, NewObjVar):
         return v.cls
+    if isinstance(v, DictViewVar):
+        return type(getattr({}, v.kind)())
     return {ListVar: list, DictVar: dict, SetVar: set, FunctionVar: types.FunctionType,
             BoundVar: types.MethodType, IterVar: type(iter([]))}.get(type(v)) or _no_type(v)
 
@@ -50,12 +52,18 @@ def _len(fr, args, kwargs):
     (v,) = args
     if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)):
         return ConstVar(len(v.items))
+    if isinstance(v, DictViewVar):
+        return ConstVar(len(v.dict.items))
     if isinstance(v, TensorVar):
         if v.fake.dim() == 0:
             raise Unsupported("trace_error", "len() of a 0-d tensor")
         return ConstVar(v.fake.shape[0])
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return ConstVar(len(v.value))
+    if isinstance(v, ObjVar) and v.source is not None and not isinstance(v.value, _STABLE_TEXT):
+        n = len(v.value)  # asked natively, and asked again by a guard on each call
+        fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
+        return ConstVar(n)
     return ConstVar(len(S.const_value(v)))
 
 
@@ -102,6 +110,10 @@ def _getattr(fr, args, kwargs):
 
 
 def _hasattr(fr, obj, name) -> bool:
+    if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, _STABLE_TEXT):
+        result = hasattr(obj.value, name)  # an attribute set or deleted later recompiles
+        fr.tr.guards.add(obj.source, f"hasattr(X, {name!r}) is {result}", f"hasattr({obj.source}, {name!r}) is {result}")
+        return result
     if isinstance(obj, (ObjVar, ConstVar)):
         return hasattr(obj.value, name)
     if isinstance(obj, TensorVar):

@@ -83,9 +83,27 @@ class DictVar(Var):
         self.cls = cls
 
 
+class DictViewVar(Var):
+    """``d.keys()``, ``d.values()`` or ``d.items()``: a live view, so it reads its dict when
+    used (its length, membership, iteration), not when it was made."""
+
+    def __init__(self, dict_var: "DictVar", kind: str):
+        self.dict = dict_var
+        self.kind = kind  # "keys" | "values" | "items"
+
+    def view_items(self) -> list:
+        items = self.dict.items
+        if self.kind == "keys":
+            return [ConstVar(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVar([ConstVar(k), v]) for k, v in items.items()]
+
+
 class SetVar(Var):
-    def __init__(self, items):
+    def __init__(self, items, source=None):
         self.items = list(items)
+        self.source = source
 
 
 class IterVar(Var):
