@@ -356,3 +356,63 @@ def test_numpy_under_fullgraph_raises():
     opt = compiled(_numpy_fn, "eager", fullgraph=True)
     with pytest.raises(Exception):
         opt(np.ones(3))
+
+
+# -- the same class: identity of containers, operators on constants ------------------------
+ALIAS_A = [1]
+ALIAS_B = ALIAS_A
+
+
+def _aliases(x):
+    return x * 2 if ALIAS_A is ALIAS_B else x - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_list_read_through_two_globals_is_one_object(backend):
+    global ALIAS_B
+    opt = compiled(_aliases, backend, fullgraph=True)
+    x = torch.randn(2)
+    try:
+        same(opt(x), _aliases(x))
+        ALIAS_B = [1]  # equal, not the same object
+        same(opt(x), _aliases(x))
+    finally:
+        ALIAS_B = ALIAS_A
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_plus_tuple_raises_as_in_eager(backend):
+    def f(x):
+        return x + len([x.shape[0]] + (x.shape[0],))
+
+    with pytest.raises(TypeError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled(f, backend)(torch.ones(2))
+
+
+# -- the property test of packages/ember-capture/tests, through ember.compile ---------------
+def _property_module():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "packages/ember-capture/tests/test_property_python.py"
+    spec = importlib.util.spec_from_file_location("_ember_property_python", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_property_cases_through_ember_compile(backend):
+    pytest.importorskip("hypothesis")
+    prop = _property_module()
+    hyp = prop.hypothesis
+    examples = max(3, prop.EXAMPLES // (10 if backend == "inductor" else 6))
+
+    @hyp.settings(max_examples=examples, deadline=None, derandomize=prop.EXAMPLES <= 30,
+                  suppress_health_check=[hyp.HealthCheck.too_slow])
+    @hyp.given(body=prop.bodies, calls=prop.call_plans)
+    def run(body, calls):
+        ember.reset()
+        prop.run_property(body, calls, backend, capture=lambda fn, b: ember.compile(fn, backend=b))
+
+    run()

@@ -24,7 +24,6 @@ import pytest
 import torch
 
 import ember_capture
-from capture_helpers import Recorder
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -41,8 +40,10 @@ G_DICT = {"k": 1, "j": 2}
 G_SET = {1, 2}
 G_T = torch.arange(3.0)
 G_NAME = "module"
+G_TUPLE = (1, 2)
+G_ALIAS = G_LIST
 class Obj:
-    pass
+    scale = 1.0
 OBJ = Obj()
 OBJ.a = 2
 OBJ.t = torch.ones(3)
@@ -54,6 +55,8 @@ def _factory():
     cell_int = 1
     cell_list = [1]
     def f(x, n):
+        global G_INT
+        nonlocal cell_int
 %s
         return x
     def set_cell(v):
@@ -61,6 +64,8 @@ def _factory():
         cell_int = v
     return f, set_cell, cell_list
 f, set_cell, cell_list = _factory()
+def cells():
+    return {n: c.cell_contents for n, c in zip(f.__code__.co_freevars, f.__closure__)}
 '''
 
 # Statements of f's body (8 spaces of indentation are added). Each reads some state.
@@ -88,6 +93,27 @@ STATEMENTS = [
     "lst = [x, x * 2]\nlst.append(x)\nx = sum(lst)",
     "if hasattr(OBJ, 'extra'):\n    x = x + OBJ.extra",
     "x = x + len([k for k in G_DICT if k != 'k'])",
+    "x = x * (2 if G_ALIAS is G_LIST else 3)",
+    "x = x + len(str(G_LIST)) + len(f'{G_DICT}')",
+    "x = x + (max(G_LIST) if G_LIST else 0) + len(sorted(G_SET))",
+    "for k, v in G_DICT.items():\n    x = x + v",
+    "x = x + sum(G_TUPLE) + len(G_TUPLE)",
+    "x = x + (x.shape[0] in G_SET)",
+    "x = x + any(v > 2 for v in G_LIST)",
+    "x = x + getattr(OBJ, 'a', 0) * OBJ.scale",
+    "x = x + ('k' in G_DICT) + G_LIST.count(1)",
+    "lst = list(G_LIST)\nlst.append(n)\nx = x + len(lst)",
+    "G_LIST.append(n)\nx = x + len(G_LIST)",
+    "G_DICT['n'] = n\nx = x + len(G_DICT)",
+    "G_SET.add(n)\nx = x + len(G_SET)",
+    "cell_list.append(n)",
+    "OBJ.a = OBJ.a + 1\nx = x * OBJ.a",
+    "G_INT = G_INT + 1\nx = x + G_INT",
+    "cell_int = cell_int + n\nx = x + cell_int",
+    "G_T.add_(1)\nx = x + G_T",
+    "OBJ.t.mul_(2)",
+    "if isinstance(G_INT, int) and type(G_NAME).__name__ == 'str':\n    x = x + 1",
+    "x = x + len(G_NAME.split('_'))",
 ]
 
 # Changes between calls, run in both worlds.
@@ -100,8 +126,12 @@ MUTATIONS = [
     "set_cell(7)", "cell_list.append(2)",
     "P = functools.partial(torch.mul, other=torch.full((3,), 3.0))", "P.keywords['other'] = torch.ones(3)",
     "helper.__defaults__ = (torch.full((3,), 10.0),)",
+    "G_ALIAS = list(G_LIST)", "G_ALIAS = G_LIST", "G_TUPLE = (3,)", "G_TUPLE = ()",
+    "Obj.scale = 2.0", "OBJ.scale = 3.0", "if hasattr(OBJ, 'a'): del OBJ.a", "OBJ.a = 1",
+    "G_INT = 1.5", "G_NAME = 'a_b_c'", "G_DICT.clear()",
 ]
-STATE = ["G_INT", "G_LIST", "G_DICT", "G_SET", "G_T", "OBJ.a", "OBJ.t", "cell_list", "helper.__defaults__[0]"]
+STATE = ["G_INT", "G_LIST", "G_DICT", "G_SET", "G_T", "getattr(OBJ, 'a', None)", "OBJ.t", "cell_list",
+         "helper.__defaults__[0]", "cells()"]
 
 
 def _indent(stmt: str) -> str:
@@ -131,12 +161,18 @@ def run_property(body, calls, backend, capture=ember_capture.capture):
             exec(m, eager_ns)
             exec(m, captured_ns)
         x = torch.linspace(-1.0, 1.0, 3)
-        expected = eager_ns["f"](x.clone(), n)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # graph breaks and the recompile limit are allowed
-            actual = captured(x.clone(), n)
         source = "\n".join(body)
-        _equal(actual, expected, f"result after {mutations} of:\n{source}")
+        try:
+            expected = eager_ns["f"](x.clone(), n)
+        except Exception as e:  # the captured function raises the same error
+            with pytest.raises(type(e)), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                captured(x.clone(), n)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # graph breaks and the recompile limit are allowed
+                actual = captured(x.clone(), n)
+            _equal(actual, expected, f"result after {mutations} of:\n{source}")
         for name in STATE:
             _equal(eval(name, captured_ns), eval(name, eager_ns), f"{name} after {mutations} of:\n{source}")
 
@@ -151,6 +187,8 @@ call_plans = st.lists(st.tuples(st.integers(0, 4), st.lists(st.sampled_from(MUTA
 @given(body=bodies, calls=call_plans)
 def test_capture_agrees_with_eager(body, calls):
     ember_capture.reset()
+    from capture_helpers import Recorder  # here: tests-integration loads this module too
+
     run_property(body, calls, Recorder())
 
 
@@ -164,4 +202,6 @@ def test_capture_agrees_with_eager(body, calls):
     (["if hasattr(OBJ, 'extra'):\n    x = x + OBJ.extra"], [(0, []), (0, ["OBJ.extra = 4.0"])]),
 ])
 def test_known_cases(body, calls):
+    from capture_helpers import Recorder
+
     run_property(body, calls, Recorder())

@@ -19,6 +19,7 @@ wrapper = registrar(_WRAPPERS)
 _CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
                 torch.dtype, torch.device, torch.Size, range, slice, torch.layout, torch.memory_format,
                 torch.finfo, torch.iinfo)
+_CONTAINERS = (list, dict, set)  # mutable: wrapped once per object in a trace
 # Attributes of these modules are treated as constants without guards: they do not change.
 STABLE_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections",
                           "numbers", "typing", "dataclasses", "builtins", "warnings", "numpy", "scipy")
@@ -32,6 +33,16 @@ def wrap(tr, value, source, name="input"):
     """
     if source is None and not isinstance(value, _CONST_TYPES):
         source = tr.ns.ref(value)
+    if type(value) in _CONTAINERS:
+        seen = tr.containers.get(id(value))
+        if seen is not None and seen[0] is value:
+            # One container read through two sources (`A is B`) is one symbolic value.
+            if seen[1].source != source:
+                tr.guards.add(source, f"X is {seen[1].source}", f"{source} is {seen[1].source}")
+            return seen[1]
+        var = _WRAPPERS[type(value)](tr, value, source, name)
+        tr.containers[id(value)] = (value, var)
+        return var
     for t in type(value).__mro__:
         fn = _WRAPPERS.get(t)
         if fn is not None:

@@ -135,7 +135,7 @@ def _callable(fr, args, kwargs):
     v = args[0]
     if isinstance(v, (FunctionVar, BoundVar, MethodVar, PartialVar)):
         return ConstVar(True)
-    return ConstVar(callable(S.const_value(v)) if isinstance(v, (ConstVar, ObjVar)) else False)
+    return ConstVar(callable(v.value) if isinstance(v, (ConstVar, ObjVar)) else False)
 
 
 @builtin(range)

@@ -329,7 +329,8 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
     if isinstance(a, ConstVar) and isinstance(b, ConstVar):
         return ConstVar(fn(a.value, b.value))
     if fn in _SEQ_OPS and isinstance(a, (ListVar, TupleVar)):
-        if isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd):
+        if (isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd)
+                and (type(a) is type(b) or (fn is operator.iadd and isinstance(a, ListVar)))):
             if fn is operator.iadd and isinstance(a, ListVar):
                 mutable_items(fr, a).extend(unpack(fr, b))
                 return a
