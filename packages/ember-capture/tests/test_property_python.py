@@ -32,7 +32,9 @@ from hypothesis import strategies as st  # noqa: E402
 EXAMPLES = int(os.environ.get("EMBER_HYPOTHESIS_EXAMPLES", "30"))
 
 WORLD = '''
+import collections
 import functools
+import numpy as np
 import torch
 G_INT = 2
 G_LIST = [1, 2]
@@ -54,7 +56,7 @@ def helper(t, acc=torch.zeros(3)):
 def _factory():
     cell_int = 1
     cell_list = [1]
-    def f(x, n):
+    def f(x, n, box):
         global G_INT
         nonlocal cell_int
 %s
@@ -64,6 +66,10 @@ def _factory():
         cell_int = v
     return f, set_cell, cell_list
 f, set_cell, cell_list = _factory()
+def _obj_with_t(n):
+    o = Obj()
+    o.t = torch.full((3,), float(n))
+    return o
 def cells():
     return {n: c.cell_contents for n, c in zip(f.__code__.co_freevars, f.__closure__)}
 '''
@@ -114,6 +120,22 @@ STATEMENTS = [
     "OBJ.t.mul_(2)",
     "if isinstance(G_INT, int) and type(G_NAME).__name__ == 'str':\n    x = x + 1",
     "x = x + len(G_NAME.split('_'))",
+    "if isinstance(box, (list, tuple, dict, set)):\n    x = x + len(box)",
+    "if callable(box):\n    x = box(x)",
+    "if isinstance(box, torch.Tensor):\n    x = x + box",
+    "if hasattr(box, '__len__'):\n    x = x + len(box)",
+    "if isinstance(box, (list, tuple, set, dict, collections.deque)):\n    x = x + (1 in box)",
+    "if type(box).__name__ == 'ndarray':\n    x = x + torch.from_numpy(box * 2).float()",
+    "if isinstance(box, Obj) and hasattr(box, 't'):\n    x = x + box.t",
+    "if isinstance(box, list) and box:\n    x = x + box[-1]",
+    "if isinstance(box, dict):\n    for k in box:\n        x = x + box[k]",
+]
+# What f's third argument is on each call (fresh in each world).
+BOXES = [
+    "[1, 2]", "[n]", "[]", "(1, n)", "{'k': 1}", "{'k': n, 'j': 2}", "{1, 2}", "{n}",
+    "functools.partial(torch.add, other=torch.full((3,), float(n)))", "functools.partial(torch.mul, torch.ones(3) * n)",
+    "Obj()", "_obj_with_t(n)", "collections.OrderedDict(a=1)", "collections.deque([1] * n)",
+    "np.ones(3) * n", "torch.full((3,), float(n))", "None", "n", "'text'",
 ]
 
 # Changes between calls, run in both worlds.
@@ -156,29 +178,30 @@ def run_property(body, calls, backend, capture=ember_capture.capture):
     """Run f of `body` eagerly and through `capture(f, backend)` in two worlds; compare."""
     eager_ns, captured_ns = _world(body), _world(body)
     captured = capture(captured_ns["f"], backend)
-    for n, mutations in calls:
+    for n, box, mutations in calls:
         for m in mutations:
             exec(m, eager_ns)
             exec(m, captured_ns)
         x = torch.linspace(-1.0, 1.0, 3)
         source = "\n".join(body)
         try:
-            expected = eager_ns["f"](x.clone(), n)
+            expected = eager_ns["f"](x.clone(), n, eval(BOXES[box], dict(eager_ns, n=n)))
         except Exception as e:  # the captured function raises the same error
             with pytest.raises(type(e)), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                captured(x.clone(), n)
+                captured(x.clone(), n, eval(BOXES[box], dict(captured_ns, n=n)))
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # graph breaks and the recompile limit are allowed
-                actual = captured(x.clone(), n)
+                actual = captured(x.clone(), n, eval(BOXES[box], dict(captured_ns, n=n)))
             _equal(actual, expected, f"result after {mutations} of:\n{source}")
         for name in STATE:
             _equal(eval(name, captured_ns), eval(name, eager_ns), f"{name} after {mutations} of:\n{source}")
 
 
 bodies = st.lists(st.sampled_from(STATEMENTS), min_size=1, max_size=6)
-call_plans = st.lists(st.tuples(st.integers(0, 4), st.lists(st.sampled_from(MUTATIONS), max_size=3)),
+call_plans = st.lists(st.tuples(st.integers(0, 4), st.integers(0, len(BOXES) - 1),
+                                st.lists(st.sampled_from(MUTATIONS), max_size=3)),
                       min_size=2, max_size=4)
 
 
@@ -194,12 +217,12 @@ def test_capture_agrees_with_eager(body, calls):
 
 @pytest.mark.parametrize("body, calls", [
     # each once returned a wrong result (issue 13)
-    (["x = x + len(G_SET)"], [(0, []), (0, ["G_SET.add(3)"])]),
-    (["ks = G_DICT.keys()\nx = x + len(ks) + ('z' in ks)"], [(0, []), (0, ["G_DICT['z'] = 1"])]),
-    (["x = P(x)"], [(0, []), (0, ["P.keywords['other'] = torch.ones(3)"])]),
-    (["x = helper(x)"], [(0, []), (1, []), (0, ["helper.__defaults__ = (torch.full((3,), 10.0),)"])]),
-    (["x = x + ('main' in G_NAME)"], [(0, []), (0, ["G_NAME = '__main__'"])]),
-    (["if hasattr(OBJ, 'extra'):\n    x = x + OBJ.extra"], [(0, []), (0, ["OBJ.extra = 4.0"])]),
+    (["x = x + len(G_SET)"], [(0, 0, []), (0, 0, ["G_SET.add(3)"])]),
+    (["ks = G_DICT.keys()\nx = x + len(ks) + ('z' in ks)"], [(0, 0, []), (0, 0, ["G_DICT['z'] = 1"])]),
+    (["x = P(x)"], [(0, 0, []), (0, 0, ["P.keywords['other'] = torch.ones(3)"])]),
+    (["x = helper(x)"], [(0, 0, []), (1, 0, []), (0, 0, ["helper.__defaults__ = (torch.full((3,), 10.0),)"])]),
+    (["x = x + ('main' in G_NAME)"], [(0, 0, []), (0, 0, ["G_NAME = '__main__'"])]),
+    (["if hasattr(OBJ, 'extra'):\n    x = x + OBJ.extra"], [(0, 0, []), (0, 0, ["OBJ.extra = 4.0"])]),
 ])
 def test_known_cases(body, calls):
     from capture_helpers import Recorder
