@@ -416,3 +416,32 @@ def test_property_cases_through_ember_compile(backend):
         prop.run_property(body, calls, backend, capture=lambda fn, b: ember.compile(fn, backend=b))
 
     run()
+
+
+# -- lazy iterators: side effects happen for the items consumed ----------------------------
+def _counting(t, log):
+    for i in range(3):
+        t.add_(1)
+        log.append(i)
+        yield i
+
+
+def _partly_consumed(x):
+    log = []
+    first = next(_counting(x, log))
+    doubled = map(lambda v: x.mul_(2), [1, 2, 3])
+    next(doubled)
+    for i, _ in enumerate(_counting(x, log)):
+        if i == 1:
+            break
+    pairs = list(zip([1, 2], _counting(x, log)))
+    unused = _counting(x, log)  # noqa: F841 - a generator never advanced runs nothing
+    return x + first + len(log), len(pairs), list(filter(None, [0, 1, 2]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generators_and_map_run_only_what_is_consumed(backend):
+    opt = compiled(_partly_consumed, backend, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2)
+        same(opt(x.clone()), _partly_consumed(x.clone()))

@@ -146,7 +146,10 @@ def _range(fr, args, kwargs):
 @builtin(enumerate)
 def _enumerate(fr, args, kwargs):
     start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
-    return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))])
+    if not (isinstance(args[0], IterVar) and args[0].pull is not None):
+        return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))])
+    count = iter(range(start, 1 << 62))
+    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])])
 
 
 @builtin(zip)
@@ -155,7 +158,9 @@ def _zip(fr, args, kwargs):
         lists = [S.unpack(fr, a) for a in args]
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("trace_error", "zip(strict=True) of different lengths")
-    return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])])
+    if not any(isinstance(a, IterVar) and a.pull is not None for a in args):
+        return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])])
+    return _lazy(fr, args, lambda values: [TupleVar(values)])
 
 
 @builtin(reversed)
@@ -171,9 +176,8 @@ def _iter(fr, args, kwargs):
 @builtin(next)
 def _next(fr, args, kwargs):
     it = args[0]
-    if isinstance(it, IterVar) and it.pos < len(it.items):
-        it.pos += 1
-        return it.items[it.pos - 1]
+    if isinstance(it, IterVar) and it.more():
+        return it.take()
     if len(args) > 1:
         return args[1]
     raise Unsupported("unsupported_call", "next() on an exhausted or unknown iterator")
@@ -209,16 +213,35 @@ def _dict(fr, args, kwargs):
     return DictVar(items)
 
 
+def _lazy(fr, its, step):
+    """An iterator whose items `step(values)` makes from the next value of each of `its`, when
+    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed."""
+    its = [S.iterate(fr, a) for a in its]
+
+    def pull(out):
+        values = []
+        for it in its:  # as zip and map do: stop at the first exhausted iterator
+            if not it.more():
+                return False
+            values.append(it.take())
+        out.items.extend(step(values))
+        return True
+
+    return IterVar([], live=True, pull=pull)
+
+
 @builtin(map)
 def _map(fr, args, kwargs):
     fn, *its = args
-    return IterVar([call(fr, fn, list(t), {}) for t in zip(*[S.unpack(fr, a) for a in its])])
+    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})])
 
 
 @builtin(filter)
 def _filter(fr, args, kwargs):
     fn, it = args
-    return IterVar([v for v in S.unpack(fr, it) if S.truthy(fr, call(fr, fn, [v], {}))])
+    if isinstance(fn, ConstVar) and fn.value is None:
+        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)])
+    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))])
 
 
 @builtin(sum)

@@ -249,8 +249,16 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
     locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))
     self_var = args[0] if args else None
     child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
-    result = child.run()
-    return result if child.yields is None else IterVar(child.yields)
+    if child.yields is not None:  # a generator runs nothing until its first item is asked for
+        return IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child))
+    return child.run()
+
+
+def _resume_generator(frame) -> bool:
+    if frame.done:
+        return False
+    frame.run()
+    return not frame.done
 
 
 def bind_arguments(code, defaults, kwdefaults, args, kwargs) -> dict:

@@ -120,9 +120,7 @@ def unpack(fr, v: Var) -> list[Var]:
     if isinstance(v, DictViewVar):
         return v.view_items()
     if isinstance(v, IterVar):
-        items = v.items[v.pos:]
-        v.pos = len(v.items)
-        return items
+        return v.drain()
     if isinstance(v, ConstVar) and isinstance(v.value, (tuple, list, range, str, torch.Size, dict, set, frozenset)):
         return [ConstVar(i) for i in v.value]
     if isinstance(v, TensorVar):

@@ -107,11 +107,35 @@ class SetVar(Var):
 
 
 class IterVar(Var):
-    """An iterator over a list of values known at trace time."""
+    """An iterator over values known at trace time.
 
-    def __init__(self, items, live=False):
+    Note [lazy iterators]: a generator, map() or filter() produces its items when asked
+    (``pull`` appends the next one to ``items``, or returns False when exhausted), as Python
+    does: a generator's side effects (an in-place op, an append) happen only for the items
+    consumed, in the order they are consumed."""
+
+    def __init__(self, items, live=False, pull=None):
         self.items = items if live else list(items)
         self.pos = 0
+        self.pull = pull
+
+    def more(self) -> bool:
+        """Whether a next item exists (producing it if needed)."""
+        while self.pos >= len(self.items) and self.pull is not None:
+            if not self.pull(self):
+                self.pull = None
+        return self.pos < len(self.items)
+
+    def take(self):
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def drain(self) -> list:
+        """The remaining items, all produced and consumed."""
+        out = []
+        while self.more():
+            out.append(self.take())
+        return out
 
 
 class CellVar(Var):
