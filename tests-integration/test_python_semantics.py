@@ -5,6 +5,7 @@ eager PyTorch run on the same state.
 """
 import collections
 import functools
+import types
 import warnings
 
 import numpy as np
@@ -435,8 +436,10 @@ def _partly_consumed(x):
         if i == 1:
             break
     pairs = list(zip([1, 2], _counting(x, log)))
-    unused = _counting(x, log)  # noqa: F841 - a generator never advanced runs nothing
-    return x + first + len(log), len(pairs), list(filter(None, [0, 1, 2]))
+    unused = _counting(x, log)  # a generator never advanced runs nothing
+    kinds = (isinstance(unused, types.GeneratorType), type(doubled) is map, type(zip([], [])).__name__,
+             isinstance(enumerate([]), enumerate), type(iter([])).__name__)
+    return x + first + len(log), len(pairs), list(filter(None, [0, 1, 2])), kinds
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -445,3 +448,21 @@ def test_generators_and_map_run_only_what_is_consumed(backend):
     for _ in range(2):
         x = torch.randn(2)
         same(opt(x.clone()), _partly_consumed(x.clone()))
+
+
+# -- flags of library modules are read on each call ----------------------------------------
+def _reads_flag(x):
+    return x * 2 if torch.backends.cudnn.deterministic else x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_library_module_flag_changed_between_calls(backend):
+    opt = compiled(_reads_flag, backend, fullgraph=True)
+    saved = torch.backends.cudnn.deterministic
+    x = torch.randn(2)
+    try:
+        for flag in (False, True, False):
+            torch.backends.cudnn.deterministic = flag
+            same(opt(x), _reads_flag(x))
+    finally:
+        torch.backends.cudnn.deterministic = saved

@@ -39,8 +39,10 @@ def python_type(v: Var):
         return v.cls
     if isinstance(v, DictViewVar):
         return type(getattr({}, v.kind)())
+    if isinstance(v, IterVar):
+        return v.py_type
     return {ListVar: list, DictVar: dict, SetVar: set, FunctionVar: types.FunctionType,
-            BoundVar: types.MethodType, IterVar: type(iter([]))}.get(type(v)) or _no_type(v)
+            BoundVar: types.MethodType}.get(type(v)) or _no_type(v)
 
 
 def _no_type(v):
@@ -147,9 +149,10 @@ def _range(fr, args, kwargs):
 def _enumerate(fr, args, kwargs):
     start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
     if not (isinstance(args[0], IterVar) and args[0].pull is not None):
-        return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))])
+        return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
+                       py_type=enumerate)
     count = iter(range(start, 1 << 62))
-    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])])
+    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])], enumerate)
 
 
 @builtin(zip)
@@ -159,13 +162,13 @@ def _zip(fr, args, kwargs):
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("trace_error", "zip(strict=True) of different lengths")
     if not any(isinstance(a, IterVar) and a.pull is not None for a in args):
-        return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])])
-    return _lazy(fr, args, lambda values: [TupleVar(values)])
+        return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
+    return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
 
 
 @builtin(reversed)
 def _reversed(fr, args, kwargs):
-    return IterVar(list(reversed(S.unpack(fr, args[0]))))
+    return IterVar(list(reversed(S.unpack(fr, args[0]))), py_type=type(reversed([])))
 
 
 @builtin(iter)
@@ -213,7 +216,7 @@ def _dict(fr, args, kwargs):
     return DictVar(items)
 
 
-def _lazy(fr, its, step):
+def _lazy(fr, its, step, py_type):
     """An iterator whose items `step(values)` makes from the next value of each of `its`, when
     asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed."""
     its = [S.iterate(fr, a) for a in its]
@@ -227,21 +230,21 @@ def _lazy(fr, its, step):
         out.items.extend(step(values))
         return True
 
-    return IterVar([], live=True, pull=pull)
+    return IterVar([], live=True, pull=pull, py_type=py_type)
 
 
 @builtin(map)
 def _map(fr, args, kwargs):
     fn, *its = args
-    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})])
+    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map)
 
 
 @builtin(filter)
 def _filter(fr, args, kwargs):
     fn, it = args
     if isinstance(fn, ConstVar) and fn.value is None:
-        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)])
-    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))])
+        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter)
+    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter)
 
 
 @builtin(sum)

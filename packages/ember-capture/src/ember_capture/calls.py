@@ -250,7 +250,7 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
     self_var = args[0] if args else None
     child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
     if child.yields is not None:  # a generator runs nothing until its first item is asked for
-        return IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child))
+        return IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child), py_type=types.GeneratorType)
     return child.run()
 
 

@@ -239,6 +239,8 @@ def _obj_attr(fr, o: ObjVar, name):
     if isinstance(value, types.ModuleType):
         attr = getattr(value, name)
         if is_stable_module(value):
+            if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
+                return wrap(tr, attr, f"{o.source if o.source is not None else tr.ns.ref(value)}.{name}", name)
             return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
         return wrap(tr, attr, _attr_source(o.source, name), name)
     if isinstance(value, torch.nn.Module):

@@ -114,10 +114,11 @@ class IterVar(Var):
     does: a generator's side effects (an in-place op, an append) happen only for the items
     consumed, in the order they are consumed."""
 
-    def __init__(self, items, live=False, pull=None):
+    def __init__(self, items, live=False, pull=None, py_type=type(iter([]))):
         self.items = items if live else list(items)
         self.pos = 0
         self.pull = pull
+        self.py_type = py_type  # what type() says: list_iterator, generator, map, zip, ...
 
     def more(self) -> bool:
         """Whether a next item exists (producing it if needed)."""
