@@ -44,6 +44,7 @@ G_T = torch.arange(3.0)
 G_NAME = "module"
 G_TUPLE = (1, 2)
 G_ALIAS = G_LIST
+G_NP = np.ones(2)
 class Obj:
     scale = 1.0
 OBJ = Obj()
@@ -129,6 +130,13 @@ STATEMENTS = [
     "if isinstance(box, Obj) and hasattr(box, 't'):\n    x = x + box.t",
     "if isinstance(box, list) and box:\n    x = x + box[-1]",
     "if isinstance(box, dict):\n    for k in box:\n        x = x + box[k]",
+    "g = (G_T.add_(v) for v in G_LIST)\nx = x + len([next(g, 0)])",
+    "m = map(lambda v: cell_list.append(v), G_LIST)\nif G_LIST:\n    next(m)\nx = x + len(cell_list)",
+    "vs = G_DICT.values()\nG_DICT['v'] = n\nx = x + sum(vs)",
+    "x = x + float(G_NP.sum()) + len(G_NP)",
+    "x = x + (G_NP * 2)[0] + n",
+    "items = G_DICT.items()\nx = x + len(items) + (('k', 1) in items)",
+    "x = x + len(str(OBJ.__class__.__name__)) + (G_INT in G_SET)",
 ]
 # What f's third argument is on each call (fresh in each world).
 BOXES = [
@@ -151,6 +159,7 @@ MUTATIONS = [
     "G_ALIAS = list(G_LIST)", "G_ALIAS = G_LIST", "G_TUPLE = (3,)", "G_TUPLE = ()",
     "Obj.scale = 2.0", "OBJ.scale = 3.0", "if hasattr(OBJ, 'a'): del OBJ.a", "OBJ.a = 1",
     "G_INT = 1.5", "G_NAME = 'a_b_c'", "G_DICT.clear()",
+    "G_NP[0] = 5.0", "G_NP = np.zeros(3)",
 ]
 STATE = ["G_INT", "G_LIST", "G_DICT", "G_SET", "G_T", "getattr(OBJ, 'a', None)", "OBJ.t", "cell_list",
          "helper.__defaults__[0]", "cells()"]
