@@ -4,6 +4,7 @@ no warning (issue 13). Every case runs through `ember.compile` with the eager an
 eager PyTorch run on the same state.
 """
 import collections
+import collections.abc
 import functools
 import types
 import warnings
@@ -203,6 +204,21 @@ def test_dict_views_read_their_dict_when_used(backend):
     for _ in range(2):
         x = torch.randn(3)
         same(opt(x), _views(x))
+
+
+def _view_set_operations(x):
+    d = {"a": 1, "b": 2}
+    keys = d.keys()
+    d["c"] = 3
+    return (x + len(keys - {"a"}) + (keys == {"a", "b", "c"}) + isinstance(keys, collections.abc.KeysView)
+            + len(d.items() & {("a", 1)}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_view_set_operations_are_pythons(backend):
+    opt = compiled(_view_set_operations, backend, fullgraph=True)
+    x = torch.randn(2)
+    same(opt(x), _view_set_operations(x))
 
 
 def _view_across_break(x):

@@ -48,6 +48,10 @@ def const_value(v: Var, what="this operation"):
         return [const_value(i, what) for i in v.items]
     if isinstance(v, SetVar):
         return {const_value(i, what) for i in v.items}
+    if isinstance(v, DictViewVar):  # a real view of an equal dict: set operations, comparisons
+        if v.kind == "keys":
+            return dict.fromkeys(v.dict.items).keys()
+        return getattr({k: const_value(i, what) for k, i in v.dict.items.items()}, v.kind)()
     if isinstance(v, ObjVar):
         if is_data_object(v.value):
             raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
