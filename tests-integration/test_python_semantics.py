@@ -482,3 +482,22 @@ def test_library_module_flag_changed_between_calls(backend):
             same(opt(x), _reads_flag(x))
     finally:
         torch.backends.cudnn.deterministic = saved
+
+
+def _numpy_scalar(x, n):
+    return x + (WEIGHTS * 2)[0] + n
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_scalars_are_their_python_values(backend):
+    # a numpy.float64 once reached the graph as `np.float64(2.0)`, a NameError in its code
+    opt = compiled(_numpy_scalar, backend)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for v in (1.0, 3.0, 3.0):
+                WEIGHTS[:] = v
+                x = torch.randn(3)
+                same(opt(x, np.float64(v)), _numpy_scalar(x, np.float64(v)))
+    finally:
+        WEIGHTS[:] = 1.0

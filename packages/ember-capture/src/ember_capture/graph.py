@@ -230,6 +230,11 @@ def _lower(x):
         return x.node, x.fake
     if isinstance(x, ConstVar):
         v = x.value
+        if isinstance(v, (int, float, complex)) and type(v) not in (bool, int, float, complex):
+            # a subclass (numpy.float64) is its Python value in a graph: FX prints its repr
+            # (`np.float64(2.0)`) into the generated code, where `np` is not defined
+            v = next(t for t in (int, float, complex) if isinstance(v, t))(v)
+            return v, v
         if isinstance(v, slice) or isinstance(v, METADATA_TYPES) or v is Ellipsis or isinstance(v, (tuple, list, range)):
             return v, v
         if callable(v) or isinstance(v, torch.finfo):
