@@ -4,6 +4,7 @@ backward) compile backward."""
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -11,6 +12,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
+from ember_autograd.errors import AotError, ErrorKind
 from ember_autograd.joint import Signature, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
@@ -57,6 +59,7 @@ class AotFunction:
         self.fw_compiler, self.bw_compiler = fw_compiler, bw_compiler
         self.decompositions, self.partition, self.config = decompositions, partition, config
         self._runners: dict = {}
+        self._warned_aliasing = False
         self.inference: CompiledArtifacts | None = None
         self.training: CompiledArtifacts | None = None
 
@@ -66,7 +69,19 @@ class AotFunction:
         return self.training or self.inference
 
     def __call__(self, *args):
-        return self._runner(args)(args)
+        runner = self._runner(args)
+        try:
+            return runner(args)
+        except AotError as e:
+            # The graphs treat inputs as independent: a call whose mutated input shares memory
+            # with another input (a view and its base, passed across a graph break) runs the
+            # captured graph eagerly, where the write is seen through both.
+            if e.kind is not ErrorKind.ALIASED_MUTATED_INPUT:
+                raise
+            if not self._warned_aliasing:
+                self._warned_aliasing = True
+                warnings.warn(f"ember: {e.reason}; calls with such inputs run eagerly", stacklevel=2)
+            return self.gm(*args)
 
     def _runner(self, args):
         needs_grad = torch.is_grad_enabled() and any(
@@ -84,6 +99,7 @@ class AotFunction:
         with _timed(timings, "trace"):
             traced = trace_inference(self.gm, args, self.decompositions)
         self._check(traced.gm)
+        _mark_mutations(traced.gm, traced.signature)
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(traced.gm, _example_inputs(traced.gm))
         self.inference = CompiledArtifacts("inference", traced.signature, traced.gm, timings=timings)
@@ -103,8 +119,10 @@ class AotFunction:
         # Outputs from here on are saved for the backward, which is compiled (at the first
         # backward) for the layouts they arrive in: the forward's compiler may choose them.
         part.forward.graph.output_node().meta["ember_saved_outputs"] = sig.num_fw_outputs
+        _mark_mutations(part.forward, sig)
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(part.forward, _example_inputs(part.forward))
+        part.backward.meta["ember_compiled_forward"] = forward  # Note [compiler metadata]
         self.training = CompiledArtifacts("training", sig, part.forward, part.backward, traced.gm,
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
@@ -146,6 +164,13 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn
+
+
+def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:
+    # Note [compiler metadata] (runtime.py): (output position, input position) of each new value
+    # of a mutated input, for a compiled forward that writes them itself (`applies_mutations`).
+    gm.graph.output_node().meta["ember_mutations"] = tuple(
+        (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs))
 
 
 def _autocast_state() -> tuple:

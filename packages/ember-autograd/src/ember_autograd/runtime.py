@@ -10,6 +10,7 @@ from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from ember_autograd.errors import AotError
+from ember_autograd.functionalize import replay_view
 from ember_autograd.joint import AliasOutput, Signature
 
 
@@ -50,13 +51,43 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
                                f"with input {sig.tensor_inputs[j]}; not supported")
 
 
+# Note [compiler metadata]: what this layer writes for its compilers, beyond `meta["val"]`:
+# - forward output node `meta["ember_saved_outputs"]`: training forward outputs from that
+#   position on are saved for the backward (the inductor chooses their layout);
+# - forward output node `meta["ember_mutations"]`: (output position, input position) pairs, the
+#   new value of each mutated input;
+# - backward `gm.meta["ember_compiled_forward"]`: the callable the forward's compiler returned
+#   (a compiler that replays both as CUDA graphs pairs them: the facade's cudagraphs.py).
+#
+# Note [compiled mutations]: a compiled forward whose `applies_mutations` is true writes the
+# new values of mutated inputs itself (inside a CUDA graph, say), saved values that are mutated
+# inputs keeping their old value, and may return None in place of those new values; the runtime
+# then skips `replay_mutations` and its own copy of those saved values.
+
+
+def applies_mutations(fn: Callable) -> bool:
+    return getattr(fn, "applies_mutations", False)
+
+
 def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
         return
+    # One _foreach_copy_ per (device, dtype) group: a ResNet step writes back ~160 batch-norm
+    # buffers, and on CUDA a list mixing dtypes (float statistics, int64 num_batches_tracked)
+    # falls back to one copy_ per tensor.
+    groups: dict = {}
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
-            tensors[k].copy_(value)
+            dst = tensors[k]
+            if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
+                dst.copy_(value)  # broadcast, cross-device or converting: the general path
+            else:
+                dsts, srcs = groups.setdefault((dst.device, dst.dtype), ([], []))
+                dsts.append(dst)
+                srcs.append(value)
+        for dsts, srcs in groups.values():
+            torch._foreach_copy_(dsts, srcs)
 
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
@@ -66,6 +97,8 @@ def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: lis
             flat.append(graph_outputs[what])
         elif kind == "alias":
             flat.append(_regenerate(what, tensors[what.input_index]))
+        elif kind == "view":
+            flat.append(replay_view(graph_outputs[what.base_output], what.chain))
         else:
             flat.append(what)
     rebuild = getattr(sig, "_rebuild", None)
@@ -88,8 +121,18 @@ def _rebuilder(spec):
 def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
     if alias.identity:
         return real
+    if alias.dtype is not None:  # strides and offset count elements of the view's dtype
+        real = _reinterpret(real, alias.dtype)
     out = real.as_strided(alias.size, alias.stride, alias.storage_offset)
     return out if alias.requires_grad else out.detach()
+
+
+def _reinterpret(real: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    try:
+        return real.view(dtype)  # keeps autograd; needs a last dim of stride 1
+    except RuntimeError:  # any layout: the input's whole storage, read as `dtype`
+        with torch.no_grad():
+            return torch.empty(0, dtype=dtype, device=real.device).set_(real.untyped_storage())
 
 
 class InferenceRunner:
@@ -102,7 +145,8 @@ class InferenceRunner:
         tensors = tensor_args(self.sig, args)
         outs = call_compiled(self.forward, tensors)
         n = self.sig.num_graph_outputs
-        replay_mutations(self.sig, tensors, outs[n:])
+        if not applies_mutations(self.forward):
+            replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, outs[:n])
 
 
@@ -131,7 +175,8 @@ class TrainingRunner:
         tensors = tensor_args(self.sig, args)
         outs = self.function.apply(*tensors)
         n = self.sig.num_graph_outputs
-        replay_mutations(self.sig, tensors, outs[n:])
+        if not applies_mutations(self.forward):
+            replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, list(outs[:n]))
 
 
@@ -139,15 +184,17 @@ def _make_function(runner: TrainingRunner):
     sig = runner.sig
     n_fw = sig.num_fw_outputs
     diff = set(sig.diff_outputs)
+    copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *tensors):
             outs = call_compiled(runner.forward, list(tensors))
             fw_outs, saved = outs[:n_fw], outs[n_fw:]
-            mutated = {id(tensors[k]) for k in sig.mutated_inputs}
-            # a saved input that the runtime is about to overwrite keeps its old value
-            saved = [s.clone() if id(s) in mutated else s for s in saved]
+            if copy_mutated_saved:
+                # a saved input that the runtime is about to overwrite keeps its old value
+                mutated = {id(tensors[k]) for k in sig.mutated_inputs}
+                saved = [s.clone() if id(s) in mutated else s for s in saved]
             ctx.save_for_backward(*saved)
             ctx.mark_non_differentiable(*[o for k, o in enumerate(fw_outs)
                                           if k not in diff and isinstance(o, torch.Tensor)])
