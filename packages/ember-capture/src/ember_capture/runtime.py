@@ -362,17 +362,20 @@ def make_binder(func, self_obj):
     names = list(code.co_varnames[:argc + kwonly])
     varargs = code.co_varnames[argc + kwonly] if code.co_flags & 0x04 else None
     varkw = code.co_varnames[argc + kwonly + (1 if varargs else 0)] if code.co_flags & 0x08 else None
-    scope = {"_self": self_obj}
+    # Defaults are read from the function at each call, as Python does (`fn.__defaults__` may
+    # be reassigned after capture): an omitted argument binds the marker `_ember_D`, replaced below.
+    scope = {"_ember_self": self_obj, "_ember_D": _DEFAULT, "_ember_f": func}
     defaults = func.__defaults__ or ()
     kwdefaults = func.__kwdefaults__ or {}
     params = []
     first_default = argc - len(defaults)
+    value_of = {n: n for n in names}
     for i, n in enumerate(names[:argc]):
         if self_obj is not None and i == 0:
             continue
         if i >= first_default:
-            scope[f"_d{i}"] = defaults[i - first_default]
-            params.append(f"{n}=_d{i}")
+            params.append(f"{n}=_ember_D")
+            value_of[n] = f"({n} if {n} is not _ember_D else _ember_f.__defaults__[{i - argc} + len(_ember_f.__defaults__)])"
         else:
             params.append(n)
         if i == posonly - 1:
@@ -383,15 +386,15 @@ def make_binder(func, self_obj):
         params.append("*")
     for n in names[argc:]:
         if n in kwdefaults:
-            scope[f"_k_{n}"] = kwdefaults[n]
-            params.append(f"{n}=_k_{n}")
+            params.append(f"{n}=_ember_D")
+            value_of[n] = f"({n} if {n} is not _ember_D else _ember_f.__kwdefaults__[{n!r}])"
         else:
             params.append(n)
     if varkw:
         params.append("**" + varkw)
     if params and params[0] == "/":
         params.pop(0)
-    values = (["_self"] if self_obj is not None else []) + names[1 if self_obj is not None else 0:]
+    values = (["_ember_self"] if self_obj is not None else []) + [value_of[n] for n in names[1 if self_obj is not None else 0:]]
     values += [v for v in (varargs, varkw) if v]
     arg_names = tuple(names + [v for v in (varargs, varkw) if v])
     if not all(n.isidentifier() for n in arg_names):  # resume functions: called positionally only
@@ -399,6 +402,9 @@ def make_binder(func, self_obj):
     src = f"def __bind({', '.join(params)}):\n    return ({''.join(v + ', ' for v in values)})"
     exec(src, scope)
     return scope["__bind"], arg_names
+
+
+_DEFAULT = type("_Default", (), {"__repr__": lambda self: "<default>"})()
 
 
 def _positional_binder(n, self_obj):
