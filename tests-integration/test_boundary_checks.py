@@ -71,7 +71,8 @@ def test_prims_boundary_catches_aten_ops_reaching_the_inductor(tmp_path):
     inductor = lookup("inductor").build(settings("inductor"))
     # without ember_prims' decompositions the forward graph holds aten ops, not prims
     undecomposed = dataclasses.replace(inductor, decompositions=None)
-    compiled = ember.compile(step, backend=undecomposed, options={"check": True})
+    # debug keeps the chained internal cause (hidden from users otherwise: Note [hidden frames])
+    compiled = ember.compile(step, backend=undecomposed, options={"check": True, "debug": True})
     with pytest.raises(ember.SpecError, match="not a prims-level graph") as info:
         compiled(torch.randn(4, 5), torch.randn(5, 3))
     assert info.value.layer == "inductor"
