@@ -19,12 +19,12 @@ def verify_graph(gm: fx.GraphModule) -> None:
     """A prims-level graph (`ember_prims.verify`: only ember_prims ops, ember_prims' extern ATen
     ops and getitem, `meta["val"]` on every node) that mutates nothing. Raises `SpecError`
     naming every violation."""
+    problems = [f"{n.name}: {n.target} mutates its inputs" for n in gm.graph.nodes
+                if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                and n.target._schema.is_mutable]
     try:
         ember_prims.verify(gm)
     except ember_prims.SpecError as exc:
-        raise SpecError(f"ember_inductor.verify_graph: {exc}") from None
-    mutating = [f"{n.name}: {n.target} mutates its inputs" for n in gm.graph.nodes
-                if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-                and n.target._schema.is_mutable]
-    if mutating:
-        raise SpecError("ember_inductor.verify_graph: " + "; ".join(mutating))
+        problems.append(str(exc))
+    if problems:
+        raise SpecError("ember_inductor.verify_graph: " + "; ".join(problems))
