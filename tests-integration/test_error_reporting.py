@@ -96,3 +96,28 @@ def test_fullgraph_break_names_function_line_and_hint():
     message = str(info.value)
     assert "in branchy" in message and "torch.where" in message
     assert f"{__file__}:{branchy.__code__.co_firstlineno + 1}" in message
+
+
+def _buggy_generate_entry(*args, **kwargs):
+    return {}["a bug in capture outside an opcode handler"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_internal_error_outside_handlers_runs_eagerly_with_one_warning(monkeypatch, backend):
+    import ember_capture.runtime
+    monkeypatch.setattr(ember_capture.runtime, "generate_entry", _buggy_generate_entry)
+    compiled = ember.compile(negate, backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 4):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x), negate(x))
+    ours = [str(w.message) for w in caught if "ember" in str(w.message)]
+    assert len(ours) == 1 and "internal error while capturing negate" in ours[0], ours
+    ember.reset()
+    with pytest.raises(ember_capture.Unsupported, match="internal.*negate"):
+        ember.compile(negate, backend=backend, fullgraph=True)(torch.randn(3))
+    ember.reset()
+    monkeypatch.setenv("EMBER_RAISE_INTERNAL", "1")
+    with pytest.raises(KeyError):
+        ember.compile(negate, backend=backend)(torch.randn(3))
