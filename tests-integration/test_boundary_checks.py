@@ -128,3 +128,15 @@ def test_bad_switch_value_is_rejected(monkeypatch):
     monkeypatch.setenv("EMBER_CHECK", "maybe")
     with pytest.raises(ember.InvalidArgument, match="EMBER_CHECK='maybe'"):
         ember.compile(step)
+
+
+def test_compiled_graph_output_is_checked_against_its_promise():
+    def wrong_shape(gm, example_inputs):
+        def run(*args):
+            return tuple(o.reshape(-1)[:1] if isinstance(o, torch.Tensor) else o for o in gm(*args))
+        return run
+
+    compiled = ember.compile(step, backend=AotComposition(wrong_shape), options={"check": True})
+    with pytest.raises(ember.SpecError, match="promised") as info:
+        compiled(torch.randn(4, 5), torch.randn(5, 3))
+    assert info.value.layer == "compiled graph"

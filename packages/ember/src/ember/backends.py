@@ -23,7 +23,7 @@ import ember_autograd
 import ember_inductor
 import ember_prims
 from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
-from ember.checks import check_captured
+from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, site_of
 from ember.record import CompileRecord
@@ -174,6 +174,8 @@ class AotComposition:
         def compile_graph(compiler: CompilerFn, g: torch.fx.GraphModule, ex: list, stage: str) -> Callable:
             start = time.perf_counter()
             compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            if self.config is not None and self.config.verify:  # Note [checked boundaries]
+                compiled = check_outputs(g, compiled)
             record.add(graph, "autograd", f"{stage}_compile", time.perf_counter() - start, g)
             inner = getattr(compiled, "compiled_graph", None)  # the inductor's, with its passes
             if isinstance(getattr(inner, "timings", None), dict):
