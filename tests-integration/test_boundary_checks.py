@@ -67,10 +67,12 @@ def test_autograd_boundary_catches_a_mutating_forward_graph():
 
 
 @pytest.mark.skipif("inductor" not in ember.list_backends(), reason="the inductor layer is not here")
-def test_prims_boundary_catches_aten_ops_reaching_the_inductor(tmp_path):
+def test_prims_boundary_catches_foreign_ops_reaching_the_inductor(tmp_path):
     inductor = lookup("inductor").build(settings("inductor"))
-    # without ember_prims' decompositions the forward graph holds aten ops, not prims
-    undecomposed = dataclasses.replace(inductor, decompositions=None)
+    # a decomposition table that emits torch's own prims (namespace "prims"): neither ember_prims
+    # ops nor functional ATen ops the inductor could run as library calls
+    foreign = {torch.ops.aten.tanh.default: lambda x: torch.ops.prims.tanh.default(x)}
+    undecomposed = dataclasses.replace(inductor, decompositions=lambda: foreign)
     # debug keeps the chained internal cause (hidden from users otherwise: Note [hidden frames])
     compiled = ember.compile(step, backend=undecomposed, options={"check": True, "debug": True})
     with pytest.raises(ember.SpecError, match="not a prims-level graph") as info:
