@@ -17,6 +17,7 @@ import weakref
 import torch
 import torch.nn.modules.module as _module_mod
 
+from .attributes import MODULE_CALLS, bind_class_attr, class_lookup
 from .builder import wrap
 from .config import Unsupported
 from .frame import Frame
@@ -143,7 +144,7 @@ def _call_obj(fr, fn, args, kwargs):
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if isinstance(value, torch.nn.Module):
-        return inline_module(fr, fn, args, kwargs)
+        return call_module(fr, fn, args, kwargs)
     if isinstance(value, types.FunctionType):
         return inline(fr, fn, args, kwargs)
     if isinstance(value, types.MethodType):
@@ -182,16 +183,24 @@ def tensor_method(fr, t, name, args, kwargs):
 
 
 # -- inlining ----------------------------------------------------------------------------
-def inline_module(fr, mvar: ObjVar, args, kwargs):
+def call_module(fr, mvar: ObjVar, args, kwargs):
+    """`m(...)` runs `type(m).__call__`: Module.__call__ unless the class overrides it (Note
+    [Attribute lookup] guards which)."""
+    call_fn = class_lookup(fr.tr, type(mvar.value), "__call__")
+    if call_fn in MODULE_CALLS:
+        return module_call_impl(fr, mvar, args, kwargs)
+    return call(fr, bind_class_attr(fr, mvar, call_fn, "__call__"), args, kwargs)
+
+
+def module_call_impl(fr, mvar: ObjVar, args, kwargs):
+    """Module.__call__ without hooks: `self.forward(...)`, with forward looked up as Python does
+    (a forward set on the instance wins over the class's)."""
     m = mvar.value
     if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
             or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
             or _module_mod._global_backward_hooks):
         raise Unsupported("module_hooks", f"{type(m).__name__} has hooks")
-    forward = type(m).forward
-    if not isinstance(forward, types.FunctionType):
-        raise Unsupported("unsupported_call", f"{type(m).__name__}.forward is not a Python function")
-    return inline(fr, ObjVar(forward), [mvar] + list(args), kwargs)
+    return call(fr, getattr_var(fr, mvar, "forward"), args, kwargs)
 
 
 class RealCell(CellVar):

@@ -11,6 +11,7 @@ import types
 
 import torch
 
+from .attributes import attr_source, bind_class_attr, load_attr, mro_lookup, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .graph import SliceParts
@@ -193,10 +194,10 @@ def _newobj_attr(fr, o: NewObjVar, name):
 def _super_attr(fr, s: SuperVar, name):
     mro = type(_self_value(s.obj)).__mro__ if not isinstance(s.obj, NewObjVar) else s.obj.cls.__mro__
     start = mro.index(s.cls) + 1
-    for klass in mro[start:]:
-        if name in klass.__dict__:
-            return _bind_class_attr(fr, s.obj, klass.__dict__[name], name)
-    raise Unsupported("unsupported_attr", f"super().{name}")
+    raw = mro_lookup(fr.tr, mro[start:], name)
+    if raw is _ABSENT:
+        raise Unsupported("unsupported_attr", f"super().{name}")
+    return bind_class_attr(fr, s.obj, raw, name)
 
 
 def _self_value(v):
@@ -219,15 +220,7 @@ def _obj_attr(fr, o: ObjVar, name):
         attr = getattr(value, name)
         if is_stable_module(value):
             return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
-        return wrap(tr, attr, _attr_source(o.source, name), name)
-    if isinstance(value, torch.nn.Module):
-        for store in ("_parameters", "_buffers", "_modules"):
-            d = value.__dict__.get(store)
-            if d is not None and name in d:
-                return wrap(tr, d[name], None if o.source is None else f"{o.source}.{store}[{name!r}]", name)
-    inst_dict = getattr(value, "__dict__", None)
-    if isinstance(inst_dict, dict) and name in inst_dict and not isinstance(value, type):
-        return wrap(tr, inst_dict[name], _attr_source(o.source, name), name)
+        return wrap(tr, attr, attr_source(o.source, name), name)
     if isinstance(value, type):
         for klass in value.__mro__:
             if name in klass.__dict__:
@@ -235,10 +228,10 @@ def _obj_attr(fr, o: ObjVar, name):
                 if isinstance(raw, (staticmethod, classmethod)):
                     return constant_like(getattr(value, name))
                 break
-        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
+        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
     if isinstance(value, _IMMUTABLE_RECORDS):  # their properties are library code, but constant
-        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
-    return _class_attr(fr, o, type(value), name)
+        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
+    return load_attr(fr, o, name)
 
 
 _IMMUTABLE_RECORDS = (inspect.Signature, inspect.Parameter)
@@ -248,37 +241,11 @@ def constant_like_attr(attr):
     return constant_like(attr) if not isinstance(attr, (list, dict, set)) else ObjVar(attr)
 
 
-def _attr_source(source, name):
-    return None if source is None else f"{source}.{name}"
-
-
 def _class_attr(fr, obj: Var, cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return _bind_class_attr(fr, obj, klass.__dict__[name], name)
-    if isinstance(obj, ObjVar):
-        try:
-            return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
-        except AttributeError:
-            pass
-    raise Unsupported("unsupported_attr", f"attribute {name!r} of {cls.__name__}")
-
-
-def _bind_class_attr(fr, obj: Var, raw, name):
-    if isinstance(raw, types.FunctionType):
-        return BoundVar(ObjVar(raw), obj)
-    if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
-        return fr.tr.inline(fr, ObjVar(raw.fget), [obj], {})
-    if isinstance(raw, staticmethod):
-        return constant_like(raw.__func__)
-    if isinstance(raw, classmethod):
-        cls = obj.cls if isinstance(obj, NewObjVar) else type(obj.value)
-        return BoundVar(ObjVar(raw.__func__), ObjVar(cls))
-    if isinstance(obj, ObjVar) and not callable(raw):
-        return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
-    if isinstance(raw, (int, float, str, bool, type(None), tuple)):
-        return ConstVar(raw)
-    raise Unsupported("unsupported_attr", f"attribute {name!r} ({type(raw).__name__}) of {describe(obj)}")
+    raw = mro_lookup(fr.tr, cls.__mro__, name)
+    if raw is _ABSENT:
+        raise Unsupported("unsupported_attr", f"attribute {name!r} of {cls.__name__}")
+    return bind_class_attr(fr, obj, raw, name)
 
 
 def setattr_var(fr, obj: Var, name: str, value: Var):

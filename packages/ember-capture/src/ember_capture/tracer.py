@@ -58,6 +58,10 @@ class Tracer:
     def inline(self, fr, fn, args, kwargs):
         return calls.inline(fr, fn, args, kwargs)
 
+    def inlinable(self, fn) -> bool:
+        """Whether the Python function `fn` is user or model-library code (Note [Inlining])."""
+        return calls.inlinable_file(fn.__code__.co_filename)
+
     def mark_mutated(self, var: ListVar):
         raise Unsupported("side_effect", "mutating a list that came from the inputs")
 

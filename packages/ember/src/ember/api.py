@@ -50,7 +50,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         return model
     compiler, config = prepared
     if isinstance(model, torch.nn.Module):
-        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config))
+        # Pickling or deep-copying the wrapper compiles the copied module again with these arguments.
+        recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                      mode=mode, options=options)
+        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
         object.__setattr__(compiled, "_ember_record", record)
         return compiled
     compiled = ember_capture.capture(model, compiler, config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
-from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, site_of
@@ -160,6 +161,7 @@ class AotComposition:
     config: Any = None  # ember_autograd.AotConfig
     partition: Any = None  # ember_autograd's default_partition unless given
     name: str = "aot"  # how warnings and errors name this backend
+    cudagraphs: CUDAGraphs | None = None  # the guarded forward and backward replay as CUDA graphs
 
     @property
     def __name__(self) -> str:
@@ -184,10 +186,14 @@ class AotComposition:
 
         fw, bw = self.fw_compiler, self.bw_compiler or self.fw_compiler
         first_step = len(record.steps)
+        fw_compiler = lambda g, ex: compile_graph(fw, g, ex, "forward")  # noqa: E731
+        bw_compiler = lambda g, ex: compile_graph(bw, g, ex, "backward")  # noqa: E731
+        if self.cudagraphs is not None:  # outside the fallback: what it falls back to replays too
+            fw_compiler, bw_compiler = self.cudagraphs(gm, example_inputs, fw_compiler, bw_compiler)
         compiled = ember_autograd.aot(
             gm, example_inputs,
-            fw_compiler=lambda g, ex: compile_graph(fw, g, ex, "forward"),
-            bw_compiler=lambda g, ex: compile_graph(bw, g, ex, "backward"),
+            fw_compiler=fw_compiler,
+            bw_compiler=bw_compiler,
             decompositions=self.decompositions() if self.decompositions else None,
             partition=self.partition, config=self.config)
         artifacts = compiled.artifacts
@@ -234,13 +240,22 @@ def _inductor_build(settings: Settings) -> CompilerFn:
 
         run._boxed_call = True
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
-        if options.cudagraphs:  # mode="reduce-overhead": one graph replay instead of many launches
-            runner = CUDAGraphRunner(lambda *args: compiled(list(args)))
-            runner.compiled_graph = compiled
-            return runner
         return run
 
-    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor")
+    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor",
+                          cudagraphs=_cudagraphs(settings, options.cudagraphs))
+
+
+def _cudagraphs(settings: Settings, wanted: bool) -> CUDAGraphs | None:
+    """CUDA graphs for mode="reduce-overhead" and the cudagraphs backend (Note [cudagraph replay]
+    in cudagraphs.py); without a GPU, none, and the mode says so once."""
+    if not wanted:
+        return None
+    if not torch.cuda.is_available():
+        warnings.warn("ember: CUDA graphs (mode='reduce-overhead') need a CUDA device; this machine "
+                      "has none, so compiled graphs run without them", stacklevel=6)
+        return None
+    return CUDAGraphs(Logger("cudagraphs" in settings.logs))
 
 
 # The prims that only re-index one input: saved as their input, re-taken in the backward.
@@ -254,9 +269,6 @@ def _missing(module: Any, *names: str) -> str | None:
     if absent:
         return f"{module.__name__} does not provide {', '.join(absent)} yet"
     return None
-
-
-_cudagraphs_compiler = AotComposition(cudagraph_compiler, name="cudagraphs")
 
 
 def _cudagraphs_unavailable() -> str | None:
@@ -275,7 +287,9 @@ _add(BackendEntry("inductor", build=_inductor_build, takes_options=True,
                                        or _missing(ember_inductor, "compile_graph", "InductorOptions")),
                   doc="ember_autograd + ember_prims decompositions + ember_inductor kernels "
                       "(C++/OpenMP for CPU tensors, Triton for CUDA tensors)."))
-_add(BackendEntry("cudagraphs", build=lambda s: _cudagraphs_compiler, unavailable=_cudagraphs_unavailable,
+_add(BackendEntry("cudagraphs", build=lambda s: AotComposition(_eager_compiler, name="cudagraphs",
+                                                                cudagraphs=_cudagraphs(s, True)),
+                  unavailable=_cudagraphs_unavailable,
                   doc="aot_eager whose forward and backward graphs replay as CUDA graphs."))
 
 
