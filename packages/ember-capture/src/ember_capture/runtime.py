@@ -152,7 +152,21 @@ class FrameState:
             self.session.stats.recompiles += 1
             log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
                 f"{self.code.co_firstlineno}): {failed_guard(self.entries[-1], L)}")
-        entry = self.compile(L)
+        try:
+            entry = self.compile(L)
+        except Exception as exc:  # Note [internal errors]: capture's own bug, outside a handler
+            if isinstance(exc, Unsupported) or getattr(exc, "_ember_from_backend", False) \
+                    or config.raise_internal:
+                raise  # a fullgraph break, or the backend's own error: the backend's policy
+            if config.fullgraph:
+                raise Unsupported("internal", f"{type(exc).__name__} while capturing {self.name}: {exc} "
+                                  f"({BreakKind.INTERNAL.hint})",
+                                  (self.code.co_filename, self.code.co_firstlineno)) from exc
+            self.eager_forever = True
+            self.session.warn_once(("internal", self.code), f"ember: internal error while capturing {self.name} "
+                                   f"({type(exc).__name__}: {exc}); {BreakKind.INTERNAL.hint}; running it "
+                                   "eagerly", 3)
+            return self.eager(*args, **kwargs)
         self.entries.append(entry)
         result = entry(L, args, kwargs)
         if result is MISS:  # guards that do not hold on the inputs they were made from: a bug
@@ -227,7 +241,11 @@ class FrameState:
             example_inputs = [real for _, real in tr.graph.inputs]
             session.stats.graphs.append(gm)
             log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
-            compiled = session.backend(gm, example_inputs)
+            try:
+                compiled = session.backend(gm, example_inputs)
+            except Exception as exc:
+                exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
+                raise
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
         effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
