@@ -39,6 +39,7 @@ class Tracer:
         self.guards = Guards(self.ns)
         self.graph = OutputGraph()
         self.builtins = BUILTINS
+        self.containers: dict = {}  # id(list, dict or set read from the inputs) -> (object, Var)
         self.attr_writes: dict = {}
         self.attr_write_list: list = []  # (object Var, name, value Var)
         self.global_writes: dict = {}
