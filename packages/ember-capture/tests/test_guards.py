@@ -400,3 +400,24 @@ def test_no_module_leak_with_graph_breaks(capsys):
     del m, g
     gc.collect()
     assert ref() is None
+
+
+def test_recompile_log_names_the_failed_guard_and_the_value(capsys):
+    """A recompile line names the argument, the condition that failed and the value that failed it."""
+    def scale(x, n):
+        return x * n
+
+    g = ember_capture.capture(scale, Recorder(), CaptureConfig(logs=frozenset({"recompiles"})))
+    x = torch.randn(3)
+    torch.testing.assert_close(g(x, 2), x * 2)
+    assert capsys.readouterr().err == ""  # the first compile is not a recompile
+    x64 = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(g(x64, 2), x64 * 2)
+    err = capsys.readouterr().err
+    assert f"recompiling {scale.__qualname__} ({__file__}:" in err
+    assert "guard failed: L['x'].dtype is torch.float32 (got torch.float64)" in err
+    torch.testing.assert_close(g(x64, 3), x64 * 3)
+    assert "L['n'] == 2 (got 3)" in capsys.readouterr().err
+    with torch.no_grad():  # global state: named like a guard too
+        torch.testing.assert_close(g(x64, 3), x64 * 3)
+    assert "torch.is_grad_enabled() is True (got False)" in capsys.readouterr().err

@@ -1,4 +1,9 @@
 """ember.backends: the registry of named backends and what build_compiler makes of a backend."""
+import importlib
+import importlib.metadata
+import pathlib
+import tomllib
+
 import pytest
 import torch
 
@@ -84,6 +89,42 @@ def test_entry_points_for_torch_compile():
     x = torch.randn(4)
     for fn in (backends.eager, backends.aot_eager):
         torch.testing.assert_close(fn(gm, [x])(x)[0], x.sin() * 2)
+
+
+PYPROJECT = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_pyproject_registers_ember_for_torch_compile():
+    entry_points = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"]["torch_dynamo_backends"]
+    assert entry_points["ember"] == "ember.backends:inductor"
+    for name, target in entry_points.items():  # each names a function of the facade
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), name
+
+
+@pytest.mark.slow  # importing torch's compiler takes ~15 s
+def test_torch_compile_backend_ember(fresh_ember):
+    """torch.compile(model, backend="ember") finds ember through its installed entry point."""
+    installed = importlib.metadata.entry_points(group="torch_dynamo_backends")
+    if "ember" not in installed.names:
+        pytest.skip("the installed ember predates its 'ember' entry point: reinstall it "
+                    "(pip install -e packages/ember)")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+    try:
+        compiled = torch.compile(model, backend="ember", dynamic=False)
+        for batch in (4, 4, 6):  # a second call, and a new shape
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        # By default torch.compile makes the graph dynamic after a shape changes: ember, which
+        # specializes shapes, runs that graph as captured, with one warning naming the reason.
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="ember")
+        with pytest.warns(UserWarning, match="SymInt"):
+            for batch in (4, 6, 7):
+                x = torch.randn(batch, 8)
+                torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    finally:
+        torch._dynamo.reset()
 
 
 def test_cli_lists_backends(capsys):

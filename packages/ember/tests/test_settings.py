@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from ember.errors import InvalidArgument
-from ember.settings import LOG_NAMES, MODES, make_settings
+from ember.settings import CAPTURE_LOGS, INDUCTOR_LOGS, LOG_NAMES, MODES, make_settings
 
 
 def settings(env=None, **kwargs):
@@ -48,6 +48,28 @@ def test_logs_from_environment():
     assert settings(env={"EMBER_LOGS": "all"}).logs == LOG_NAMES - {"all"}
     with pytest.raises(InvalidArgument, match="bogus"):
         settings(env={"EMBER_LOGS": "bogus"})
+
+
+@pytest.mark.parametrize("torch_logs,ember_logs", [
+    ("graph_breaks,recompiles,guards", {"graph_breaks", "recompiles", "guards"}),
+    ("graph_code", {"graph"}),
+    ("aot_graphs", {"aot_graphs"}),
+    ("output_code", {"output_code"}),
+    ("perf_hints", {"fallback", "cudagraphs"}),
+    ("+dynamo,aot", CAPTURE_LOGS | {"aot_graphs"}),
+    ("+inductor", INDUCTOR_LOGS),
+    ("+ember", LOG_NAMES - {"all"}),
+])
+def test_logs_accept_torch_logs_names(torch_logs, ember_logs):
+    assert settings(env={"EMBER_LOGS": torch_logs}).logs == ember_logs
+
+
+def test_unknown_log_name_lists_the_valid_ones():
+    with pytest.raises(InvalidArgument) as info:
+        settings(env={"EMBER_LOGS": "recompiles,graph_cod"})
+    message = str(info.value)
+    assert "['graph_cod']" in message and "graph_code" in message and "recompiles" in message
+    assert "+" in message
 
 
 def test_cache_dir_from_environment():

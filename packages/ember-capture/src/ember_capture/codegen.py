@@ -170,4 +170,14 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     exec(compile(source, "<ember entry>", "exec"), scope)
     entry = scope["__entry"]
     entry.source = source
+    # what the last guard line checks, for the recompiles log (Note [why a guard failed])
+    entry.global_state = {name: read() for name, read in GLOBAL_STATE.items()}
     return entry
+
+
+# The global state every entry is guarded on, as the recompiles log names it.
+GLOBAL_STATE = {
+    "torch.is_grad_enabled()": torch.is_grad_enabled,
+    "torch.is_autocast_enabled()": torch._C._is_any_autocast_enabled,  # on any device
+    "torch.get_default_dtype()": torch.get_default_dtype,
+}

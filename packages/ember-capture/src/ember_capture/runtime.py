@@ -21,7 +21,7 @@ from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
 from .calls import inlinable_file
-from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
+from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
@@ -146,12 +146,14 @@ class FrameState:
         if len(self.entries) >= config.recompile_limit:
             self.eager_forever = True
             self.session.warn_once(("limit", self.code), f"ember: {self.name} hit the recompile limit "
-                                   f"({config.recompile_limit}); running it eagerly from now on", 3)
+                                   f"({config.recompile_limit}); running it eagerly from now on (last "
+                                   f"{failed_guard(self.entries[-1], L, self.arg_names)})", 3)
             return self.eager(*args, **kwargs)
         if self.entries:
             self.session.stats.recompiles += 1
-            log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
-                f"{self.code.co_firstlineno}): {failed_guard(self.entries[-1], L)}")
+            if "recompiles" in config.logs:  # Note [why a guard failed]: described on a miss only
+                log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
+                    f"{self.code.co_firstlineno}): {self.why_missed(L)}")
         try:
             entry = self.compile(L)
         except Exception as exc:  # Note [internal errors]: capture's own bug, outside a handler
@@ -175,6 +177,14 @@ class FrameState:
                                    f"{REPORT}); running eagerly", 3)
             return self.eager(*args, **kwargs)
         return result
+
+    def why_missed(self, L) -> str:
+        """The guard that failed on each cached entry, the newest first."""
+        reasons = [failed_guard(entry, L, self.arg_names) for entry in reversed(self.entries)]
+        if len(reasons) == 1:
+            return reasons[0]
+        return reasons[0] + "".join(f"\n    entry {len(reasons) - 1 - i} of {len(reasons)}: {r}"
+                                    for i, r in enumerate(reasons[1:], 1))
 
     def compile(self, L):
         config = self.session.config
@@ -267,7 +277,8 @@ class FrameState:
             session.stats.breaks.append(reason.to_reason())
             log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
         if "guards" in session.config.logs:
-            log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(tr.guards.notes or ["(none)"]))
+            notes = [named_locals(n, self.arg_names) for n in tr.guards.notes]
+            log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
         entry = generate_entry(tr.ns, tr.guards.lines(), [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes)
@@ -344,14 +355,26 @@ def _has_hooks(m):
     return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
 
 
-def failed_guard(entry, L) -> str:
+# Note [why a guard failed]: a cache hit runs an entry's guards as one generated expression
+# and learns nothing but "miss". Which condition failed, and on what value, is worked out
+# afterwards, on a miss and only when it is reported (the recompiles log, the recompile-limit
+# warning): each source's checks are split at "and" and evaluated one by one; the left side of
+# the first false one is the value shown.
+_COMPARISON = re.compile(r"^(?P<lhs>.+?) (?P<op>is not|is|==|!=) (?P<rhs>.+)$")
+_NAMES = re.compile(r"\b(?:X|_c\d+)\b")  # the guarded value, and objects the entry holds
+
+
+def failed_guard(entry, L, arg_names=()) -> str:
+    """`guard failed: L['x'].dtype is torch.float32 (got torch.float64)`, for the first
+    condition of `entry` that is false on the locals `L`."""
     scope = {k: v for k, v in entry.ns.items() if isinstance(k, str)}
     scope["L"] = L
     for source, checks in entry.guard_checks.items():
+        name = named_locals(source, arg_names)
         try:
             X = eval(source, scope)
-        except Exception:
-            return f"{source} is missing"
+        except Exception as exc:
+            return f"guard failed: {name} can be read (got {type(exc).__name__})"
         scope["X"] = X
         for check in checks:
             for part in check.split(" and "):  # name the first failing condition, not the conjunction
@@ -360,12 +383,42 @@ def failed_guard(entry, L) -> str:
                 except Exception:
                     ok = False
                 if not ok:
-                    readable = re.sub(r"\b_c\d+\b", lambda m: _describe(scope[m.group(0)]), part.replace("X", source))
-                    return f"guard failed: {readable} (value: {_describe(X)})"
-    return "global state changed (grad mode, autocast or default dtype)"
+                    return f"guard failed: {_explain(part, name, scope)}"
+    for expr, expected in entry.global_state.items():
+        got = GLOBAL_STATE[expr]()
+        if got is not expected:
+            return f"guard failed: {expr} is {expected} (got {got})"
+    return "guard failed: global state changed (grad mode, autocast or default dtype)"
 
 
-def _describe(value) -> str:
+def _explain(part: str, name: str, scope: dict) -> str:
+    def readable(expr: str) -> str:  # held constants by value, X by the source's name
+        return _NAMES.sub(lambda m: name if m.group(0) == "X" else _short(scope[m.group(0)]), expr)
+
+    match = _COMPARISON.match(part)
+    if match is None:
+        return f"{readable(part)} (got {_short(scope['X'])})"
+    lhs, op, rhs = match["lhs"], match["op"], match["rhs"]
+    try:
+        got = _short(eval(lhs, scope))
+    except Exception as exc:
+        got = f"{type(exc).__name__}"
+    if lhs == "id(X)":  # an identity guard: the object seen at compile time
+        return f"{name} is the object seen when compiling (got another {type(scope['X']).__qualname__})"
+    return f"{readable(lhs)} {op} {readable(rhs)} (got {got})"
+
+
+def named_locals(text: str, arg_names) -> str:
+    """`L[0]` -> `L['x']`: sources read the frame's locals by position, users know them by name."""
+    def name(m):
+        i = int(m.group(1))
+        return f"L[{arg_names[i]!r}]" if i < len(arg_names) and arg_names[i].isidentifier() else m.group(0)
+    return re.sub(r"\bL\[(\d+)\]", name, text)
+
+
+def _short(value) -> str:
+    if isinstance(value, type):
+        return value.__qualname__
     if isinstance(value, torch.Tensor):
         return (f"{type(value).__name__} {value.dtype} {value.device} shape={tuple(value.shape)} "
                 f"stride={tuple(value.stride())} requires_grad={value.requires_grad}")

@@ -13,6 +13,7 @@ The compositions (the brief: "composition lives in the facade"):
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -26,7 +27,7 @@ import ember_prims
 from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
-from ember.fallback import Fallback, site_of
+from ember.fallback import Fallback, Site, site_of
 from ember.record import CompileRecord
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
@@ -114,6 +115,8 @@ def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileReco
     # modes) and for the first calls of what it compiled.
     if isinstance(compiler, AotComposition) and settings.check:  # Note [checked boundaries]
         compiler = dataclasses.replace(compiler, config=_checked(compiler.config or ember_autograd.AotConfig()))
+    if isinstance(compiler, AotComposition) and "aot_graphs" in settings.logs:
+        compiler = dataclasses.replace(compiler, show_graphs=True)
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         if settings.check:
@@ -162,6 +165,7 @@ class AotComposition:
     partition: Any = None  # ember_autograd's default_partition unless given
     name: str = "aot"  # how warnings and errors name this backend
     cudagraphs: CUDAGraphs | None = None  # the guarded forward and backward replay as CUDA graphs
+    show_graphs: bool = False  # print each forward and backward graph to stderr (EMBER_LOGS=aot_graphs)
 
     @property
     def __name__(self) -> str:
@@ -185,6 +189,8 @@ class AotComposition:
             return compiled
 
         fw, bw = self.fw_compiler, self.bw_compiler or self.fw_compiler
+        if self.show_graphs:
+            fw, bw = _shown(fw, "forward", fallback.site), _shown(bw, "backward", fallback.site)
         first_step = len(record.steps)
         fw_compiler = lambda g, ex: compile_graph(fw, g, ex, "forward")  # noqa: E731
         bw_compiler = lambda g, ex: compile_graph(bw, g, ex, "backward")  # noqa: E731
@@ -201,6 +207,17 @@ class AotComposition:
             record.add_timings(graph, "autograd", {k: v for k, v in artifacts.timings.items()
                                                    if k in ("trace", "partition")}, artifacts, at=first_step)
         return fallback.every_call(compiled, gm.forward)
+
+
+def _shown(compiler: CompilerFn, stage: str, site: Site | None) -> CompilerFn:
+    """`compiler`, printing each graph it is given first (the aot_graphs log)."""
+    def show_then_compile(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        where = f" of {site}" if site is not None else ""
+        print(f"[ember:aot_graphs] {stage} graph{where}:\n{gm.print_readable(print_output=False)}",
+              file=sys.stderr)
+        return compiler(gm, example_inputs)
+
+    return show_then_compile
 
 
 # --- the named backends -------------------------------------------------------------------------
@@ -294,22 +311,28 @@ _add(BackendEntry("cudagraphs", build=lambda s: AotComposition(_eager_compiler, 
 
 
 # --- entry points for torch.compile (pyproject: torch_dynamo_backends) ---------------------------
+# Each graph torch's compiler hands over goes through the path of `ember.compile`: settings read
+# from the environment (EMBER_LOGS, EMBER_CHECK, ...) and the fallback (Note [one failure
+# path]). A graph ember cannot compile, such as one with symbolic sizes (torch.compile makes a
+# graph dynamic after a shape changes; ember specializes shapes), runs as captured, with one
+# warning; `torch.compile(model, backend="ember", dynamic=False)` keeps every graph static.
 
-def _default_settings(name: str) -> Settings:
-
-    return make_settings(backend_name=name, fullgraph=False, dynamic=None, mode=None, options=None)
+def _entry_point(name: str, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    settings = make_settings(backend_name=name, fullgraph=False, dynamic=None, mode=None, options=None)
+    return build_compiler(name, settings)(gm, example_inputs)
 
 
 def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The `eager` composition, registered for torch's compiler as backend "ember_eager"."""
-    return _eager_compiler(gm, example_inputs)
+    return _entry_point("eager", gm, example_inputs)
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The `aot_eager` composition, registered for torch's compiler as backend "ember_aot_eager"."""
-    return lookup("aot_eager").build(_default_settings("aot_eager"))(gm, example_inputs)
+    return _entry_point("aot_eager", gm, example_inputs)
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """The `inductor` composition, registered for torch's compiler as backend "ember_inductor"."""
-    return lookup("inductor").build(_default_settings("inductor"))(gm, example_inputs)
+    """The `inductor` composition, registered for torch's compiler as backends "ember" and
+    "ember_inductor": `torch.compile(model, backend="ember")`."""
+    return _entry_point("inductor", gm, example_inputs)

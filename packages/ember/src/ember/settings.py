@@ -3,7 +3,8 @@
 Environment variables are read here and nowhere else (STYLE.md rule 6):
   EMBER_LOGS       comma-separated log names: capture's (graph_breaks, recompiles, guards, graph),
                    the inductor's (output_code, ir, schedule, fallback, timings), the facade's
-                   (cudagraphs), or all
+                   (aot_graphs, cudagraphs), or all; TORCH_LOGS' names mean what they mean there
+                   (TORCH_LOG_NAMES: graph_code, perf_hints, +dynamo, +ember, ...)
   EMBER_CACHE_DIR  where compiled kernels are cached on disk (default ~/.cache/ember)
   EMBER_CHECK=1    run every layer's verifier at its boundary (Note [checked boundaries], checks.py)
   EMBER_RAISE_INTERNAL=1  an internal error of capture raises instead of becoming a graph break
@@ -39,8 +40,20 @@ OPTION_ALIASES: dict[str, str] = {
 
 CAPTURE_LOGS = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
 INDUCTOR_LOGS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
-FACADE_LOGS = frozenset({"cudagraphs"})  # what CUDA graphs recorded, and what ran without them
+# aot_graphs: ember_autograd's forward and backward graphs; cudagraphs: what CUDA graphs
+# recorded, and what ran without them
+FACADE_LOGS = frozenset({"aot_graphs", "cudagraphs"})
 LOG_NAMES = CAPTURE_LOGS | INDUCTOR_LOGS | FACADE_LOGS | {"all"}
+# The names TORCH_LOGS users know -> ember's logs that print the same facts. A leading "+"
+# (TORCH_LOGS' verbose) is accepted on any name: ember's logs have one level.
+TORCH_LOG_NAMES: dict[str, frozenset[str]] = {
+    "graph_code": frozenset({"graph"}),  # the captured FX graph's code
+    "perf_hints": frozenset({"fallback", "cudagraphs"}),  # ops left to torch, graphs not replayed
+    "dynamo": CAPTURE_LOGS,  # TORCH_LOGS' components: each layer's logs
+    "aot": frozenset({"aot_graphs"}),
+    "inductor": INDUCTOR_LOGS,
+    "ember": LOG_NAMES - {"all"},
+}
 # option -> environment variable: the facade's own switches, valid whatever the backend
 SWITCHES = {"check": "EMBER_CHECK", "raise_internal": "EMBER_RAISE_INTERNAL", "debug": "EMBER_DEBUG"}
 
@@ -65,15 +78,17 @@ def _check_type(name: str, value: Any, types: tuple[type, ...], valid: str) -> N
 
 
 def read_logs(env: Mapping[str, str]) -> frozenset[str]:
+    """EMBER_LOGS -> ember's log names; TORCH_LOGS' names (graph_code, +dynamo) are translated."""
     raw = env.get("EMBER_LOGS", "")
-    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
-    unknown = names - LOG_NAMES
+    names = {n.strip().lstrip("+") for n in raw.split(",") if n.strip()}
+    unknown = names - LOG_NAMES - TORCH_LOG_NAMES.keys()
     if unknown:
         raise InvalidArgument(
-            f"EMBER_LOGS names unknown logs {sorted(unknown)}; valid: {', '.join(sorted(LOG_NAMES))}")
+            f"EMBER_LOGS names unknown logs {sorted(unknown)}; valid: {', '.join(sorted(LOG_NAMES))}, "
+            f"or TORCH_LOGS' names {', '.join(sorted(TORCH_LOG_NAMES))} (a leading + is accepted)")
     if "all" in names:
         return LOG_NAMES - {"all"}
-    return names
+    return frozenset().union(*(TORCH_LOG_NAMES.get(n, {n}) for n in names))
 
 
 def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any, options: Any,
