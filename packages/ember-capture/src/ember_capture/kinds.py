@@ -54,6 +54,8 @@ class BreakKind(enum.StrEnum):
                          "subclass, sparse layout); pass a plain dense tensor")
     UNSUPPORTED_ARG = ("unsupported_arg", "an argument a torch op cannot take in a graph; pass a tensor "
                        "or a constant")
+    UNSUPPORTED_PYTHON = ("unsupported_python", "this CPython version's bytecode is not supported by "
+                          "capture; run on a supported version (see ember-capture's README)")
     GENERATOR = ("generator", "generators and coroutines are run natively; return a list instead")
     UNBOUND_LOCAL = ("unbound_local", "a local variable read before it is assigned on this path")
     NAME_ERROR = ("name_error", "a name that is not defined when the function is compiled")
