@@ -13,18 +13,15 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+import ember_prims
+
 aten = torch.ops.aten
+_PERMUTE = ember_prims.PRIMS["permute"].op
 _SWAPS = {aten.mm.default: [1, 0], aten.bmm.default: [0, 2, 1]}
 
 
-def _is_prims_permute(node: fx.Node) -> bool:
-    t = node.target
-    return (node.op == "call_function" and isinstance(t, torch._ops.OpOverload)
-            and t.namespace == "ember_prims" and t._schema.name == "ember_prims::permute")
-
-
 def _matches(p: fx.Node) -> bool:
-    if not _is_prims_permute(p) or not isinstance(p.args[0], fx.Node):
+    if p.op != "call_function" or p.target is not _PERMUTE or not isinstance(p.args[0], fx.Node):
         return False
     m = p.args[0]
     swap = _SWAPS.get(m.target)

@@ -28,10 +28,12 @@ from __future__ import annotations
 import abc
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 
 import sympy
 import torch
+
+import ember_prims
 
 # ---------------------------------------------------------------------------------------------
 # Kernel description
@@ -214,6 +216,18 @@ class KernelSource:
     meta: dict = field(default_factory=dict, compare=False)  # backend specifics (grid, ...)
 
 
+# Note [prims and backends]
+#     The lowered prims of three ember_prims categories become ops named by the prim, which each
+#     Backend renders from a table keyed by prim name: elementwise prims are "pointwise" ops
+#     (`table`), reductions "reduce" ops (`reductions`), random prims "rand" ops (`random`).
+#     The other categories (casts, views, indexing, creation) lower to loads, stores, index
+#     arithmetic, constants and "convert" ops, which every backend renders by kind.
+#     tests/test_prim_coverage.py checks every prim of ember_prims.PRIMS against these tables.
+PRIM_TABLES = {ember_prims.UNARY: "table", ember_prims.BINARY: "table", ember_prims.TERNARY: "table",
+               ember_prims.REDUCTION: "reductions", ember_prims.RANDOM: "random"}
+OP_KIND_TABLES = {"pointwise": "table", "reduce": "reductions", "rand": "random"}
+
+
 class Backend(abc.ABC):
     """A code generator: renders KernelSpecs and builds launchers.
 
@@ -222,14 +236,18 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     device_types: ClassVar[tuple[str, ...]]
-    # prim name -> format function(*operand_strings, dtype=torch.dtype) -> expression string
-    table: ClassVar[dict[str, Callable[..., str]]]
+    # The tables keyed by prim name, one per op kind that names a prim (see PRIM_TABLES):
+    # pointwise prim -> format function(*operand_strings, ...) -> expression string
+    table: ClassVar[Mapping[str, Callable[..., str]]]
+    reductions: ClassVar[Mapping[str, object]]  # reduction prim -> how it is rendered
+    random: ClassVar[Mapping[str, object]]  # random prim -> how it is rendered
     # dtypes this backend loads/stores natively; others are computed in float
     supports_multi_stage_reductions: ClassVar[bool] = True
 
     def supports(self, op: Op) -> bool:
         """Whether this backend can render `op` (the scheduler falls back to extern otherwise)."""
-        return op.kind != "pointwise" or op.target in self.table
+        attr = OP_KIND_TABLES.get(op.kind)
+        return attr is None or op.target in getattr(self, attr)
 
     @abc.abstractmethod
     def render(self, kernel: KernelSpec, options) -> KernelSource:

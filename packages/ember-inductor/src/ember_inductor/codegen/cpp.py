@@ -153,6 +153,8 @@ REDUCTIONS = {
     "all": (lambda dt: "1", "{acc} &= ({v} != 0);", "&"),
 }
 ARG_REDUCTIONS = {"argmax": ">", "argmin": "<"}
+# random prim -> its counter-based generator in cpp_prelude.h
+RANDOM = {"uniform": "ember_rand_uniform", "normal": "ember_rand_normal"}
 
 
 class CppKernelRenderer:
@@ -204,7 +206,7 @@ class CppKernelRenderer:
                 return f"static_cast<{ctype(op.dtype)}>({a[0]} ? 1 : 0)"
             return f"static_cast<{ctype(op.dtype)}>({a[0]})"
         if op.kind == "rand":
-            return f"ember_rand_{op.target}({a[0]}, {a[1]})"
+            return f"{RANDOM[op.target]}({a[0]}, {a[1]})"
         raise NotImplementedError(f"C++ backend: op kind {op.kind}")
 
     def emit_op(self, op: Op) -> None:
@@ -615,6 +617,8 @@ class CppBackend(Backend):
     name = "cpp"
     device_types = ("cpu",)
     table = CPP_TABLE
+    reductions = {**REDUCTIONS, **ARG_REDUCTIONS}
+    random = RANDOM
 
     def render(self, kernel: KernelSpec, options) -> KernelSource:
         body = CppKernelRenderer(kernel, options.num_threads or os.cpu_count() or 2, options.num_threads).render()

@@ -514,13 +514,8 @@ class TritonBackend(Backend):
     name = "triton"
     device_types = ("cuda", "cpu")  # cpu: Triton's interpreter (tests)
     table = TRITON_EXPR
-
-    def supports(self, op: Op) -> bool:
-        if op.kind == "reduce":
-            return op.target in REDUCTIONS or op.target in ARG_REDUCTIONS
-        if op.kind == "rand":
-            return op.target in ("uniform", "normal")
-        return super().supports(op)
+    reductions = {**REDUCTIONS, **ARG_REDUCTIONS}
+    random = TRITON_EXPR  # uniform, normal: rules of the expression table
 
     def render(self, kernel: KernelSpec, options) -> KernelSource:
         return render_kernel(kernel)

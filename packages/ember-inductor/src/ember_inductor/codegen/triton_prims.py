@@ -70,7 +70,7 @@ def rule(*names: str):
 
 
 # prims that only move or select bits: they run on half types as they are
-_NO_UPCAST = frozenset({"where", "clone", "convert_element_type", "uniform", "normal"})
+_NO_UPCAST = frozenset({"where", "convert_element_type", "uniform", "normal"})
 
 
 def render(prim: str, ctx: ExprCtx, *args: str) -> str:
@@ -158,11 +158,6 @@ def _sqrt(ctx, x):
 @rule("abs")
 def _abs(ctx, x):
     return x if ctx.dtype == torch.bool else f"tl.abs({x})"
-
-
-@rule("clone")
-def _clone(ctx, x):
-    return x
 
 
 @rule("neg")
@@ -371,18 +366,6 @@ def _normal(ctx, seed, offset, mean="0.0", std="1.0"):
     n = f"tl.randn({seed}, {offset})"
     expr = n if (mean, std) == ("0.0", "1.0") else f"({mean} + {std} * {n})"
     return expr if ctx.out_dtype == torch.float32 else f"{expr}.to({TL_DTYPE[ctx.out_dtype]})"
-
-
-UNARY_PRIMS = (
-    "abs neg exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
-    "asinh acosh atanh erf erfc erfinv lgamma floor ceil round trunc sign reciprocal isnan isinf "
-    "isfinite logical_not bitwise_not signbit"
-).split()
-BINARY_PRIMS = (
-    "add sub mul div floor_divide remainder fmod pow maximum minimum atan2 hypot copysign eq ne lt "
-    "le gt ge logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor shift_left "
-    "shift_right"
-).split()
 
 
 # ---- reductions: identity, elementwise accumulate, final block reduce ----------------------

@@ -1,8 +1,9 @@
 """Lowering: a prims-level FX graph -> loop-level IR (see Note [Index functions] in ir.py).
 
-Each prim has one lowering, registered in `LOWERINGS` by `@lowering("name", ...)` next to its
-kind (pointwise.py, views.py, reductions.py, misc.py). A node without a lowering becomes an
-extern call: the wrapper calls the op eagerly, so the result is never wrong, only slower.
+Each prim of `ember_prims.PRIMS` has one lowering, registered in `LOWERINGS` by
+`@lowering("name", ...)` next to its kind (pointwise.py, views.py, reductions.py, misc.py), or is
+listed in `RUNS_EAGERLY`. A node without a lowering (an ATen extern, a prim of RUNS_EAGERLY)
+becomes an extern call: the wrapper calls the op eagerly, so the result is never wrong, only slower.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import torch.fx as fx
 from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
                                Pointwise, Reduction, View, contiguous_strides)
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
-from ember_inductor.lowering.registry import LOWERINGS
+from ember_inductor.lowering.registry import LOWERINGS, PRIM_NAMES, RUNS_EAGERLY
 
 log = logging.getLogger("ember_inductor.lowering")
 
@@ -229,12 +230,6 @@ def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
     reads[node] = found
 
 
-def prim_name(target) -> str | None:
-    if isinstance(target, torch._ops.OpOverload) and target.namespace == "ember_prims":
-        return target._schema.name.split("::")[-1]
-    return None
-
-
 def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool = False,
                 split_reductions: bool = False) -> LoweredGraph:
     """Walk the graph once, lowering each node by table; unknown ops become extern calls.
@@ -303,7 +298,7 @@ def _lower_call(ctx, node, args, kwargs):
     target = node.target
     if target is operator.getitem:
         return args[0][args[1]]
-    name = prim_name(target)
+    name = PRIM_NAMES.get(target)
     fn = LOWERINGS.get(name) if name else None
     if fn is not None:
         out = fn(ctx, node, *args, **kwargs)
@@ -313,6 +308,6 @@ def _lower_call(ctx, node, args, kwargs):
             return out
         reason = "lowering declined these arguments"
     else:
-        reason = "no lowering" if name else "extern op"
+        reason = RUNS_EAGERLY.get(name, "no lowering") if name else "extern op"
     log.debug("ember_inductor: %s (%s) runs eagerly: %s", node.name, target, reason)
     return ctx.extern(node, target, args, kwargs, reason)

@@ -1,7 +1,6 @@
 """Creation, random and gather-style indexing prims as index functions.
 
-Not lowered (they run eagerly as extern calls, see lowering/__init__.py): empty_strided,
-random_seed (stateful: it must advance torch's generator), scatter, scatter_add, index_put.
+The others of these categories run eagerly: see RUNS_EAGERLY in registry.py.
 """
 from __future__ import annotations
 

@@ -3,19 +3,13 @@ from __future__ import annotations
 
 import torch
 
-from ember_inductor.lowering.registry import lowering, pointwise
-
-UNARY = ("abs neg exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
-         "asinh acosh atanh erf erfc erfinv lgamma floor ceil round trunc sign reciprocal isnan isinf "
-         "isfinite logical_not bitwise_not signbit").split()
-BINARY = ("add sub mul div floor_divide remainder fmod pow maximum minimum atan2 hypot copysign eq ne "
-          "lt le gt ge logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor "
-          "shift_left shift_right").split()
+import ember_prims
+from ember_inductor.lowering.registry import lowering, pointwise, prim_of, prims_in
 
 
-@lowering(*UNARY, *BINARY, "where")
+@lowering(*prims_in(ember_prims.UNARY, ember_prims.BINARY, ember_prims.TERNARY))
 def lower_elementwise(ctx, node, *inputs):
-    prim = node.target._schema.name.split("::")[-1]
+    prim = prim_of(node)
     dtype = node.meta["val"].dtype
 
     def fn(kb, index):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ember_inductor.ir import Reduction, numel
-from ember_inductor.lowering.registry import lowering, pointwise
+from ember_inductor.lowering.registry import lowering, pointwise, prim_of
 
 # Note [split reductions]
 #     A reduction with few output rows and long rows leaves most of a GPU idle: per-channel
@@ -94,7 +94,7 @@ def _lower_split(ctx, node, a, dims, kind, plan) -> Reduction:
 
 @lowering("sum", "prod", "amax", "amin", "any", "all")
 def lower_reduction(ctx, node, a, dims):
-    kind = node.target._schema.name.split("::")[-1]
+    kind = prim_of(node)
     dims = tuple(sorted(int(d) for d in dims))
     if not dims:  # reduces nothing: a copy
         return pointwise(node, lambda kb, index: a.load(kb, index))
@@ -109,7 +109,7 @@ def lower_reduction(ctx, node, a, dims):
 
 @lowering("argmax", "argmin")
 def lower_arg_reduction(ctx, node, a, dim):
-    kind = node.target._schema.name.split("::")[-1]
+    kind = prim_of(node)
     val = node.meta["val"]
     dim = int(dim)
 

@@ -63,8 +63,9 @@ for _name, _fn in UNARY_MATH.items():
     _unary(_name, _fn)
 for _name, _fn in UNARY_PREDICATES.items():
     _unary(_name, _fn, result_dtype="bool")
-_unary("clone", torch.clone, doc="a copy: materialises a value (a graph output that is an input, a view op's "
-       "result that would be its input)")
+defprim("clone(Tensor a) -> Tensor", CAST, lambda a: fresh(torch.clone(a), a), lambda a: empty(a, a.shape),
+        doc="a copy: materialises a value (a graph output that is an input, a view op's result that "
+            "would be its input)")
 
 
 def _div(a, b):
