@@ -56,7 +56,29 @@ def _len(fr, args, kwargs):
         return ConstVar(v.fake.shape[0])
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return ConstVar(len(v.value))
+    if isinstance(v, NewObjVar):
+        return S.call_dunder(fr, v, "__len__", []) if S.class_dunder(v, "__len__") else _no_len(v)
     return ConstVar(len(S.const_value(v)))
+
+
+def _no_len(v):
+    raise Unsupported("trace_error", f"object of type {v.cls.__name__} has no len()")
+
+
+@builtin(object.__dict__["__setattr__"])
+def _object_setattr(fr, args, kwargs):
+    obj, name, value = args
+    if not isinstance(obj, NewObjVar):
+        raise Unsupported("side_effect", f"object.__setattr__ on {S.describe(obj)}")
+    S.object_setattr(fr, obj, S.const_value(name), value)
+    return ConstVar(None)
+
+
+@builtin(object.__dict__["__init__"])
+def _object_init(fr, args, kwargs):
+    if len(args) > 1 or kwargs:
+        raise Unsupported("trace_error", "object.__init__() takes exactly one argument")
+    return ConstVar(None)
 
 
 @builtin(isinstance)

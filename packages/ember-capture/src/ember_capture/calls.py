@@ -8,6 +8,7 @@ torch): not in the standard library, not torch's own code except ``torch.nn`` mo
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sysconfig
@@ -21,7 +22,9 @@ from .builder import wrap
 from .config import Unsupported
 from .frame import Frame
 from .tables import registrar
-from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
+from .containers import call_container_method
+from . import semantics as S
+from .semantics import is_container_method, const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
     BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
@@ -36,6 +39,10 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 # Functions of these modules are pure: calls on constants are computed at trace time.
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
 MAX_INLINE_DEPTH = 48
+# Standard-library modules that are plain Python over the values they are given (dataclass
+# helpers, the collections ABCs' mixin methods such as Sequence.__iter__ or Mapping.get): inlined
+# like user code. The rest of the standard library runs natively (a call is a graph break).
+INLINED_STDLIB = frozenset({"dataclasses", "_collections_abc"})
 _STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
 # Installed packages are inlined (model libraries such as torchvision, timm and transformers are
@@ -64,7 +71,9 @@ def inlinable_file(filename: str) -> bool:
         if path.startswith(site):
             top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
             return top not in SKIPPED_PACKAGES
-    return not path.startswith(_STDLIB_DIR)
+    if path.startswith(_STDLIB_DIR):
+        return path[len(_STDLIB_DIR):].split(os.sep, 1)[0].removesuffix(".py") in INLINED_STDLIB
+    return True
 
 
 def is_torch_op(value) -> bool:
@@ -142,6 +151,9 @@ def _call_obj(fr, fn, args, kwargs):
         return special(fr, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
+    if is_container_method(value):
+        return call_container_method(fr, value, args, kwargs,
+                                     lambda r, name, a, k: _call_method(fr, MethodVar(r, name), a, k))
     if isinstance(value, torch.nn.Module):
         return inline_module(fr, fn, args, kwargs)
     if isinstance(value, types.FunctionType):
@@ -288,17 +300,48 @@ def construct(fr, cls, args, kwargs) -> Var:
         return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
     if issubclass(cls, BaseException):
         return ConstVar(cls)
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
-    if cls.__new__ is object.__new__ and not issubclass(cls, torch.nn.Module) and type(cls) is type:
+    obj = _new_instance(cls)
+    if obj is not None:
+        init = getattr(cls, "__init__")
         if isinstance(init, types.FunctionType):
-            obj = NewObjVar(cls, {})
             inline(fr, ObjVar(init), [obj] + list(args), kwargs)
             return obj
         if init is object.__init__ and not args and not kwargs:
-            return NewObjVar(cls, {})
+            return obj
+        if obj.storage is not None and init is getattr(obj.base, "__init__"):  # dict(...) / list(...)
+            S.container_dunder(fr, obj.storage, "__init__", list(args))
+            if kwargs and isinstance(obj.storage, DictVar):
+                obj.storage.items.update(kwargs)
+            elif kwargs:
+                raise Unsupported("trace_error", f"{cls.__name__}() takes no keyword arguments")
+            return obj
     if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
         return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")
+
+
+# Builtin bases whose instances are modelled with their contents (NewObjVar.storage).
+_INSTANCE_BASES = {dict: DictVar, collections.OrderedDict: DictVar, list: ListVar}
+_TYPE_CALL = type.__dict__["__call__"]
+
+
+def _new_instance(cls):
+    """A fresh instance of a user class as Python's ``cls.__new__(cls)`` would make it, when
+    the class is made the ordinary way: a metaclass that does not override ``__call__``
+    (``type``, ``abc.ABCMeta``), no abstract methods left, ``__new__`` from object or from a
+    builtin dict/OrderedDict/list base (the instance then holds that base's contents). None
+    when capture does not model the class."""
+    if issubclass(cls, torch.nn.Module) or getattr(cls, "__abstractmethods__", None):
+        return None
+    meta_call = next(k.__dict__["__call__"] for k in type(cls).__mro__ if "__call__" in k.__dict__)
+    if meta_call is not _TYPE_CALL:
+        return None
+    base = next((b for b in cls.__mro__ if b in S.CONTAINER_TYPES), None)
+    if base is None:
+        return NewObjVar(cls, {}) if cls.__new__ is object.__new__ else None
+    if base in _INSTANCE_BASES and cls.__new__ is base.__new__ and "__slots__" not in cls.__dict__:
+        return NewObjVar(cls, {}, base, _INSTANCE_BASES[base]({}) if base is not list else ListVar([]))
+    return None
 
 
 # -- methods of symbolic receivers -------------------------------------------------------

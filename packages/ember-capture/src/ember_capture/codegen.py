@@ -45,7 +45,7 @@ def collect_tensors(vars_, out: dict):
         elif isinstance(v, DictVar):
             collect_tensors(v.items.values(), out)
         elif isinstance(v, NewObjVar):
-            collect_tensors(v.attrs.values(), out)
+            collect_tensors(list(v.attrs.values()) + ([v.storage] if v.storage is not None else []), out)
         elif isinstance(v, MethodVar):
             collect_tensors([v.receiver], out)
         elif isinstance(v, BoundVar):
@@ -107,7 +107,10 @@ class Rebuilder:
             return f"{self.ns.ref(types.MethodType)}({self.expr(v.func)}, {self.expr(v.self_var)})"
         if isinstance(v, NewObjVar):
             attrs = "{" + "".join(f"{k!r}: {self.expr(i)}, " for k, i in v.attrs.items()) + "}"
-            return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
+            if v.storage is None:
+                return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
+            return (f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs}, {self.ns.ref(v.base)}, "
+                    f"{self._expr(v.storage)})")
         if isinstance(v, FunctionVar) and not v.closure:
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
             kwdefaults = "{" + "".join(f"{k!r}: {self.expr(d)}, " for k, d in v.kwdefaults.items()) + "}"
@@ -134,8 +137,18 @@ class GradModeExit:
         return None
 
 
-def _new_object(cls, attrs):
-    obj = object.__new__(cls)
+def _new_object(cls, attrs, base=None, contents=None):
+    """An instance made without running its class's code: the builtin base's contents are
+    written through the base's own C methods (a subclass's overrides are not called)."""
+    if base is None:
+        obj = object.__new__(cls)
+    else:
+        obj = base.__new__(cls)
+        if isinstance(contents, dict):
+            for k, v in contents.items():
+                base.__setitem__(obj, k, v)
+        else:
+            base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
 

@@ -4,6 +4,7 @@ Each operation dispatches on the kind of symbolic value through a small table.
 """
 from __future__ import annotations
 
+import collections
 import collections.abc
 import inspect
 import operator
@@ -27,6 +28,14 @@ TENSOR_META_ATTRS = frozenset({
     "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+# Builtin container classes whose C methods are modelled (Note [Builtin methods on subclasses]).
+CONTAINER_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, list, tuple, set, frozenset})
+
+
+def is_container_method(value) -> bool:
+    """A method descriptor of a builtin container class (``dict.get``, ``OrderedDict.__setitem__``)."""
+    return (isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType))
+            and getattr(value, "__objclass__", None) in CONTAINER_TYPES)
 
 
 def describe(v: Var) -> str:
@@ -108,6 +117,8 @@ def unpack(fr, v: Var) -> list[Var]:
         return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return module_children(fr, v)
+    if isinstance(v, NewObjVar):
+        return unpack(fr, _user_protocol(fr, v, "__iter__", []))
     raise Unsupported("unsupported_iter", f"iterating over {describe(v)}")
 
 
@@ -186,6 +197,12 @@ def _container_attr(fr, c, name):
 def _newobj_attr(fr, o: NewObjVar, name):
     if name in o.attrs:
         return o.attrs[name]
+    if name == "__dict__":  # the instance dict itself: writes through it are the object's
+        d = DictVar({})
+        d.items = o.attrs
+        return d
+    if name == "__class__":
+        return ObjVar(o.cls)
     return _class_attr(fr, o, o.cls, name)
 
 
@@ -255,7 +272,11 @@ def _attr_source(source, name):
 def _class_attr(fr, obj: Var, cls, name):
     for klass in cls.__mro__:
         if name in klass.__dict__:
-            return _bind_class_attr(fr, obj, klass.__dict__[name], name)
+            raw = klass.__dict__[name]
+            if isinstance(obj, NewObjVar) and not callable(raw) and not hasattr(type(raw), "__get__"):
+                # class-level data (a dataclass's __dataclass_fields__): read from the class, guarded
+                return wrap(fr.tr, raw, f"{fr.tr.ns.ref(klass)}.__dict__[{name!r}]", name)
+            return _bind_class_attr(fr, obj, raw, name)
     if isinstance(obj, ObjVar):
         try:
             return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
@@ -278,12 +299,22 @@ def _bind_class_attr(fr, obj: Var, raw, name):
         return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
     if isinstance(raw, (int, float, str, bool, type(None), tuple)):
         return ConstVar(raw)
+    if is_container_method(raw) or raw in _OBJECT_SLOTS:
+        return BoundVar(ObjVar(raw), obj)
     raise Unsupported("unsupported_attr", f"attribute {name!r} ({type(raw).__name__}) of {describe(obj)}")
+
+
+# object's own slots that user classes reach through super(): modelled in builtins_table.
+_OBJECT_SLOTS = (object.__dict__["__setattr__"], object.__dict__["__init__"])
 
 
 def setattr_var(fr, obj: Var, name: str, value: Var):
     if isinstance(obj, NewObjVar):
-        obj.attrs[name] = value
+        override = class_dunder(obj, "__setattr__")
+        if isinstance(override, types.FunctionType):  # a class's own __setattr__ (ModelOutput's)
+            fr.tr.inline(fr, ObjVar(override), [obj, ConstVar(name), value], {})
+        else:
+            object_setattr(fr, obj, name, value)
         return
     if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, (type, types.ModuleType)):
         m = obj.value
@@ -296,11 +327,109 @@ def setattr_var(fr, obj: Var, name: str, value: Var):
     raise Unsupported("side_effect", f"setting attribute {name!r} on {describe(obj)}")
 
 
+def object_setattr(fr, obj: NewObjVar, name: str, value: Var):
+    """``object.__setattr__`` on an instance made during tracing: into its ``__dict__``, unless a
+    data descriptor (a property with a setter, a slot) on the class takes the write."""
+    for klass in obj.cls.__mro__:
+        raw = klass.__dict__.get(name)
+        if raw is not None and hasattr(type(raw), "__set__"):
+            raise Unsupported("unsupported_attr", f"setting {name!r} through a {type(raw).__name__} of {obj.cls.__name__}")
+    obj.attrs[name] = value
+
+
+# -- Python's protocols on user-class instances ------------------------------------------
+def class_dunder(obj: Var, name: str):
+    """The class attribute ``name`` (a special method) of a user-class instance, or None."""
+    if isinstance(obj, NewObjVar):
+        cls = obj.cls
+    elif isinstance(obj, ObjVar) and not isinstance(obj.value, (type, types.ModuleType, torch.nn.Module)):
+        cls = type(obj.value)
+    else:
+        return None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+NO_DUNDER = object()
+
+
+def call_dunder(fr, obj: Var, name: str, args: list):
+    """``obj[k]``, ``len(obj)``, ``k in obj``... on a user-class instance: the class's Python
+    method is inlined; a builtin base's C method acts on the instance's builtin contents
+    (Note [Builtin methods on subclasses]). ``NO_DUNDER`` when neither applies."""
+    raw = class_dunder(obj, name)
+    if isinstance(raw, types.FunctionType):
+        return fr.tr.inline(fr, ObjVar(raw), [obj] + list(args), {})
+    if isinstance(obj, NewObjVar) and obj.storage is not None and is_container_method(raw):
+        return container_dunder(fr, obj.storage, name, args)
+    return NO_DUNDER
+
+
+_CONTAINER_DUNDERS = {}
+_container_dunder = registrar(_CONTAINER_DUNDERS)
+
+
+def container_dunder(fr, c: Var, name: str, args: list):
+    """A builtin container's special method on a symbolic container; ``NO_DUNDER`` if not one."""
+    fn = _CONTAINER_DUNDERS.get(name)
+    return NO_DUNDER if fn is None else fn(fr, c, *args)
+
+
+_container_dunder("__getitem__")(lambda fr, c, k: getitem(fr, c, k))
+_container_dunder("__contains__")(lambda fr, c, k: ConstVar(contains(fr, c, k)))
+_container_dunder("__len__")(lambda fr, c: ConstVar(len(c.items)))
+_container_dunder("__iter__")(lambda fr, c: iterate(fr, c))
+
+
+@_container_dunder("__setitem__")
+def _c_setitem(fr, c, k, v):
+    setitem(fr, c, k, v)
+    return ConstVar(None)
+
+
+@_container_dunder("__delitem__")
+def _c_delitem(fr, c, k):
+    delitem(fr, c, k)
+    return ConstVar(None)
+
+
+@_container_dunder("__init__")
+def _c_init(fr, c, *args):
+    if isinstance(c, DictVar):
+        if args:
+            src = args[0]
+            pairs = src.items.items() if isinstance(src, DictVar) else [
+                (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
+            for k, v in pairs:
+                c.items[k] = v
+    elif isinstance(c, ListVar):
+        c.items[:] = unpack(fr, args[0]) if args else []
+    else:
+        raise Unsupported("unsupported_call", f"__init__ of {describe(c)}")
+    return ConstVar(None)
+
+
+def _user_protocol(fr, obj, name, args):
+    result = call_dunder(fr, obj, name, args)
+    if result is NO_DUNDER:
+        raise Unsupported("unsupported_call", f"{name} of {describe(obj)}")
+    return result
+
+
 # -- operators ---------------------------------------------------------------------------
 _SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
 
 
+# `a op= b` where `a` is not a tensor: Python falls back to `a = a op b` (an int has no __iadd__).
+_INPLACE_TO_PLAIN = {getattr(operator, f"i{n.rstrip('_')}"): getattr(operator, n) for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift")}
+
+
 def binary(fr, fn, a: Var, b: Var) -> Var:
+    if isinstance(b, TensorVar) and not isinstance(a, TensorVar):
+        fn = _INPLACE_TO_PLAIN.get(fn, fn)
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         return fr.tr.graph.call("call_function", fn, [a, b], {})
     if isinstance(a, ConstVar) and isinstance(b, ConstVar):
@@ -391,6 +520,8 @@ def contains(fr, container: Var, item: Var) -> bool:
         return _registry_contains(fr, container, item)
     if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
         return const_key(item) in container.value._modules
+    if isinstance(container, NewObjVar):
+        return truthy(fr, _user_protocol(fr, container, "__contains__", [item]))
     items = unpack(fr, container)
     if isinstance(item, TensorVar):
         if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
@@ -417,7 +548,13 @@ def truthy(fr, v: Var) -> bool:
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
             return True
         raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
-    if isinstance(v, (FunctionVar, BoundVar, MethodVar, NewObjVar)):
+    if isinstance(v, NewObjVar):  # Python's order: __bool__, then __len__, else true
+        for name in ("__bool__", "__len__"):
+            result = call_dunder(fr, v, name, [])
+            if result is not NO_DUNDER:
+                return truthy(fr, result)
+        return True
+    if isinstance(v, (FunctionVar, BoundVar, MethodVar)):
         return True
     raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
 
@@ -454,6 +591,9 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         return wrap(fr.tr, m[k], None)
     if _registry(obj, key):
         return _registry_getitem(fr, obj, key)
+    result = call_dunder(fr, obj, "__getitem__", [key])
+    if result is not NO_DUNDER:
+        return result
     raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
 
 
@@ -472,6 +612,9 @@ def setitem(fr, obj: Var, key: Var, value: Var):
     if isinstance(obj, DictVar) and obj.source is None:
         obj.items[const_key(key)] = value
         return
+    if isinstance(obj, NewObjVar):
+        _user_protocol(fr, obj, "__setitem__", [key, value])
+        return
     raise Unsupported("side_effect", f"item assignment on {describe(obj)}")
 
 
@@ -480,5 +623,7 @@ def delitem(fr, obj: Var, key: Var):
         del mutable_items(fr, obj)[const_value(key)]
     elif isinstance(obj, DictVar) and obj.source is None:
         del obj.items[const_key(key)]
+    elif isinstance(obj, NewObjVar):
+        _user_protocol(fr, obj, "__delitem__", [key])
     else:
         raise Unsupported("side_effect", f"del on {describe(obj)}")

@@ -1,0 +1,193 @@
+"""Capture breadth (issue 13): Python's semantics for user classes that subclass builtins,
+classes made inside the traced code, and library Python. Each case runs eagerly and captured on
+two fresh inputs of different shapes, and pins the number of graphs (one per shape: no break).
+"""
+import abc
+import collections
+import dataclasses
+
+import pytest
+import torch
+
+import ember_capture
+from capture_helpers import Recorder, assert_same, check
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+TWO = ((r(3, 4),), (r(5, 4),))
+
+
+# ---- a dict subclass held by a library (a registry), reached through super().get ------------
+class Registry(dict):
+    def get(self, key):
+        return super().get(key) or {}
+
+
+REGISTRY = Registry(scale={"a": 2.0})
+
+
+def uses_registry(x):
+    return x * REGISTRY.get("scale")["a"] + len(REGISTRY.get("missing"))
+
+
+def test_dict_subclass_inherited_get():
+    check(uses_registry, *TWO, graphs=2, breaks=0)
+
+
+def test_dict_subclass_read_is_guarded():
+    rec = Recorder()
+    captured = ember_capture.capture(uses_registry, rec)
+    x = r(3)
+    assert_same(captured(x), uses_registry(x))
+    REGISTRY["scale"] = {"a": 5.0}  # what the trace read changed: recompile, do not reuse
+    try:
+        assert_same(captured(x), uses_registry(x))
+        assert len(rec.graphs) == 2
+    finally:
+        REGISTRY["scale"] = {"a": 2.0}
+
+
+def dict_descriptor_on_plain_dict(x):
+    d = {"w": x * 2}
+    dict.__setitem__(d, "v", x + 1)
+    return dict.get(d, "w") + dict.__getitem__(d, "v") * len(d)
+
+
+def test_dict_descriptor_on_plain_dict():
+    check(dict_descriptor_on_plain_dict, *TWO, graphs=2, breaks=0)
+
+
+# ---- a ModelOutput-like record: a dataclass that subclasses OrderedDict -----------------------
+class Output(collections.OrderedDict):
+    """Hugging Face's ModelOutput, reduced: fields that are not None are also dict items;
+    integer indexing goes through to_tuple()."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            v = self.__dict__.get(field.name)
+            if v is not None:
+                self[field.name] = v
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def __setattr__(self, name, value):
+        if name in {f.name for f in dataclasses.fields(self)} and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class LMOutput(Output):
+    loss: torch.Tensor = None
+    logits: torch.Tensor = None
+    hidden: tuple = None
+
+
+def model_output(x):
+    out = LMOutput(logits=x.relu(), hidden=(x, x * 2))
+    first = out[0]  # the first field that is not None: logits
+    return LMOutput(loss=first.sum(), logits=out.logits + out["hidden"][1])
+
+
+def test_model_output_built_indexed_and_returned():
+    rec, _ = check(model_output, *TWO, graphs=2, breaks=0)
+
+
+def test_model_output_result_is_a_real_record():
+    captured = ember_capture.capture(model_output, Recorder())
+    x = r(2, 3)
+    got, want = captured(x), model_output(x)
+    assert type(got) is LMOutput and list(got.keys()) == list(want.keys()) == ["loss", "logits"]
+    assert got.hidden is None and torch.equal(got[1], want[1]) and torch.equal(got.loss, want.loss)
+
+
+def model_output_truth_and_len(x):
+    out = LMOutput(logits=x)
+    empty = collections.OrderedDict()
+    return x * len(out) if out and not empty else x
+
+
+def test_model_output_truth_and_len():
+    check(model_output_truth_and_len, *TWO, graphs=2, breaks=0)
+
+
+# ---- small user classes made inside the traced code --------------------------------------------
+class LayerView(collections.abc.Sequence):  # an ABCMeta class, like transformers' config views
+    def __init__(self, scales):
+        self._scales = scales
+
+    def __len__(self):
+        return len(self._scales)
+
+    def __getitem__(self, i):
+        return self._scales[i]
+
+
+SCALES = [1.0, 2.0, 3.0]
+
+
+def per_layer_view(x):
+    view = LayerView(SCALES)
+    for i in range(len(view)):
+        x = x * view[i]
+    return x + view[-1]
+
+
+def test_abc_class_made_in_trace():
+    check(per_layer_view, *TWO, graphs=2, breaks=0)
+
+
+class Stack(list):
+    def push(self, v):
+        self.append(v)
+        return self
+
+
+def list_subclass(x):
+    s = Stack([x])
+    s.push(x * 2).push(x * 3)
+    return s, len(s), s[1] + s[-1], [t.sum() for t in s]
+
+
+def test_list_subclass_made_in_trace():
+    check(list_subclass, *TWO, graphs=2, breaks=0)
+
+
+class Abstract(abc.ABC):
+    @abc.abstractmethod
+    def f(self):
+        ...
+
+
+def make_abstract(x):
+    return Abstract(), x
+
+
+def test_abstract_class_is_not_instantiated():
+    with pytest.raises(TypeError):
+        ember_capture.capture(make_abstract, Recorder())(r(2))
+
+
+# ---- operators -------------------------------------------------------------------------------
+def int_iadd_tensor(x):
+    total = 0
+    for t in (x, x * 2):
+        total += t.sum(0)
+    return total
+
+
+def test_int_augmented_assign_with_tensor():
+    check(int_iadd_tensor, *TWO, graphs=2, breaks=0)
