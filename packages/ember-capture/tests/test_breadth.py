@@ -191,3 +191,101 @@ def int_iadd_tensor(x):
 
 def test_int_augmented_assign_with_tensor():
     check(int_iadd_tensor, *TWO, graphs=2, breaks=0)
+
+
+# ---- exceptions raised and caught inside the traced code (Note [Traced exceptions]) -----------
+def first_missing(d, keys):
+    for k in keys:
+        try:
+            d[k]
+        except KeyError:
+            return k
+    return None
+
+
+def traced_try_except(x):
+    table = {"a": x, "b": x * 2}
+    missing = first_missing(table, ["a", "b", "c"])  # KeyError raised and caught in the trace
+    try:
+        extra = [x][1]
+    except IndexError:
+        extra = x.sum()
+    return table["b"] * len(missing) + extra
+
+
+def test_exception_caught_in_trace():
+    check(traced_try_except, *TWO, graphs=2, breaks=0)
+
+
+def sequence_iteration(x):
+    # Sequence.__iter__ (collections.abc) stops at the IndexError its __getitem__ raises
+    return sum(s * x for s in LayerView(SCALES)), list(reversed(LayerView(SCALES)))
+
+
+def test_abc_sequence_iteration_ends_by_index_error():
+    check(sequence_iteration, *TWO, graphs=2, breaks=0)
+
+
+class Env(collections.abc.Mapping):  # like os.environ: Mapping.get catches the KeyError
+    def __init__(self, data):
+        self._data = data
+
+    def __getitem__(self, k):
+        if k not in self._data:
+            raise KeyError(k)
+        return self._data[k]
+
+    def __len__(self):
+        return len(self._data)
+
+    def __iter__(self):
+        return iter(self._data)
+
+
+ENV = Env({"SCALE": 3.0})
+
+
+def mapping_get_default(x):
+    return x * ENV.get("SCALE", 1.0) + ENV.get("MISSING", 0.5)
+
+
+def test_mapping_get_default_through_key_error():
+    check(mapping_get_default, *TWO, graphs=2, breaks=0)
+
+
+def uncaught(x):
+    y = x * 2
+    if y.shape[0] > 100:
+        raise ValueError("too long")
+    return {"a": y}["b"]  # KeyError reaches the root: a graph break, the subscript raises natively
+
+
+def test_uncaught_exception_is_raised_natively():
+    stats = ember_capture.CaptureStats()
+    captured = ember_capture.capture(uncaught, Recorder(), stats=stats)
+    with pytest.raises(KeyError):
+        captured(r(3))
+    assert [b.kind for b in stats.breaks] == ["raise"]
+
+
+# ---- torch's own Python: context decorators, Tensor operator wrappers --------------------------
+class Rotary(torch.nn.Module):
+    @torch.no_grad()
+    def forward(self, x):
+        return x.cos(), torch.is_grad_enabled()
+
+
+class UsesRotary(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rot = Rotary()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        c, inner_grad = self.rot(x)
+        return self.lin(x) * c, inner_grad, torch.is_grad_enabled(), x.__rsub__(1)
+
+
+def test_no_grad_decorated_forward_is_inlined():
+    from capture_helpers import check_module
+    check_module(UsesRotary, [(r(3, 4),), (r(5, 4),)], graphs=2, breaks=0)

@@ -1,17 +1,12 @@
 """Calls: torch ops become graph nodes, user functions are inlined, builtins follow a table.
 
-Note [Inlining]: a Python function is inlined (interpreted in a child frame) when its code is
-the user's or an installed model library's (torchvision, timm, transformers: plain Python over
-torch): not in the standard library, not torch's own code except ``torch.nn`` module code (whose
-``forward`` methods are plain Python), and not one of SKIPPED_PACKAGES (numpy, scipy, ...). Torch functions (``torch.*``,
-``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
+Which Python functions are inlined is decided in ``library.py`` (Note [Inlining]). Torch
+functions (``torch.*``, ``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
 """
 from __future__ import annotations
 
 import collections
 import functools
-import os
-import sysconfig
 import types
 import weakref
 
@@ -21,6 +16,7 @@ import torch.nn.modules.module as _module_mod
 from .builder import wrap
 from .config import Unsupported
 from .frame import Frame
+from .library import inlinable_file
 from .tables import registrar
 from .containers import call_container_method
 from . import semantics as S
@@ -39,43 +35,6 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 # Functions of these modules are pure: calls on constants are computed at trace time.
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
 MAX_INLINE_DEPTH = 48
-# Standard-library modules that are plain Python over the values they are given (dataclass
-# helpers, the collections ABCs' mixin methods such as Sequence.__iter__ or Mapping.get): inlined
-# like user code. The rest of the standard library runs natively (a call is a graph break).
-INLINED_STDLIB = frozenset({"dataclasses", "_collections_abc"})
-_STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-_SITE_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
-# Installed packages are inlined (model libraries such as torchvision, timm and transformers are
-# plain Python over torch, as user code is), except these, whose functions are not model code
-# and run natively: a call into one is a graph break.
-SKIPPED_PACKAGES = frozenset({
-    "numpy", "scipy", "sympy", "triton", "pytest", "_pytest", "pluggy", "typing_extensions",
-    "ember", "ember_capture", "ember_autograd", "ember_prims", "ember_inductor", "tqdm", "PIL",
-    "matplotlib", "pandas", "jax", "jaxlib", "cupy", "filelock", "fsspec", "huggingface_hub",
-    "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
-})
-_TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-_TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d for d in (os.path.join("nn", "modules", ""), os.path.join("nn", "utils", ""),
-                                                    os.path.join("nn", "functional.py")))
-_OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
-
-
-@functools.lru_cache(maxsize=4096)
-def inlinable_file(filename: str) -> bool:
-    path = os.path.realpath(filename) if not filename.startswith("<") else filename
-    if path.startswith(_OWN_DIR):
-        return False
-    if path.startswith(_TORCH_DIR):
-        return path.startswith(_TORCH_INLINE_DIRS)
-    for site in _SITE_DIRS:
-        if path.startswith(site):
-            top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
-            return top not in SKIPPED_PACKAGES
-    if path.startswith(_STDLIB_DIR):
-        return path[len(_STDLIB_DIR):].split(os.sep, 1)[0].removesuffix(".py") in INLINED_STDLIB
-    return True
-
-
 def is_torch_op(value) -> bool:
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
@@ -298,8 +257,10 @@ def construct(fr, cls, args, kwargs) -> Var:
         bound = bind_arguments(cls.__new__.__code__, tuple(wrap(fr.tr, d, None) for d in (cls.__new__.__defaults__ or ())),
                                {}, [ObjVar(cls)] + list(args), kwargs)
         return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
-    if issubclass(cls, BaseException):
-        return ConstVar(cls)
+    if issubclass(cls, BaseException):  # made here, raised (and caught) by traced code
+        if kwargs or not all(isinstance(a, ConstVar) for a in args):
+            return ConstVar(cls)
+        return ConstVar(cls(*[a.value for a in args]))
     obj = _new_instance(cls)
     if obj is not None:
         init = getattr(cls, "__init__")

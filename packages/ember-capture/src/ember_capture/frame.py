@@ -10,7 +10,8 @@ import dis
 import sys
 
 from .config import Unsupported
-from .variables import CellVar, Var
+from .resume import parse_exception_table
+from .variables import CellVar, ConstVar, Var
 
 VERSION = sys.version_info[:2]
 SUPPORTED_VERSIONS = ((3, 11), (3, 12))
@@ -40,6 +41,9 @@ class CodeInfo:
         self.index = {inst.offset: k for k, inst in enumerate(self.insts)}
         self.loops = [(i.argval, i.offset) for i in self.insts
                       if i.opcode in dis.hasjrel and isinstance(i.argval, int) and i.argval < i.offset]
+        # (start, end, target, depth, lasti) in byte offsets: where an exception at an offset goes
+        self.handlers = [(2 * start, 2 * (start + length), 2 * target, dl >> 1, bool(dl & 1))
+                         for start, length, target, dl in parse_exception_table(code.co_exceptiontable)]
 
     @classmethod
     def of(cls, code) -> "CodeInfo":
@@ -131,6 +135,14 @@ class Frame:
                 raise e.with_location(self.code.co_filename, lineno)
             except StopAtBreak:
                 raise
+            except TracedRaise as e:
+                if not self.unwind(e):
+                    if self.parent is None or self.yields is not None:
+                        # Not caught in the traced frames (or escaping a generator, which runs
+                        # to completion when called): the raise is not traced.
+                        raise Unsupported("raise", f"{type(e.exc).__name__} raised and not caught in the traced "
+                                          "code").with_location(self.code.co_filename, lineno) from None
+                    raise
             except RecursionError:
                 raise Unsupported("recursion", "recursion too deep while tracing").with_location(
                     self.code.co_filename, lineno) from None
@@ -138,6 +150,32 @@ class Frame:
                 raise Unsupported("trace_error", f"{type(e).__name__} while tracing {inst.opname}: {e}").with_location(
                     self.code.co_filename, lineno) from e
         return self.result
+
+
+    def unwind(self, e: "TracedRaise") -> bool:
+        """Python's exception table: go to the handler that covers the current instruction."""
+        offset = self.inst.offset
+        for start, end, target, depth, lasti in self.info.handlers:
+            if start <= offset < end:
+                del self.stack[depth:]
+                if lasti:
+                    self.push(ConstVar(offset))
+                self.push(ConstVar(e.exc))
+                self.jump(target)
+                return True
+        return False
+
+
+class TracedRaise(Exception):
+    """Note [Traced exceptions]: an exception that the traced code raises with ``raise`` (its
+    condition is decided by guarded values, so it is raised on every call the entry serves).
+    It unwinds through the exception tables of the traced frames, innermost first, to a
+    handler (``except IndexError:``, the loop of ``Sequence.__iter__``); uncaught at the root,
+    it is not traced (a graph break at the call that raised, or an eager frame). Exceptions of
+    capture itself and of native trace-time calls are never caught by traced handlers."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
 
 
 class StopAtBreak(Exception):
@@ -148,4 +186,4 @@ class StopAtBreak(Exception):
         self.inst = inst
 
 
-__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "CodeInfo", "VERSION"]
+__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "TracedRaise", "CodeInfo", "VERSION"]

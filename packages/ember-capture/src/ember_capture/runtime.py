@@ -18,7 +18,7 @@ import torch.nn.modules.module as _module_mod
 
 
 from .breaks import BreakAction, why_no_break
-from .calls import inlinable_file
+from .library import inlinable_file
 from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import run_shallow

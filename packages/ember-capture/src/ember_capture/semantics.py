@@ -14,6 +14,8 @@ import torch
 
 from .builder import is_stable_module, wrap
 from .config import Unsupported
+from .frame import TracedRaise
+from .library import inlinable_file
 from .graph import SliceParts
 from .tables import registrar
 from .variables import (
@@ -36,6 +38,10 @@ def is_container_method(value) -> bool:
     """A method descriptor of a builtin container class (``dict.get``, ``OrderedDict.__setitem__``)."""
     return (isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType))
             and getattr(value, "__objclass__", None) in CONTAINER_TYPES)
+
+
+def python_name(v: Var) -> str:
+    return "list" if isinstance(v, ListVar) else "tuple"
 
 
 def describe(v: Var) -> str:
@@ -360,7 +366,7 @@ def call_dunder(fr, obj: Var, name: str, args: list):
     method is inlined; a builtin base's C method acts on the instance's builtin contents
     (Note [Builtin methods on subclasses]). ``NO_DUNDER`` when neither applies."""
     raw = class_dunder(obj, name)
-    if isinstance(raw, types.FunctionType):
+    if isinstance(raw, types.FunctionType) and inlinable_file(raw.__code__.co_filename):
         return fr.tr.inline(fr, ObjVar(raw), [obj] + list(args), {})
     if isinstance(obj, NewObjVar) and obj.storage is not None and is_container_method(raw):
         return container_dunder(fr, obj.storage, name, args)
@@ -504,8 +510,8 @@ def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
 
 
 def _registry_getitem(fr, m: ObjVar, key: ConstVar) -> Var:
-    if not _registry_contains(fr, m, key):
-        raise Unsupported("unsupported_subscript", f"{key.value!r} is not in {describe(m)}")
+    if not _registry_contains(fr, m, key):  # guarded: raised on every call this entry serves
+        raise TracedRaise(KeyError(key.value))
     value = m.value[key.value]
     ns = fr.tr.ns
     fr.tr.guards.add(m.source, f"X[{ns.ref(key.value)}] is {ns.ref(value)}",
@@ -573,9 +579,14 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         k = const_value(key, "indexing a list")
         if isinstance(k, slice):
             return type(obj)(obj.items[k]) if isinstance(obj, ListVar) else TupleVar(obj.items[k])
+        if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
+            raise TracedRaise(IndexError(f"{python_name(obj)} index out of range"))
         return obj.items[k]
     if isinstance(obj, DictVar):
-        return obj.items[const_key(key)]
+        k = const_key(key)
+        if k not in obj.items:  # keys are guarded
+            raise TracedRaise(KeyError(k))
+        return obj.items[k]
     if isinstance(obj, ConstVar):
         return ConstVar(obj.value[const_value(key)])
     if isinstance(obj, ObjVar) and isinstance(obj.value, torch.nn.Module):
@@ -589,11 +600,11 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
             return getattr_var(fr, obj, str(k % len(m)))
         return wrap(fr.tr, m[k], None)
-    if _registry(obj, key):
-        return _registry_getitem(fr, obj, key)
-    result = call_dunder(fr, obj, "__getitem__", [key])
+    result = call_dunder(fr, obj, "__getitem__", [key])  # a Python __getitem__ (ModelOutput's)
     if result is not NO_DUNDER:
         return result
+    if _registry(obj, key):
+        return _registry_getitem(fr, obj, key)
     raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
 
 
