@@ -289,3 +289,61 @@ class UsesRotary(torch.nn.Module):
 def test_no_grad_decorated_forward_is_inlined():
     from capture_helpers import check_module
     check_module(UsesRotary, [(r(3, 4),), (r(5, 4),)], graphs=2, breaks=0)
+
+
+# ---- containers and itertools made in the trace -----------------------------------------------
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def collections_made_in_trace(x):
+    d = collections.OrderedDict(a=x, b=x * 2)
+    dd = collections.defaultdict(list)
+    dd["k"].append(x)
+    dd["k"].append(x + 1)
+    p = Pair(x, x + 1)
+    return d["a"] + d["b"] + dd["k"][1] + p.b, dd, d
+
+
+def test_ordereddict_defaultdict_namedtuple():
+    check(collections_made_in_trace, *TWO, graphs=2, breaks=0)
+
+
+def itertools_in_trace(x):
+    import itertools
+    out = [x * a * b for a, b in itertools.product([1, 2], [3])]
+    out += list(itertools.chain([x], [x * 2])) + list(itertools.chain.from_iterable([[x], [x]]))
+    out += [a if a is not None else b for a, b in itertools.zip_longest([x], [x, x])]
+    out += list(itertools.islice(itertools.repeat(x, 5), 1, 3)) + list(itertools.starmap(torch.add, [(x, x)]))
+    acc = list(itertools.accumulate([x, x, x]))
+    return sum(out) * list(itertools.accumulate([1, 2, 3]))[-1] + acc[-1]
+
+
+def test_itertools():
+    check(itertools_in_trace, *TWO, graphs=2, breaks=0)
+
+
+class BuildsModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        act = torch.nn.GELU(approximate="tanh")
+        return torch.nn.Softmax(dim=-1)(act(self.lin(x))), torch.nn.MSELoss()(x, x.relu())
+
+
+class BuildsLinear(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.Linear(4, 4)(x)  # fresh random weights on each call: never captured
+
+
+def test_stateless_modules_built_in_forward():
+    from capture_helpers import check_module
+    check_module(BuildsModules, [(r(3, 4),), (r(5, 4),)], graphs=2, breaks=0)
+
+
+def test_module_with_parameters_built_in_forward_is_not_captured():
+    stats = ember_capture.CaptureStats()
+    torch.manual_seed(0)
+    out = ember_capture.capture(BuildsLinear(), Recorder(), stats=stats)(r(3, 4))
+    assert out.shape == (3, 4) and [b.kind for b in stats.breaks] == ["unsupported_call"]

@@ -261,6 +261,8 @@ def construct(fr, cls, args, kwargs) -> Var:
         if kwargs or not all(isinstance(a, ConstVar) for a in args):
             return ConstVar(cls)
         return ConstVar(cls(*[a.value for a in args]))
+    if issubclass(cls, torch.nn.Module):
+        return _new_module(fr, cls, args, kwargs)
     obj = _new_instance(cls)
     if obj is not None:
         init = getattr(cls, "__init__")
@@ -303,6 +305,21 @@ def _new_instance(cls):
     if base in _INSTANCE_BASES and cls.__new__ is base.__new__ and "__slots__" not in cls.__dict__:
         return NewObjVar(cls, {}, base, _INSTANCE_BASES[base]({}) if base is not list else ListVar([]))
     return None
+
+
+def _new_module(fr, cls, args, kwargs) -> Var:
+    """An ``nn.Module`` built inside forward (``nn.ReLU()``, ``nn.Dropout(p)``, a loss): made once at
+    trace time, with constant arguments, and reused by every call of the entry. Sound only for a
+    module of torch.nn with no parameters, buffers or submodules: eager builds an equal one on each
+    call (a module with parameters would be freshly initialized on each call: not captured)."""
+    if not cls.__module__.startswith("torch.nn."):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} module in traced code")
+    values = [const_value(a, "a module's arguments") for a in args]
+    kw = {k: const_value(v, "a module's arguments") for k, v in kwargs.items()}
+    module = cls(*values, **kw)
+    if module._modules or any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} with state in traced code")
+    return wrap(fr.tr, module, None)
 
 
 # -- methods of symbolic receivers -------------------------------------------------------

@@ -100,7 +100,11 @@ class Rebuilder:
                 return f"{self.ns.ref(v.cls)}(*{inner})"
             return f"{self.ns.ref(v.cls)}({inner})"
         if isinstance(v, DictVar):
-            return "{" + "".join(f"{self.ns.ref(k)}: {self.expr(i)}, " for k, i in v.items.items()) + "}"
+            literal = "{" + "".join(f"{self.ns.ref(k)}: {self.expr(i)}, " for k, i in v.items.items()) + "}"
+            factory = getattr(v, "default_factory", None)
+            if factory is not None:
+                return f"{self.ns.ref(v.cls)}({self.expr(factory)}, {literal})"
+            return literal
         if isinstance(v, SetVar):
             return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, BoundVar):

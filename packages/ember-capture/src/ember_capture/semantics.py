@@ -585,7 +585,10 @@ def getitem(fr, obj: Var, key: Var) -> Var:
     if isinstance(obj, DictVar):
         k = const_key(key)
         if k not in obj.items:  # keys are guarded
-            raise TracedRaise(KeyError(k))
+            factory = getattr(obj, "default_factory", None)  # a defaultdict made in the trace
+            if factory is None or is_same(factory, ConstVar(None)):
+                raise TracedRaise(KeyError(k))
+            setitem(fr, obj, key, fr.tr.call(fr, factory, [], {}))
         return obj.items[k]
     if isinstance(obj, ConstVar):
         return ConstVar(obj.value[const_value(key)])

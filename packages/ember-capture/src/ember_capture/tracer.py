@@ -58,6 +58,9 @@ class Tracer:
     def inline(self, fr, fn, args, kwargs):
         return calls.inline(fr, fn, args, kwargs)
 
+    def call(self, fr, fn, args, kwargs):
+        return calls.call(fr, fn, args, kwargs)
+
     def mark_mutated(self, var: ListVar):
         raise Unsupported("side_effect", "mutating a list that came from the inputs")
 
