@@ -347,3 +347,54 @@ def test_module_with_parameters_built_in_forward_is_not_captured():
     torch.manual_seed(0)
     out = ember_capture.capture(BuildsLinear(), Recorder(), stats=stats)(r(3, 4))
     assert out.shape == (3, 4) and [b.kind for b in stats.breaks] == ["unsupported_call"]
+
+
+# ---- frames with cells break and resume (Note [Resuming with cells]) ---------------------------
+def cells_across_a_break(x, n):
+    scale = 2.0
+
+    def inner(t):
+        return t * scale + n  # reads the cells of the frame that made it
+
+    y = inner(x)
+    print("graph break")
+    scale = 3.0  # written after the break: the closure made before it sees the new value
+    return inner(y) + x.sum(), scale
+
+
+def test_frame_with_cells_breaks_and_resumes():
+    check(cells_across_a_break, (r(3), 1.0), (r(3), 2.0), (r(4), 2.0), breaks=3)
+
+
+def cells_and_data_branch(x):
+    acc = [x * 2]
+
+    def total():
+        return sum(acc) + x
+
+    if x.sum() > 0:  # a data-dependent branch in a frame with cells
+        y = total() * 2
+    else:
+        y = total() - 1
+    return y
+
+
+def test_frame_with_cells_data_dependent_branch():
+    check(cells_and_data_branch, (torch.ones(3),), (-torch.ones(3),), (r(3),))
+
+
+def nonlocal_write(x):
+    count = 0
+
+    def bump():
+        nonlocal count
+        count += 1
+        return count
+
+    bump()
+    print("graph break")
+    return x * bump(), count
+
+
+def test_nonlocal_write_after_break():
+    check(nonlocal_write, *TWO, breaks=2)

@@ -168,10 +168,11 @@ def inline_module(fr, mvar: ObjVar, args, kwargs):
 class RealCell(CellVar):
     """A closure cell of a real function: its contents are wrapped (and guarded) when read."""
 
-    def __init__(self, tr, cell, name):
+    def __init__(self, tr, cell, name, cell_source=None):
         self.tr = tr
         self.real_cell = cell
         self.name = name
+        self.cell_source = cell_source or tr.ns.ref(cell)  # where the entry finds this cell
         self._contents = None
 
     @property
@@ -181,7 +182,7 @@ class RealCell(CellVar):
                 value = self.real_cell.cell_contents
             except ValueError:
                 return None
-            self._contents = wrap(self.tr, value, f"{self.tr.ns.ref(self.real_cell)}.cell_contents", self.name)
+            self._contents = wrap(self.tr, value, f"{self.cell_source}.cell_contents", self.name)
         return self._contents
 
     @contents.setter
@@ -204,7 +205,7 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
             raise Unsupported("skipped_function", f"{f.__module__}.{f.__qualname__} is library code (not inlined)")
         defaults = tuple(wrap(tr, d, None) for d in (f.__defaults__ or ()))
         kwdefaults = {k: wrap(tr, d, None) for k, d in (f.__kwdefaults__ or {}).items()}
-        freevars = {n: RealCell(tr, c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
+        freevars = {n: tr.real_cell(c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
     if fr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("recursion", "inlining too deep")
     locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))

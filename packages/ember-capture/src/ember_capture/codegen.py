@@ -22,7 +22,7 @@ import types
 import torch
 
 from .variables import (
-    NULL, BoundVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
+    NULL, BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
     Var,
 )
 
@@ -51,7 +51,9 @@ def collect_tensors(vars_, out: dict):
         elif isinstance(v, BoundVar):
             collect_tensors([v.self_var], out)
         elif isinstance(v, FunctionVar):
-            collect_tensors(list(v.defaults) + list(v.kwdefaults.values()), out)
+            collect_tensors(list(v.defaults) + list(v.kwdefaults.values()) + list(v.closure or ()), out)
+        elif isinstance(v, CellVar) and getattr(v, "real_cell", None) is None and v.contents is not None:
+            collect_tensors([v.contents], out)
     return out
 
 
@@ -70,7 +72,9 @@ class Rebuilder:
             # A container from the inputs is never mutated by a trace (that is a break), so the
             # real object is still equal to it: pass the object itself, keeping its identity.
             return v.source
-        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar)):
+        if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
+            return v.cell_source  # a cell the frame was given: the same cell object
+        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
             if name is None:
@@ -115,11 +119,16 @@ class Rebuilder:
                 return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
             return (f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs}, {self.ns.ref(v.base)}, "
                     f"{self._expr(v.storage)})")
-        if isinstance(v, FunctionVar) and not v.closure:
+        if isinstance(v, CellVar):  # a cell of the traced frame: one real cell, shared by its users
+            if v.contents is None:
+                return f"{self.ns.ref(types.CellType)}()"
+            return f"{self.ns.ref(types.CellType)}({self.expr(v.contents)})"
+        if isinstance(v, FunctionVar):
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
             kwdefaults = "{" + "".join(f"{k!r}: {self.expr(d)}, " for k, d in v.kwdefaults.items()) + "}"
+            closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
             return (f"{self.ns.ref(_make_function)}({self.ns.ref(v.code)}, {self.ns.ref(v.globals)}, "
-                    f"{defaults}, {kwdefaults})")
+                    f"{defaults}, {kwdefaults}, {closure})")
         if isinstance(v, MethodVar) and isinstance(v.receiver, (TensorVar, ConstVar, ListVar, DictVar, SetVar, TupleVar)):
             return f"{self.expr(v.receiver)}.{v.name}"
         if isinstance(v, ExitVar) and v.context is None:
@@ -157,8 +166,8 @@ def _new_object(cls, attrs, base=None, contents=None):
     return obj
 
 
-def _make_function(code, globals_, defaults, kwdefaults):
-    fn = types.FunctionType(code, globals_, code.co_name, defaults or None)
+def _make_function(code, globals_, defaults, kwdefaults, closure=None):
+    fn = types.FunctionType(code, globals_, code.co_name, defaults or None, closure)
     fn.__kwdefaults__ = kwdefaults or None
     return fn
 
