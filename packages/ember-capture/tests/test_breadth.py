@@ -398,3 +398,37 @@ def nonlocal_write(x):
 
 def test_nonlocal_write_after_break():
     check(nonlocal_write, *TWO, breaks=2)
+
+
+# ---- forward hooks and pre-hooks on submodules -------------------------------------------------
+class Hooked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU()  # stateless: guarded by class, and by having no hooks
+        self.handles = [
+            self.lin.register_forward_pre_hook(lambda m, args: (args[0] + 1,)),
+            self.lin.register_forward_hook(lambda m, args, out: out * 2),
+            self.lin.register_forward_pre_hook(lambda m, args, kwargs: ((args[0] * 3,), kwargs), with_kwargs=True),
+            self.act.register_forward_hook(lambda m, args, out: out - args[0]),
+        ]
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+def test_submodule_hooks_are_traced():
+    from capture_helpers import check_module
+    check_module(Hooked, [(r(3, 4),), (r(5, 4),)], graphs=2, breaks=0)
+
+
+def test_removing_a_hook_recompiles():
+    torch.manual_seed(0)
+    model, rec = Hooked(), Recorder()
+    compiled = ember_capture.capture(model, rec)
+    x = r(3, 4)
+    assert_same(compiled(x), model(x))
+    model.handles[1].remove()
+    model.handles[3].remove()
+    assert_same(compiled(x), model(x))
+    assert len(rec.graphs) == 2

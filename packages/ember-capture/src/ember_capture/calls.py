@@ -155,14 +155,47 @@ def tensor_method(fr, t, name, args, kwargs):
 # -- inlining ----------------------------------------------------------------------------
 def inline_module(fr, mvar: ObjVar, args, kwargs):
     m = mvar.value
-    if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-            or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
-            or _module_mod._global_backward_hooks):
-        raise Unsupported("module_hooks", f"{type(m).__name__} has hooks")
+    if (m._backward_hooks or m._backward_pre_hooks or _module_mod._global_forward_hooks
+            or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
+            or getattr(m, "_forward_hooks_always_called", None)):
+        raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
     forward = type(m).forward
     if not isinstance(forward, types.FunctionType):
         raise Unsupported("unsupported_call", f"{type(m).__name__}.forward is not a Python function")
-    return inline(fr, ObjVar(forward), [mvar] + list(args), kwargs)
+    if not (m._forward_hooks or m._forward_pre_hooks):
+        return inline(fr, ObjVar(forward), [mvar] + list(args), kwargs)
+    return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
+
+
+def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):
+    """``Module._call_impl`` with forward pre-hooks and hooks: each hook is called as eager calls
+    it (and inlined like any function); the hooks and their kinds are guarded by identity."""
+    m, tr = mvar.value, fr.tr
+    if mvar.source is None:
+        raise Unsupported("module_hooks", f"hooks of a {type(m).__name__} without a source")
+    for store, flags in (("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"),
+                         ("_forward_hooks", "_forward_hooks_with_kwargs")):
+        hooks = tuple(getattr(m, store).values())
+        tr.guards.add(mvar.source, f"len(X.{store}) == {len(hooks)} and all(a is b for a, b in zip(X.{store}.values(), "
+                      f"{tr.ns.ref(hooks)})) and X.{flags} == {tr.ns.ref(dict(getattr(m, flags)))}",
+                      f"{mvar.source}.{store} holds the same {len(hooks)} hooks")
+    for hook_id, hook in m._forward_pre_hooks.items():
+        if hook_id in m._forward_pre_hooks_with_kwargs:
+            result = call(fr, wrap(tr, hook, None), [mvar, TupleVar(args), DictVar(kwargs)], {})
+            if not S.is_same(result, ConstVar(None)):
+                new_args, new_kwargs = unpack(fr, result)
+                args, kwargs = unpack(fr, new_args), dict(new_kwargs.items)
+        else:
+            result = call(fr, wrap(tr, hook, None), [mvar, TupleVar(args)], {})
+            if not S.is_same(result, ConstVar(None)):
+                args = unpack(fr, result) if isinstance(result, TupleVar) else [result]
+    output = inline(fr, ObjVar(forward), [mvar] + args, kwargs)
+    for hook_id, hook in m._forward_hooks.items():
+        hook_args = [mvar, TupleVar(args)] + ([DictVar(kwargs)] if hook_id in m._forward_hooks_with_kwargs else [])
+        result = call(fr, wrap(tr, hook, None), hook_args + [output], {})
+        if not S.is_same(result, ConstVar(None)):
+            output = result
+    return output
 
 
 class RealCell(CellVar):
