@@ -432,3 +432,62 @@ def test_removing_a_hook_recompiles():
     model.handles[3].remove()
     assert_same(compiled(x), model(x))
     assert len(rec.graphs) == 2
+
+
+# ---- context managers written in Python ---------------------------------------------------------
+class Scaled:
+    def __init__(self, s):
+        self.s = s
+        self.log = []
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+        return False
+
+
+class Settings:
+    def __init__(self):
+        self.scale = 1.0
+
+
+SETTINGS = Settings()
+
+
+class Override:
+    def __init__(self, v):
+        self.v = v
+
+    def __enter__(self):
+        self.old, SETTINGS.scale = SETTINGS.scale, self.v
+
+    def __exit__(self, *exc):
+        SETTINGS.scale = self.old
+
+
+def python_context_managers(x):
+    with Scaled(3.0) as ctx:
+        y = x * ctx.s
+    with Override(5.0):
+        z = y * SETTINGS.scale
+    return z + SETTINGS.scale, ctx.log
+
+
+def test_python_context_managers():
+    check(python_context_managers, *TWO, graphs=2, breaks=0)
+
+
+def break_inside_python_context(x):
+    with Scaled(2.0) as ctx:
+        y = x * ctx.s
+        print("graph break")
+        y = y + 1
+    return y, ctx.log
+
+
+def test_break_inside_python_context_manager():
+    # resumes inside the block; __exit__ then appends to the log it was given (an input list: a break)
+    check(break_inside_python_context, *TWO)

@@ -6,11 +6,12 @@ table, which the interpreter never takes; an exception while tracing stops the c
 from __future__ import annotations
 
 import sys
+import types
 
 from . import semantics as S
 from .config import Unsupported
 from .frame import TracedRaise, op
-from .variables import NULL, AutocastVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
+from .variables import NULL, AutocastVar, BoundVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
 V311 = ((3, 11),)
 V312 = ((3, 12),)
@@ -103,6 +104,13 @@ def _before_with(fr, inst):
     if isinstance(ctx, AutocastVar):
         fr.push(fr.tr.graph.enter_autocast(ctx.args, fr.tr))
         fr.push(ConstVar(None))
+        return
+    enter, exit_ = S.class_dunder(ctx, "__enter__"), S.class_dunder(ctx, "__exit__")
+    if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+        # A context manager written in Python: its __exit__ is called at the end of the block
+        # (the normal path; an exception inside the block is not traced).
+        fr.push(BoundVar(ObjVar(exit_), ctx))
+        fr.push(S.call_dunder(fr, ctx, "__enter__", []))
         return
     if not isinstance(ctx, GradModeVar):
         raise Unsupported("unsupported_context", f"with-block over {S.describe(ctx)}")
