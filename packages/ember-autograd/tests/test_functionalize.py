@@ -168,7 +168,7 @@ def test_data_dependent_op_raises_with_user_line():
     gm = with_stack_traces(f)
     with pytest.raises(AotTraceError) as info:
         aot(gm, [torch.randn(4)], fw_compiler=eager_compiler)
-    assert info.value.kind == "dynamic-output-shape"
+    assert info.value.kind == "dynamic_output_shape"
     assert "nonzero" in str(info.value) and "nonzero = <built-in method nonzero" in str(info.value)
 
 

@@ -6,14 +6,14 @@ import operator
 import torch
 import torch.fx
 
-from ember_autograd.errors import VerificationError
+from ember_autograd.errors import SpecError
 
 
 def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Checks that `gm` is a functional ATen/prims graph: every call is an `OpOverload` (or a
     `getitem` of a multi-output op) whose schema mutates nothing, and every placeholder,
     constant and call carries `meta["val"]` (a fake tensor, or a tuple of them). Returns `gm`;
-    raises `VerificationError` listing every violation.
+    raises `SpecError` listing every violation.
 
     >>> import torch, torch.fx
     >>> g = torch.fx.Graph()
@@ -21,7 +21,7 @@ def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     >>> verify_functional(torch.fx.GraphModule({}, g))
     Traceback (most recent call last):
     ...
-    ember_autograd.errors.VerificationError: [not-functional]: x: no meta['val']
+    ember_autograd.errors.SpecError: [not_functional]: x: no meta['val']
     """
     problems = []
     for n in gm.graph.nodes:
@@ -42,5 +42,5 @@ def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         elif n.target._schema.is_mutable:
             problems.append(f"{n.name}: {n.target} mutates its inputs")
     if problems:
-        raise VerificationError("not-functional", "; ".join(problems))
+        raise SpecError("not_functional", "; ".join(problems))
     return gm

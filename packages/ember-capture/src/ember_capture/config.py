@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 import linecache
 
+from .kinds import BreakKind
+
 LOG_NAMES = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
 
 
@@ -19,12 +21,24 @@ class CaptureConfig:
     recompile_limit: int = 8
     dynamic: bool | None = None
     logs: frozenset[str] = frozenset()
+    # Note [internal errors]: an exception raised by capture's own code while tracing (not by the
+    # user's program) is ember's bug. By default it is reported as one (kind "internal", with a
+    # warning that says so) and the code runs eagerly; with raise_internal it propagates, with
+    # ember's traceback (tests run this way; the facade sets it from EMBER_RAISE_INTERNAL=1).
+    raise_internal: bool = False
+    # Note [hidden frames] (tracebacks.py): exceptions leaving a captured function show the
+    # user's frames only. Off by default for this layer alone; the facade turns it on unless
+    # EMBER_DEBUG=1.
+    hide_frames: bool = False
 
     def __post_init__(self):
         if not isinstance(self.fullgraph, bool):
             raise TypeError(f"fullgraph must be a bool, got {self.fullgraph!r}")
         if not isinstance(self.recompile_limit, int) or self.recompile_limit < 1:
             raise ValueError(f"recompile_limit must be a positive int, got {self.recompile_limit!r}")
+        for flag in ("raise_internal", "hide_frames"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.dynamic not in (None, True, False):
             raise TypeError(f"dynamic must be None, True or False, got {self.dynamic!r}")
         unknown = set(self.logs) - LOG_NAMES
@@ -37,11 +51,16 @@ class CaptureConfig:
 class BreakReason:
     """Why capture stopped: a stable ``kind``, one sentence, and the user's line."""
 
-    kind: str
+    kind: BreakKind
     reason: str
     filename: str | None = None
     lineno: int | None = None
     source_line: str | None = None
+
+    @property
+    def hint(self) -> str:
+        """What the user can do about it (one line)."""
+        return BreakKind.of(self.kind).hint
 
     def where(self) -> str:
         if self.filename is None:
@@ -59,8 +78,8 @@ class Unsupported(Exception):
     Internally, the interpreter raises it at any construct it will not trace.
     """
 
-    def __init__(self, kind: str, reason: str, location: tuple | None = None):
-        self.kind = kind
+    def __init__(self, kind: BreakKind | str, reason: str, location: tuple | None = None):
+        self.kind = BreakKind.of(kind)
         self.reason = reason
         self.location = location  # (filename, lineno) of the user's line, once known
         super().__init__(reason)

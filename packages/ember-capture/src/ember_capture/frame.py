@@ -7,6 +7,7 @@ registered once for all of them, and a version's differences are separate handle
 from __future__ import annotations
 
 import dis
+import os
 import sys
 
 from .config import Unsupported
@@ -147,6 +148,11 @@ class Frame:
                 raise Unsupported("recursion", "recursion too deep while tracing").with_location(
                     self.code.co_filename, lineno) from None
             except Exception as e:  # a bug in a handler, or an error the user's code raises
+                if raised_by_capture(e):  # Note [internal errors] (config.py)
+                    if tr.config.raise_internal:
+                        raise
+                    raise Unsupported("internal", f"{type(e).__name__} in ember_capture while tracing "
+                                      f"{inst.opname}: {e}").with_location(self.code.co_filename, lineno) from e
                 raise Unsupported("trace_error", f"{type(e).__name__} while tracing {inst.opname}: {e}").with_location(
                     self.code.co_filename, lineno) from e
         return self.result
@@ -164,6 +170,22 @@ class Frame:
                 self.jump(target)
                 return True
         return False
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def raised_by_capture(exc: BaseException) -> bool:
+    """Whether capture's own code raised `exc` (a bug), rather than a function it called: the
+    innermost frame of its traceback is in this package. Errors of the user's program reach
+    the handlers from the functions they run (torch ops, user code run natively) or are turned
+    into `Unsupported` by them (a constant operator that raises, a missing key)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR)
 
 
 class TracedRaise(Exception):

@@ -18,6 +18,7 @@ import torch.nn.modules.module as _module_mod
 
 
 from .breaks import BreakAction, why_no_break
+from .kinds import REPORT, BreakKind
 from .library import inlinable_file
 from .codegen import MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
@@ -25,6 +26,7 @@ from .disable import run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
+from .tracebacks import hide_ember_frames
 from .tracer import Tracer
 
 MAX_RESTARTS = 32
@@ -74,6 +76,17 @@ class Session:
             self.warned.add(key)
             warnings.warn(message, stacklevel=stacklevel + 1)
 
+    def warn_at(self, reason, message):
+        """Warn once per (kind, line), attributed to the user's line of `reason`."""
+        key = (reason.kind, reason.filename, reason.lineno)
+        if key in self.warned:
+            return
+        self.warned.add(key)
+        if reason.filename is None:
+            warnings.warn(message, stacklevel=3)
+        else:
+            warnings.warn_explicit(message, UserWarning, reason.filename, reason.lineno)
+
 
 class FrameState:
     def __init__(self, session: Session, func: types.FunctionType, self_obj=None, name=None, cell_args=0):
@@ -102,14 +115,21 @@ class FrameState:
         entries = self.entries
         bind = self.bind
         miss = self.miss
+        hide = self.session.config.hide_frames
 
         def wrapper(*args, **kwargs):
-            L = bind(*args, **kwargs)
-            for entry in entries:
-                result = entry(L, args, kwargs)
-                if result is not MISS:
-                    return result
-            return miss(L, args, kwargs)
+            try:
+                L = bind(*args, **kwargs)
+                for entry in entries:
+                    result = entry(L, args, kwargs)
+                    if result is not MISS:
+                        return result
+                return miss(L, args, kwargs)
+            except Exception as exc:
+                if not hide:
+                    raise
+                # Note [hidden frames]: the user's frames only, and this one
+                raise hide_ember_frames(exc)
 
         wrapper.__wrapped__ = self.eager
         wrapper.__name__ = getattr(self.func, "__name__", "captured")
@@ -142,7 +162,8 @@ class FrameState:
         result = entry(L, args, kwargs)
         if result is MISS:  # guards that do not hold on the inputs they were made from: a bug
             self.entries.remove(entry)
-            self.session.warn_once(("guard", self.code), f"ember: internal guard error in {self.name}; running eagerly", 3)
+            self.session.warn_once(("guard", self.code), f"ember: internal guard error in {self.name} (a bug in ember: "
+                                   f"{REPORT}); running eagerly", 3)
             return self.eager(*args, **kwargs)
         return result
 
@@ -159,9 +180,12 @@ class FrameState:
             except Unsupported as e:
                 inst = tr.root.inst if tr.root is not None else None
                 if config.fullgraph:
-                    raise Unsupported(e.kind, e.reason, e.location) from None
+                    raise Unsupported(e.kind, f"{e.reason} (in {self.name}; hint: {e.kind.hint})", e.location) from None
                 if e.location is None:
                     e.with_location(self.code.co_filename, self.code.co_firstlineno)
+                if e.kind is BreakKind.INTERNAL:  # Note [internal errors]: never a silent graph break
+                    self.session.warn_at(e.to_reason(), f"ember: internal error while capturing {self.name}: "
+                                         f"{e.reason}; {BreakKind.INTERNAL.hint}")
                 obstacle = None if inst is None else why_no_break(self.code, inst)
                 if inst is not None and obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e
@@ -231,8 +255,8 @@ class FrameState:
         reason = error.to_reason()
         self.session.stats.fallbacks.append(reason)
         self.session.stats.breaks.append(reason)
-        self.session.warn_once((self.code, reason.kind, reason.lineno),
-                               f"ember: running {self.name} eagerly: {reason.reason} ({reason.where()})", 5)
+        self.session.warn_at(reason, f"ember: running {self.name} eagerly: {reason.reason} ({reason.where()}); "
+                             f"hint: {reason.hint}")
         log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
         tr.ns["__eager"] = self.eager
         entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __eager(*args, **kwargs)")

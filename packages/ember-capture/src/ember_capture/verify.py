@@ -1,6 +1,7 @@
 """The spec of capture's output (ARCHITECTURE.md, interface 1), as a checker.
 
-``verify_graph(gm, example_inputs)`` raises ``AssertionError`` naming the first violation:
+``verify_graph(gm, example_inputs)`` raises ``SpecError`` naming the first violation (a real
+check, not an ``assert``: it holds under ``python -O`` too):
 
 - placeholders come first, one per example input, and the inputs are tensors;
 - every other node calls a torch-level target: a ``torch`` function, a ``torch.nn.functional``
@@ -19,6 +20,16 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from .calls import is_torch_op
 
+
+class SpecError(ValueError):
+    """A captured graph broke the backend protocol's spec (ARCHITECTURE.md, interface 1)."""
+
+
+def _check(ok, message: str) -> None:
+    if not ok:
+        raise SpecError(f"ember_capture.verify_graph: {message}")
+
+
 REGION_MARKERS = {torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast,
                   torch.amp.autocast_mode._exit_autocast}
 _OPERATOR_FUNCTIONS = {v for v in vars(operator).values() if callable(v)}
@@ -27,28 +38,29 @@ _OPERATOR_FUNCTIONS = {v for v in vars(operator).values() if callable(v)}
 def verify_graph(gm: torch.fx.GraphModule, example_inputs) -> None:
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
-    assert nodes[:len(placeholders)] == placeholders, "placeholders must come first"
-    assert len(placeholders) == len(example_inputs), "one placeholder per example input"
-    assert all(isinstance(x, torch.Tensor) for x in example_inputs), "example inputs are tensors"
+    _check(nodes[:len(placeholders)] == placeholders, "placeholders must come first")
+    _check(len(placeholders) == len(example_inputs), "one placeholder per example input")
+    _check(all(isinstance(x, torch.Tensor) for x in example_inputs), "example inputs are tensors")
     for node in nodes:
         if node.op == "output":
             (out,) = node.args
-            assert isinstance(out, tuple) and all(isinstance(o, torch.fx.Node) for o in out), \
-                "the output is a flat tuple of nodes"
+            _check(isinstance(out, tuple) and all(isinstance(o, torch.fx.Node) for o in out),
+                   "the output is a flat tuple of nodes")
             continue
-        assert node.meta.get("stack_trace"), f"{node.name} has no stack_trace"
+        _check(node.meta.get("stack_trace"), f"{node.name} has no stack_trace")
         if node.op == "call_function":
             t = node.target
-            assert t in REGION_MARKERS or t is getattr or t in _OPERATOR_FUNCTIONS or is_torch_op(t), \
-                f"{node.name} calls {t!r}, not a torch-level function"
+            _check(t in REGION_MARKERS or t is getattr or t in _OPERATOR_FUNCTIONS or is_torch_op(t),
+                   f"{node.name} calls {t!r}, not a torch-level function")
         elif node.op == "call_method":
-            assert isinstance(node.target, str) and hasattr(torch.Tensor, node.target), \
-                f"{node.name} calls unknown Tensor method {node.target!r}"
+            _check(isinstance(node.target, str) and hasattr(torch.Tensor, node.target),
+                   f"{node.name} calls unknown Tensor method {node.target!r}")
         elif node.op != "placeholder":
-            raise AssertionError(f"{node.name}: unexpected node kind {node.op}")
+            raise SpecError(f"ember_capture.verify_graph: {node.name}: unexpected node kind {node.op}")
         value = node.meta.get("example_value")
         if node.op == "placeholder" or isinstance(value, torch.Tensor):
-            assert isinstance(value, FakeTensor), f"{node.name} has no FakeTensor example_value"
+            _check(isinstance(value, FakeTensor), f"{node.name} has no FakeTensor example_value")
     for node, real in zip(placeholders, example_inputs):
         fake = node.meta["example_value"]
-        assert fake.shape == real.shape and fake.dtype == real.dtype, f"{node.name}: example_value differs from input"
+        _check(fake.shape == real.shape and fake.dtype == real.dtype,
+               f"{node.name}: example_value differs from input")

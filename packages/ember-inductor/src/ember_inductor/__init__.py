@@ -6,5 +6,7 @@ from ember_inductor.__about__ import __version__
 from ember_inductor.codegen.common import BuildError
 from ember_inductor.compile import CompiledGraph, compile_graph
 from ember_inductor.options import InductorOptions
+from ember_inductor.verify import SpecError, verify_graph
 
-__all__ = ["__version__", "BuildError", "CompiledGraph", "InductorOptions", "compile_graph"]
+__all__ = ["__version__", "BuildError", "CompiledGraph", "InductorOptions", "SpecError", "compile_graph",
+           "verify_graph"]

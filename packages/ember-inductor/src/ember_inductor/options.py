@@ -27,7 +27,7 @@ class InductorOptions:
     trace_dir: str | None = None       # default: <cache_dir>/trace
     autotune: bool = False             # triton: benchmark a few block sizes
     cudagraphs: bool = False           # triton: replay the wrapper as a CUDA graph
-    debug_verify: bool = False         # check the input graph's spec and each pass's output
+    debug_verify: bool = False         # check the input graph against the spec (verify.py)
     max_fusion_size: int = 64          # most graph nodes fused into one kernel
     logs: frozenset = field(default_factory=frozenset)  # e.g. {"output_code"}; see LOG_KINDS
     cpp_compiler: str = "g++"

@@ -1,29 +1,30 @@
-"""The inductor's input spec, checked when options.debug_verify is on (STYLE.md rule 2)."""
+"""The inductor's input spec (ARCHITECTURE.md interface 4, STYLE.md rule 2), checked when
+`options.debug_verify` is on (the facade turns it on with EMBER_CHECK=1)."""
 from __future__ import annotations
-
-import operator
 
 import torch
 import torch.fx as fx
 
+import ember_prims
 
-class GraphSpecError(ValueError):
-    pass
+
+class SpecError(ValueError):
+    """A graph handed to `compile_graph` is not one it compiles (see `verify_graph`)."""
+
+
+GraphSpecError = SpecError  # the former name
 
 
 def verify_graph(gm: fx.GraphModule) -> None:
-    """Only ember_prims ops, extern ATen ops and getitem; meta["val"] on every node; no mutation."""
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output"):
-            continue
-        if node.op != "call_function":
-            raise GraphSpecError(f"{node.name}: {node.op} nodes are not part of a prims graph")
-        if "val" not in node.meta:
-            raise GraphSpecError(f"{node.name}: missing meta['val']")
-        target = node.target
-        if target is operator.getitem:
-            continue
-        if not isinstance(target, torch._ops.OpOverload):
-            raise GraphSpecError(f"{node.name}: target {target} is not an op overload")
-        if target._schema.is_mutable:
-            raise GraphSpecError(f"{node.name}: {target} mutates its inputs")
+    """A prims-level graph (`ember_prims.verify`: only ember_prims ops, ember_prims' extern ATen
+    ops and getitem, `meta["val"]` on every node) that mutates nothing. Raises `SpecError`
+    naming every violation."""
+    try:
+        ember_prims.verify(gm)
+    except ember_prims.SpecError as exc:
+        raise SpecError(f"ember_inductor.verify_graph: {exc}") from None
+    mutating = [f"{n.name}: {n.target} mutates its inputs" for n in gm.graph.nodes
+                if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                and n.target._schema.is_mutable]
+    if mutating:
+        raise SpecError("ember_inductor.verify_graph: " + "; ".join(mutating))

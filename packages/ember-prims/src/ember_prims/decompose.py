@@ -25,6 +25,11 @@ class UndecomposedOpError(NotImplementedError):
     """An op with neither a decomposition nor extern status."""
 
 
+class SpecError(ValueError):
+    """A graph is not prims-level (see `verify`): this layer's boundary check (ARCHITECTURE.md,
+    "Every boundary can be checked")."""
+
+
 def _user_line(stack_trace: str | None) -> str:
     if not stack_trace:
         return "(no stack trace on the node)"
@@ -169,8 +174,8 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
 
 
 def verify(gm: fx.GraphModule) -> None:
-    """Raise if `gm` is not prims-level: only ember_prims ops, EXTERN_OPS and getitem on their
-    tuples, and `meta["val"]` on every placeholder, get_attr and call_function node."""
+    """Raise `SpecError` if `gm` is not prims-level: only ember_prims ops, EXTERN_OPS and getitem
+    on their tuples, and `meta["val"]` on every placeholder, get_attr and call_function node."""
     problems = []
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "call_function") and "val" not in node.meta:
@@ -182,4 +187,4 @@ def verify(gm: fx.GraphModule) -> None:
         if node.op in ("call_module", "call_method"):
             problems.append(f"{node.format_node()}: {node.op} is not allowed in a prims graph")
     if problems:
-        raise ValueError("ember_prims.verify: not a prims-level graph:\n  " + "\n  ".join(problems))
+        raise SpecError("ember_prims.verify: not a prims-level graph:\n  " + "\n  ".join(problems))

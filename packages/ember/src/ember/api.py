@@ -68,7 +68,9 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
         return None
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,
                                          dynamic=settings.dynamic,
-                                         logs=settings.logs & CAPTURE_LOGS)
+                                         logs=settings.logs & CAPTURE_LOGS,
+                                         raise_internal=settings.raise_internal,
+                                         hide_frames=not settings.debug)
     return compiler, config
 
 

@@ -13,7 +13,6 @@ The compositions (the brief: "composition lives in the facade"):
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,9 @@ import ember_autograd
 import ember_inductor
 import ember_prims
 from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
-from ember.errors import BackendCompilerFailed, BackendUnavailable, InvalidArgument
+from ember.checks import check_captured
+from ember.errors import BackendUnavailable, InvalidArgument
+from ember.fallback import Fallback, site_of
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
@@ -102,22 +103,72 @@ def build_compiler(backend: str | Callable, settings: Settings) -> CompilerFn:
 
 
 def _with_fallback(compiler: CompilerFn, settings: Settings) -> CompilerFn:
-    # Note [backend fallback]: a backend that cannot compile a graph must not lose the user's
-    # program. Without fullgraph the graph runs as captured (eagerly, by torch), with one warning
-    # naming the backend and the reason; with fullgraph=True the failure is raised.
+    # Note [one failure path] (fallback.py): a backend that cannot compile a graph must not lose
+    # the user's program. Without fullgraph the graph runs as captured (eagerly, by torch), with
+    # one warning at the user's line; with fullgraph=True the failure is raised. An
+    # AotComposition is also handed the policy, for what it compiles later (backward, new grad
+    # modes) and for the first calls of what it compiled.
+    if isinstance(compiler, AotComposition) and settings.check:  # Note [checked boundaries]
+        compiler = dataclasses.replace(compiler, config=_checked(compiler.config or ember_autograd.AotConfig()))
+
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        try:
-            return compiler(gm, example_inputs)
-        except Exception as exc:  # noqa: BLE001 - any backend failure is reported, never hidden
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            if settings.fullgraph:
-                raise BackendCompilerFailed(
-                    f"backend {settings.backend_name!r} failed to compile a graph: {reason}") from exc
-            warnings.warn(f"ember: backend {settings.backend_name!r} could not compile a graph "
-                          f"({reason}); that graph runs eagerly", stacklevel=2)
-            return gm.forward
+        if settings.check:
+            check_captured(gm, example_inputs)
+        fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
+        if isinstance(compiler, AotComposition):
+            return fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback), gm, example_inputs,
+                                    "forward", boxed=False)
+        return fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
 
     return compile_one
+
+
+@dataclasses.dataclass(frozen=True)
+class AotComposition:
+    """A backend made of ember_autograd's lowering and compilers for its functional graphs.
+
+    `fw_compiler` and `bw_compiler` (default: fw_compiler) follow the backend protocol and
+    receive ATen- (or, with ember_prims' decompositions, prims-) level graphs. Given to
+    `ember.compile` as the backend, each of their failures, when compiling or at the first call,
+    reruns that graph with torch (Note [one failure path])::
+
+        import warnings
+        import torch, ember
+        from ember.backends import AotComposition
+
+        def broken_backward(gm, example_inputs):
+            raise RuntimeError("no backward today")
+
+        f = ember.compile(torch.sin, backend=AotComposition(lambda gm, ex: gm.forward, broken_backward))
+        x = torch.randn(3, requires_grad=True)
+        with warnings.catch_warnings(record=True):  # "... failed at the backward compile ..."
+            f(x).sum().backward()
+        torch.testing.assert_close(x.grad, torch.cos(x))
+    """
+
+    fw_compiler: CompilerFn
+    bw_compiler: CompilerFn | None = None
+    decompositions: Any = None  # a callable () -> {OpOverload: fn}, called per graph
+    config: Any = None  # ember_autograd.AotConfig
+    partition: Any = None  # ember_autograd's default_partition unless given
+    name: str = "aot"  # how warnings and errors name this backend
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list,
+                 fallback: Fallback | None = None) -> Callable:
+        if fallback is None:  # called through the plain backend protocol (torch.compile)
+            fallback = Fallback(self.name, False, site_of(gm))
+        fw, bw = self.fw_compiler, self.bw_compiler or self.fw_compiler
+        compiled = ember_autograd.aot(
+            gm, example_inputs,
+            fw_compiler=lambda g, ex: fallback.compile(fw, g, ex, "forward", boxed=True),
+            bw_compiler=lambda g, ex: fallback.compile(bw, g, ex, "backward", boxed=True),
+            decompositions=self.decompositions() if self.decompositions else None,
+            partition=self.partition, config=self.config)
+        return fallback.every_call(compiled, gm.forward)
 
 
 # --- the named backends -------------------------------------------------------------------------
@@ -126,13 +177,18 @@ def _eager_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return gm.forward
 
 
-def _aot_eager_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    return ember_autograd.aot(gm, example_inputs, fw_compiler=_eager_compiler)
+_aot_eager_compiler = AotComposition(_eager_compiler, name="aot_eager")
+
+
+def _checked(config: Any) -> Any:
+    return dataclasses.replace(config, verify=True)
 
 
 def _inductor_options(settings: Settings) -> Any:
     given = dict(settings.options)
     given.setdefault("cache_dir", settings.cache_dir)
+    if settings.check:  # Note [checked boundaries]
+        given["debug_verify"] = True
     try:
         return ember_inductor.InductorOptions.from_dict(given, logs=settings.logs & INDUCTOR_LOGS)
     except (KeyError, TypeError, ValueError) as exc:
@@ -158,11 +214,7 @@ def _inductor_build(settings: Settings) -> CompilerFn:
             return runner
         return run
 
-    def compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        return ember_autograd.aot(gm, example_inputs, fw_compiler=fw_compiler,
-                                  decompositions=ember_prims.table(), config=_AOT_CONFIG)
-
-    return compiler
+    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor")
 
 
 # The prims that only re-index one input: saved as their input, re-taken in the backward.
@@ -178,8 +230,7 @@ def _missing(module: Any, *names: str) -> str | None:
     return None
 
 
-def _cudagraphs_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    return ember_autograd.aot(gm, example_inputs, fw_compiler=cudagraph_compiler)
+_cudagraphs_compiler = AotComposition(cudagraph_compiler, name="cudagraphs")
 
 
 def _cudagraphs_unavailable() -> str | None:

@@ -15,3 +15,14 @@ class BackendUnavailable(EmberError, RuntimeError):
 
 class BackendCompilerFailed(EmberError, RuntimeError):
     """A backend raised while compiling a captured graph (raised under fullgraph=True)."""
+
+
+class SpecError(EmberError, ValueError):
+    """A graph broke the spec of a boundary between layers (raised with EMBER_CHECK=1 or
+    options={"check": True}). `layer` names the verifier ("capture", "autograd", "prims",
+    "inductor"); the layer's own error (each layer has a `SpecError` of its own, since layers do
+    not import each other) is its `__cause__`. `ember.checks.LAYER_SPEC_ERRORS` lists them."""
+
+    def __init__(self, message: str, layer: str = "") -> None:
+        super().__init__(message)
+        self.layer = layer

@@ -4,6 +4,14 @@ Environment variables are read here and nowhere else (STYLE.md rule 6):
   EMBER_LOGS       comma-separated log names: capture's (graph_breaks, recompiles, guards, graph),
                    the inductor's (output_code, ir, schedule, fallback, timings), or all
   EMBER_CACHE_DIR  where compiled kernels are cached on disk (default ~/.cache/ember)
+  EMBER_CHECK=1    run every layer's verifier at its boundary (Note [checked boundaries], checks.py)
+  EMBER_RAISE_INTERNAL=1  an internal error of capture raises instead of becoming a graph break
+                   with a warning (Note [internal errors] in ember_capture.config)
+  EMBER_DEBUG=1    keep ember's frames and the chained internal exception in the tracebacks of
+                   the errors ember raises (hidden by default: they point at the user's code)
+
+The switches are also options, for any backend: `options={"check": True}` (and "raise_internal",
+"debug"); the other options go to the backend.
 """
 from __future__ import annotations
 
@@ -26,6 +34,8 @@ MODES: dict[str | None, dict[str, Any]] = {
 CAPTURE_LOGS = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
 INDUCTOR_LOGS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
 LOG_NAMES = CAPTURE_LOGS | INDUCTOR_LOGS | {"all"}
+# option -> environment variable: the facade's own switches, valid whatever the backend
+SWITCHES = {"check": "EMBER_CHECK", "raise_internal": "EMBER_RAISE_INTERNAL", "debug": "EMBER_DEBUG"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +47,9 @@ class Settings:
     options: Mapping[str, Any]  # user options merged with the mode's; validated by the backend
     logs: frozenset[str]
     cache_dir: str
+    check: bool = False  # every layer's verifier on (EMBER_CHECK)
+    raise_internal: bool = False  # capture's internal errors raise (EMBER_RAISE_INTERNAL)
+    debug: bool = False  # ember's frames stay in error tracebacks (EMBER_DEBUG)
 
 
 def _check_type(name: str, value: Any, types: tuple[type, ...], valid: str) -> None:
@@ -77,6 +90,21 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
         raise InvalidArgument("ember.compile: give either mode or options, not both "
                               "(a mode is a named set of options)")
     merged = dict(MODES[mode]) if mode is not None else dict(options or {})
+    switches = {name: _read_switch(var, env) for name, var in SWITCHES.items()}
+    for name in SWITCHES:
+        if name in merged:
+            value = merged.pop(name)
+            _check_type(f"options[{name!r}]", value, (bool,), "True or False")
+            switches[name] = switches[name] or value
     cache_dir = env.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
     return Settings(backend_name=backend_name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                    options=merged, logs=read_logs(env), cache_dir=cache_dir)
+                    options=merged, logs=read_logs(env), cache_dir=cache_dir, **switches)
+
+
+def _read_switch(var: str, env: Mapping[str, str]) -> bool:
+    raw = env.get(var, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise InvalidArgument(f"{var}={raw!r}; valid: 1 or 0")

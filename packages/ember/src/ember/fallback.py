@@ -1,0 +1,160 @@
+"""What happens when ember fails: the eager result with one warning, or an error under fullgraph.
+
+Note [one failure path] (ARCHITECTURE.md, "Every failure has one path"): an exception raised by
+ember while it compiles or first runs a graph (the backend's compile, autograd's lazy trace of a
+new grad mode, the forward or backward compile of each functional graph, the first call of a
+compiled forward or backward) ends in one place, `Fallback.fail`:
+
+- without fullgraph: one warning per captured graph, attributed to the user's line (the graph's
+  first operation, read from the nodes' `meta["stack_trace"]`), and the failing piece runs as
+  torch would run it: the captured graph eagerly, or a functional forward/backward graph run
+  op by op (`gm.forward`), which is always correct, so a compiled forward may be followed by
+  an eager backward and the gradients are still exact;
+- with fullgraph=True: `BackendCompilerFailed`, naming the user's function, file and line.
+
+A boundary check that fails (Note [checked boundaries], checks.py) raises `ember.SpecError`
+whatever fullgraph says.
+
+Capture's own graph breaks and eager fallbacks are capture's (ember_capture.runtime); this
+module covers everything the backend does with a captured graph.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ember.checks import as_spec_error
+from ember.errors import BackendCompilerFailed
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where a captured graph starts in the user's code."""
+
+    function: str
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{self.function} ({self.filename}:{self.lineno})"
+
+
+def site_of(gm: torch.fx.GraphModule) -> Site | None:
+    """The user's frame of the graph's first operation: the outermost frame of its stack trace,
+    which is the function that was captured."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method", "call_module"):
+            match = _FRAME.search(node.meta.get("stack_trace") or "")
+            if match:
+                return Site(match["fn"], match["file"], int(match["line"]))
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+class Fallback:
+    """The failure policy of one captured graph (Note [one failure path])."""
+
+    def __init__(self, backend_name: str, fullgraph: bool, site: Site | None) -> None:
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.site = site
+        self.warned = False
+
+    def fail(self, stage: str, exc: BaseException) -> None:
+        """Report that `stage` failed with `exc`: raise under fullgraph, else warn once."""
+        where = f" of {self.site}" if self.site else ""
+        if isinstance(exc, BackendCompilerFailed):  # raised by a nested stage already
+            raise exc
+        spec = as_spec_error(exc)  # its __cause__ is the layer's own error
+        if spec is not None:  # Note [checked boundaries]: a violation is a bug, never a fallback
+            raise spec
+        if self.fullgraph:
+            raise BackendCompilerFailed(f"backend {self.backend_name!r} failed at the {stage} of the "
+                                        f"graph{where}: {_one_line(exc)}") from exc
+        if self.warned:
+            return
+        self.warned = True
+        message = (f"ember: backend {self.backend_name!r} failed at the {stage} of a graph{where} "
+                   f"({_one_line(exc)}); that graph runs eagerly")
+        if self.site is None:
+            warnings.warn(message, stacklevel=3)
+        else:
+            warnings.warn_explicit(message, UserWarning, self.site.filename, self.site.lineno)
+
+    def compile(self, compiler: Callable, gm: torch.fx.GraphModule, example_inputs: list,
+                stage: str, *, boxed: bool) -> Callable:
+        """`compiler(gm, example_inputs)`, or `gm.forward` if it fails; the result's first call is
+        guarded the same way (a compiled graph that fails when first run reruns as `gm.forward`).
+        boxed: the result is called `f(list)` (ember_autograd's convention), else `f(*args)`
+        (capture's)."""
+        try:
+            compiled = compiler(gm, example_inputs)
+        except Exception as exc:  # noqa: BLE001 - reported by fail(), never hidden
+            self.fail(f"{stage} compile", exc)
+            return gm.forward
+        if getattr(compiled, "__self__", None) is gm or getattr(compiled, "ember_guarded", False):
+            return compiled  # the graph itself, or guarded already (AotComposition)
+        return self.first_call(compiled, gm.forward, f"first call of the compiled {stage}", boxed)
+
+    def first_call(self, compiled: Callable, eager: Callable, stage: str, boxed: bool) -> Callable:
+        """`compiled`, except that if its first call raises, that call and every later one run
+        `eager` instead (called `f(*args)`). With boxed, the result is called `f(list)`, and calls
+        `compiled` that way if it says so (`_boxed_call`)."""
+        inner_boxed = getattr(compiled, "_boxed_call", False)
+        direct = compiled if inner_boxed else (lambda a: compiled(*a))
+        state: list[Any] = [None]
+
+        def call_first(args: list) -> Any:
+            try:
+                out = direct(list(args))  # a copy: a boxed callee may clear the list it gets
+            except Exception as exc:  # noqa: BLE001 - reported by fail(), never hidden
+                self.fail(stage, exc)
+                state[0] = lambda a: eager(*a)
+                return eager(*args)
+            state[0] = direct
+            return out
+
+        state[0] = call_first
+        if boxed:
+            def run(args: list) -> Any:
+                return state[0](args)
+            run._boxed_call = True
+        else:
+            def run(*args: Any) -> Any:
+                return state[0](args)
+        run.compiled_graph = getattr(compiled, "compiled_graph", None)  # inspection, see backends
+        run.wrapped = compiled
+        return run
+
+    def every_call(self, compiled: Callable, eager: Callable) -> Callable:
+        """`compiled(*args)`; when it raises, `eager(*args)` decides: if eager raises too, the error
+        is the user's program's and propagates; if not, ember failed (say, compiling a graph for
+        a grad mode first met now) and the graph runs eagerly from then on. For callables that
+        mutate nothing before they fail (ember_autograd's functional graphs)."""
+        state: list[Callable] = [compiled]
+
+        def run(*args: Any) -> Any:
+            try:
+                return state[0](*args)
+            except Exception as exc:  # noqa: BLE001 - decided below, never hidden
+                if state[0] is eager:
+                    raise
+                out = eager(*args)  # raises the user's own error, if it is one
+                state[0] = eager
+                self.fail("call", exc)
+                return out
+
+        run.wrapped = compiled
+        run.ember_guarded = True
+        return run
