@@ -384,20 +384,22 @@ def test_frame_with_cells_data_dependent_branch():
 
 
 def nonlocal_write(x):
-    count = 0
+    seen = []
+    scale = 1.0
 
-    def bump():
-        nonlocal count
-        count += 1
-        return count
+    def grow(t):
+        nonlocal scale
+        scale *= 2
+        seen.append(t.shape)
+        return t * scale
 
-    bump()
-    print("graph break")
-    return x * bump(), count
+    y = grow(x)
+    print("graph break")  # the cell `scale` written before and after the break
+    return grow(y), scale, len(seen)
 
 
 def test_nonlocal_write_after_break():
-    check(nonlocal_write, *TWO, breaks=2)
+    check(nonlocal_write, *TWO)  # the list append after the resume is an input mutation: a break
 
 
 # ---- forward hooks and pre-hooks on submodules -------------------------------------------------
