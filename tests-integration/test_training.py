@@ -170,3 +170,56 @@ def test_batch_norm_channels_last_training_matches_eager():
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(twin[0].running_var, model[0].running_var)
+
+
+def _inductor_graph_compiler(kernels):
+    """The inductor composition as capture hands it a graph (the path ember.compile takes after
+    capture), for graphs of ops that capture cannot run on the CPU."""
+    from ember.backends import lookup
+    from ember.settings import make_settings
+    settings = make_settings(backend_name="inductor", fullgraph=True, dynamic=None, mode=None,
+                             options={"backend": kernels})
+    return lookup("inductor").build(settings)
+
+
+@pytest.mark.parametrize("kernels", ["cpp", "triton"])
+def test_cudnn_batch_norm_training_matches_native(kernels):
+    """Note [vendor batch norm]: on CUDA, F.batch_norm traces to cudnn_batch_norm and its backward.
+    CPU tensors have no cuDNN kernel (eager, and so capture and backend="eager", cannot run the op
+    here), so the graph is handed to the inductor composition directly: the compiled step must
+    equal native batch norm (output, input and affine gradients, running statistics) over two
+    calls with fresh inputs, with C++ kernels and with Triton's, interpreted."""
+    def step(x, w, b, rm, rv):
+        y = torch.ops.aten.cudnn_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)[0]
+        return (torch.relu(y + x),)
+
+    def reference(x, w, b, rm, rv):
+        return torch.relu(F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5) + x)
+
+    def make():
+        return torch.randn(4, 6, 5, 5), torch.randn(6), torch.randn(6)
+
+    stats = [torch.randn(6), torch.rand(6) + 0.5]
+    mine = [s.clone() for s in stats]
+    args = [t.requires_grad_() for t in make()] + mine
+    compiled = _inductor_graph_compiler(kernels)(torch.fx.symbolic_trace(step), args)
+    for _ in range(2):
+        x, w, b = make()
+        g = torch.randn(4, 6, 5, 5)
+        xe, we, be = (t.clone().requires_grad_() for t in (x, w, b))
+        xc, wc, bc = (t.clone().requires_grad_() for t in (x, w, b))
+        ye, (yc,) = reference(xe, we, be, *stats), compiled(xc, wc, bc, *mine)
+        torch.testing.assert_close(yc, ye, rtol=1e-4, atol=1e-5)
+        ye.backward(g)
+        yc.backward(g)
+        for c, e in ((xc, xe), (wc, we), (bc, be)):
+            torch.testing.assert_close(c.grad, e.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(mine, stats)
+
+    def infer(x, rm, rv):  # evaluation: the running statistics, no update
+        return (torch.ops.aten.cudnn_batch_norm(x, torch.ones(6), torch.zeros(6), rm, rv, False, 0.1, 1e-5)[0],)
+
+    x = torch.randn(4, 6, 5, 5)
+    with torch.no_grad():
+        (got,) = _inductor_graph_compiler(kernels)(torch.fx.symbolic_trace(infer), [x, *mine])(x, *mine)
+    torch.testing.assert_close(got, F.batch_norm(x, *stats, None, None, False, 0.1, 1e-5), rtol=1e-4, atol=1e-5)

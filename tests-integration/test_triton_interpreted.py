@@ -35,7 +35,8 @@ class SmallCNN(torch.nn.Module):
         return F.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
 
 
-@pytest.mark.parametrize("make,shape", [(Small, (8, 16)), (SmallCNN, (2, 3, 6, 6))], ids=["mlp", "cnn"])
+@pytest.mark.parametrize("make,shape", [(Small, (8, 16)), (SmallCNN, (2, 3, 6, 6)), (SmallCNN, (2, 3, 48, 48))],
+                         ids=["mlp", "cnn", "cnn-split-statistics"])
 def test_training_step_through_triton_interpreter(make, shape):
     torch.manual_seed(0)
     eager = make()

@@ -293,3 +293,106 @@ def test_batchnorm_running_stats_with_ember_prims_table():
     for a, b in zip(bn.state_dict().values(), ref.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     ember_prims.verify(fn.inference.forward)
+
+
+# Decompositions that compute a view op's value as a fresh tensor (as ember_prims' do).
+FRESH_VIEWS = {
+    aten.select.int: lambda a, dim, index: aten.clone.default(aten.select.int(a, dim, index)),
+    aten.slice.Tensor: lambda a, dim=0, start=None, end=None, step=1:
+        aten.clone.default(aten.slice.Tensor(a, dim, start, end, step)),
+    aten.t.default: lambda a: aten.clone.default(aten.t.default(a)),
+    aten.view.default: lambda a, shape: aten.clone.default(aten.view.default(a, shape)),
+    aten.detach.default: lambda a: aten.clone.default(a),
+}
+
+
+@pytest.mark.parametrize("case", ["input", "intermediate", "detach"])
+def test_view_ops_are_functionalized_before_decomposition(case):
+    # Note [functionalize before decompose]: a view op whose decomposition computes a fresh
+    # tensor is still tracked as a view, so writes through it reach the base (issue 13).
+    def f(x):
+        if case == "input":
+            x[1].fill_(0.0)
+            x[:, 2].sub_(3)
+            return (x + 0,)
+        if case == "detach":
+            y = x * 1
+            y.detach().add_(1)
+            return (y,)
+        b = x.clone()
+        v = b.view(-1)
+        v.add_(1)
+        b.t()[1].fill_(3.0)
+        return (b, v.sum())
+
+    gm = torch.fx.symbolic_trace(f)
+    for _ in range(2):
+        x = torch.randn(4, 4)
+        eager_in, aot_in = x.clone(), x.clone()
+        compiled = aot(gm, [aot_in], fw_compiler=eager_compiler, decompositions=FRESH_VIEWS)
+        assert_same(f(eager_in), compiled(aot_in))
+        assert_same(eager_in, aot_in)
+
+
+def test_view_replay_passes_keyword_only_arguments():
+    # expand(..., *, implicit) regenerated after its base changed
+    def f(x):
+        y = x.clone()
+        e = y[0:1].expand(3, 4)
+        y[0].add_(1)
+        return (e * 1,)
+
+    eager_out, aot_out, *_ = run_both(f, torch.randn(3, 4))
+    assert_same(eager_out, aot_out)
+
+
+def test_dtype_changing_view_of_an_input_keeps_its_dtype():
+    def f(x):
+        c = torch.view_as_complex(x)
+        return (c, torch.view_as_real(c)[1:])
+
+    x = torch.randn(4, 2)
+    compiled = aot(torch.fx.symbolic_trace(f), [x], fw_compiler=eager_compiler)
+    c, r = compiled(x)
+    assert c.dtype == torch.complex64 and c.data_ptr() == x.data_ptr()
+    assert_same((c, r), f(x))
+
+
+def test_writes_through_real_and_imag():
+    def f(x):
+        c = torch.view_as_complex(x.clone())
+        c.real.mul_(2.0)
+        c.imag.add_(1.0)
+        return (c,)
+
+    eager_out, aot_out, *_ = run_both(f, torch.randn(3, 2))
+    assert_same(eager_out, aot_out)
+
+
+def fresh_outputs_compiler(gm, example_inputs):
+    """Returns every output in a buffer of its own (as a kernel compiler does)."""
+    def run(*args):
+        return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm(*args))
+    return run
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_outputs_viewing_one_intermediate_share_its_memory(grad):
+    def f(x):
+        y = x * 2
+        return (y, y[1], y.t(), y[0:2].view(-1))
+
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(3, 4, requires_grad=grad)
+    compiled = aot(gm, [x], fw_compiler=fresh_outputs_compiler)
+    out = compiled(x)
+    assert_same(out, f(x))
+    assert len({o.untyped_storage().data_ptr() for o in out}) == 1
+    if grad:
+        sum(o.sum() for o in out).backward()
+        ref = x.detach().clone().requires_grad_()
+        sum(o.sum() for o in f(ref)).backward()
+        torch.testing.assert_close(x.grad, ref.grad)
+    else:
+        out[1].mul_(0)
+        torch.testing.assert_close(out[0][1], torch.zeros(4))  # the write is seen through y

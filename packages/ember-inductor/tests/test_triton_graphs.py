@@ -188,3 +188,60 @@ def test_interpreted_launch_leaves_triton_language_as_it_was(options):
         [torch.randn(8, 32)], options)
     assert {name: getattr(tl, name) for name in before} == before
     assert tl.core.arange is before_core
+
+
+SPLIT_CASES = {  # Note [split reductions]: (input shape, dims, channels-last input)
+    "bn-stats": ((8, 3, 32, 32), [0, 2, 3], False),          # the batch dim kept as partial rows
+    "bn-stats-channels-last": ((8, 3, 32, 32), [0, 2, 3], True),
+    "batch-1": ((1, 4, 64, 80), [0, 2, 3], True),           # H split as 16 x 4
+    "few-long-rows": ((4, 32768), [1], False),             # the row split as 32 x 1024
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("prim", ["sum", "amax"])
+@pytest.mark.parametrize("case", list(SPLIT_CASES))
+def test_split_reduction(case, prim, device, options):
+    """A reduction of few output rows and long rows runs as two kernels (partials, then their
+    reduction), with the same result as eager."""
+    shape, dims, channels_last = SPLIT_CASES[case]
+    x = torch.randn(shape, device=device)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    run(lambda b, x: b.call(getattr(P, prim).default, x, dims), [x], options, n_kernels=2)
+
+
+def test_split_plan_keeps_rows_and_leaves_long_rest():
+    from ember_inductor.lowering.reductions import split_plan
+    assert split_plan((32, 64, 112, 112), (0, 2, 3)) == [(0, 32), (2, 4)]   # 8192 rows of 3136
+    assert split_plan((1, 64, 112, 112), (0, 2, 3)) == [(2, 28)]           # 1792 rows of 448
+    assert split_plan((2048, 768), (0,)) is None                           # short enough
+    assert split_plan((2048, 4096), (1,)) is None                          # ... or enough rows
+    assert split_plan((4, 32768), (1,)) == [(1, 128)]                      # 512 rows of 256
+
+
+def test_batch_norm_statistics_in_one_pass(options):
+    """Note [batch-norm statistics in one pass]: batch norm's training statistics over long rows
+    run as one pass of partials and one of their reduction (3 kernels with the normalization,
+    not 5), and stay as accurate as eager's with a mean 1e5 times the
+    standard deviation (the naive E[x^2] - E[x]^2 would lose every digit)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    aten = torch.ops.aten
+
+    def bn(x, w, b, rm, rv):
+        return aten._native_batch_norm_legit_functional(x, w, b, rm, rv, True, 0.1, 1e-5)
+
+    def inputs():
+        return [torch.randn(8, 3, 32, 32) * 0.01 + 1000, torch.randn(3), torch.randn(3),
+                torch.randn(3), torch.rand(3) + 0.5]
+    gm = ember_prims.decompose(make_fx(bn, tracing_mode="fake")(*inputs()))
+    cg = compile_graph(gm, inputs(), options)
+    assert len(cg.kernels) == 3, cg.ir
+    for _ in range(2):
+        args = inputs()
+        got = cg(args)
+        want = bn(*[a.double() for a in args])
+        eager = bn(*args)
+        for g, w, e in zip(got, want, eager):
+            err, eager_err = (g.double() - w).abs().max(), (e.double() - w).abs().max()
+            assert err <= 2 * eager_err + 1e-6 * w.abs().max(), (err, eager_err)

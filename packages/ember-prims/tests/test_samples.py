@@ -57,6 +57,8 @@ SAMPLES = [
     (aten.any.dims, lambda: (_r(3, 4, 2) > 1, [1], True)),
     (aten._unsafe_index.Tensor, lambda: (_r(4, 5), [None, torch.tensor([[0, -1], [2, 3]])])),
     (aten._unsafe_index_put.default, lambda: (_r(4, 5), [torch.tensor([0, 2, 0])], _r(3, 5), True)),
+    (aten.index_put.default, lambda: (_r(4, 5), [None, _r(5) > 0], torch.tensor(2.0))),
+    (aten.index_put.default, lambda: (_r(2, 3, 4), [None, _r(3, 4) > 0], torch.tensor([1.5]), True)),
     (aten.adaptive_avg_pool2d.default, lambda: (_r(2, 3, 7, 9), [3, 4])),
     (aten.upsample_nearest2d.default, lambda: (_r(2, 3, 5, 7), [8, 13])),
     (aten.upsample_nearest2d.vec, lambda: (_r(2, 3, 5, 7), None, [2.0, 1.5])),
@@ -148,3 +150,29 @@ def test_extra_decompositions_lower_the_externs():
     torch.testing.assert_close(causal, torch.nn.functional.scaled_dot_product_attention(
         q, k[:, :, :5], v[:, :, :5], is_causal=True))
     assert mm.shape == (3, 2)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_cudnn_batch_norm_decomposes_like_native_batch_norm(training):
+    """Note [vendor batch norm]: cuDNN's forward and backward (what F.batch_norm runs on CUDA)
+    against native_batch_norm and its backward on the same CPU tensors, running statistics
+    updated in place in training."""
+    t = ember_prims.table()
+    x, w, b, g = _r(4, 3, 5, 5), _r(3), _r(3), _r(4, 3, 5, 5)
+    rm, rv = _r(3), _r(3).abs() + .1
+    rm_e, rv_e = rm.clone(), rv.clone()
+    want = aten.native_batch_norm.default(x, w, b, rm_e, rv_e, training, 0.1, 1e-5)
+    with StrictDecompose(t):
+        out, mean, invstd, reserve = t[aten.cudnn_batch_norm.default](x, w, b, rm, rv, training, 0.1, 1e-5)
+        if training:  # in evaluation autograd takes native_batch_norm_backward
+            grads = t[aten.cudnn_batch_norm_backward.default](x, g, w, rm, rv, mean, invstd, 1e-5, reserve)
+    torch.testing.assert_close(out, want[0])
+    torch.testing.assert_close((rm, rv), (rm_e, rv_e))
+    assert reserve.dtype == torch.uint8
+    if training:
+        torch.testing.assert_close((mean, invstd), want[1:])
+        want_grads = aten.native_batch_norm_backward.default(g, x, w, rm_e, rv_e, want[1], want[2], True, 1e-5,
+                                                             [True, True, True])
+        torch.testing.assert_close(grads, want_grads, atol=1e-5, rtol=1.3e-5)
+    else:
+        assert mean.numel() == 0 and invstd.numel() == 0

@@ -4,6 +4,7 @@ backward) compile backward."""
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -11,6 +12,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
+from ember_autograd.errors import AotError, ErrorKind
 from ember_autograd.joint import Signature, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
@@ -57,6 +59,7 @@ class AotFunction:
         self.fw_compiler, self.bw_compiler = fw_compiler, bw_compiler
         self.decompositions, self.partition, self.config = decompositions, partition, config
         self._runners: dict = {}
+        self._warned_aliasing = False
         self.inference: CompiledArtifacts | None = None
         self.training: CompiledArtifacts | None = None
 
@@ -66,7 +69,19 @@ class AotFunction:
         return self.training or self.inference
 
     def __call__(self, *args):
-        return self._runner(args)(args)
+        runner = self._runner(args)
+        try:
+            return runner(args)
+        except AotError as e:
+            # The graphs treat inputs as independent: a call whose mutated input shares memory
+            # with another input (a view and its base, passed across a graph break) runs the
+            # captured graph eagerly, where the write is seen through both.
+            if e.kind is not ErrorKind.ALIASED_MUTATED_INPUT:
+                raise
+            if not self._warned_aliasing:
+                self._warned_aliasing = True
+                warnings.warn(f"ember: {e.reason}; calls with such inputs run eagerly", stacklevel=2)
+            return self.gm(*args)
 
     def _runner(self, args):
         needs_grad = torch.is_grad_enabled() and any(

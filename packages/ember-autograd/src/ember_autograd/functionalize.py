@@ -59,6 +59,15 @@ def _split_back(call, base, y, args, index):
     return call(aten.slice_scatter.default, base, y, dim, start, end, 1)
 
 
+def _expand_back(call, base, y, args, index):
+    # eager refuses to write through an expand that repeats elements; one that only adds size-1
+    # dims holds each element once
+    if y.meta["val"].numel() != base.meta["val"].numel():
+        raise AotTraceError("mutation-through-view", "a write through an expanded view that "
+                            "repeats elements", op=aten.expand.default)
+    return _reshape_back(call, base, y, args, index)
+
+
 VIEW_INVERSES: dict[Any, Callable] = {
     aten.slice.Tensor: lambda call, b, y, a, i: call(aten.slice_scatter.default, b, y, *a),
     aten.select.int: lambda call, b, y, a, i: call(aten.select_scatter.default, b, y, *a),
@@ -75,6 +84,10 @@ VIEW_INVERSES: dict[Any, Callable] = {
     aten.squeeze.dims: _reshape_back,
     aten.unflatten.int: _reshape_back,
     aten.unbind.int: lambda call, b, y, a, i: call(aten.select_scatter.default, b, y, a[0], i),
+    aten.expand.default: _expand_back,
+    aten.view_as_real.default: lambda call, b, y, a, i: call(aten.view_as_complex.default, y),
+    aten.view_as_complex.default: lambda call, b, y, a, i: call(aten.view_as_real.default, y),
+    aten.view.dtype: lambda call, b, y, a, i: call(aten.view.dtype, y, b.meta["val"].dtype),
     aten.split.Tensor: _split_back,
     aten.split_with_sizes.default: _split_back,
 }
@@ -93,6 +106,28 @@ def normalize_args(op, args, kwargs) -> list:
         else:
             raise AotTraceError("bad-call", f"missing argument {arg.name!r}", op=op)
     return out
+
+
+def replayable(chain: tuple) -> bool:
+    """Whether `chain` can be replayed on a real tensor by `replay_view` (no as_strided: its
+    offsets count from a base whose layout the runtime value need not have)."""
+    return all(isinstance(op, torch._ops.OpOverload) and op is not aten.as_strided.default
+               for op, _, _ in chain)
+
+
+def replay_view(base: torch.Tensor, chain: tuple) -> torch.Tensor:
+    """The view `chain` describes, taken of a real `base`."""
+    t = base
+    for op, rest, index in chain:
+        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (t, *rest))))
+        try:
+            out = op(*args, **kwargs)
+        except RuntimeError:  # `view` of a base the compiler laid out differently: a copy
+            if op is not aten.view.default:
+                raise
+            out = aten.reshape.default(*args, **kwargs)
+        t = out[index] if index is not None else out
+    return t
 
 
 def _split_call(op, values: dict) -> tuple[list, dict]:
@@ -216,7 +251,9 @@ class Functionalizer:
         return pytree.tree_map(conv, tree)
 
     # --- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, op, args, kwargs):
+    def dispatch(self, op, args, kwargs, lower: Callable | None = None):
+        """Records `op` functionally. `lower(*args, **kwargs)`, given for a view op, computes the
+        view's value in the graph (its decomposition); the view is tracked as one either way."""
         if op in ALIAS_OPS:
             return self._alias(op, args, kwargs)
         if op in _UNSUPPORTED:
@@ -231,9 +268,23 @@ class Functionalizer:
                 return out
         if is_mutating(op):
             return self._mutation(op, args, kwargs)
-        out = self._record(op, args, kwargs)
-        if is_view(op):
-            self._mark_views(op, args, kwargs, out)
+        if not is_view(op):
+            return self._record(op, args, kwargs)
+        if lower is None:
+            out = self._record(op, args, kwargs)
+        else:
+            out = self._lowered_view(op, args, kwargs, lower)
+        self._mark_views(op, args, kwargs, out)
+        return out
+
+    def _lowered_view(self, op, args, kwargs, lower):
+        # The user's program keeps the view's true fake (its strides, its storage); the graph
+        # holds the decomposition's value, a fresh tensor.
+        value = lower(*args, **kwargs)
+        out = self._record(op, args, kwargs, node=self.node_of(args[0]))  # computes; records nothing
+        outs, values = (out, value) if isinstance(out, (list, tuple)) else ([out], [value])
+        for o, v in zip(outs, values):
+            self.track_base(o, self.node_of(v))
         return out
 
     def _alias(self, op, args, kwargs):
@@ -279,12 +330,21 @@ class Functionalizer:
         multi = isinstance(out, (list, tuple))
         for i, o in enumerate(outs):
             node = self.entries[id(o)].node
-            step = (op, rest, i if multi else None)
-            self.entries[id(o)] = _Entry(e.base, e.chain + (step,), node, self.version(src))
+            if op is aten.as_strided.default:
+                chain = _as_strided_chain(e, src, rest)
+            else:
+                chain = e.chain + ((op, rest, i if multi else None),)
+            self.entries[id(o)] = _Entry(e.base, chain, node, self.version(src))
 
     def _replay(self, step, node):
         op, rest, index = step
-        out = self._call(op, (self.fake_of_node(node), *rest), {})
+        fake = self.fake_of_node(node)
+        if op is _FROZEN_AS_STRIDED:
+            raise AotTraceError("mutation-through-view", f"{op} read after a write to its base")
+        if op is aten.as_strided.default:  # Note [as_strided views]
+            rest = (rest[0], rest[1], rest[2] + fake.storage_offset())
+        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (fake, *rest))))
+        out = self._call(op, tuple(args), kwargs)
         return self.node_of(out[index] if index is not None else out)
 
     def _call_nodes(self, op, *args):
@@ -340,6 +400,24 @@ class Functionalizer:
         self.versions[id(e.base)] += 1
         if e.chain:
             e.node, e.version = new_node, self.versions[id(e.base)]
+
+
+# Note [as_strided views]: as_strided addresses the storage, not its input. Its step is kept
+# with the offset counted from the base's first element, and hangs off the base itself rather
+# than after the chain that produced its input. Replayed on a value, the offset is rebased onto
+# that value's own (a placeholder keeps the input's offset; a computed value starts at 0); its
+# inverse, as_strided_scatter, counts from the start of a copy of the base already. This holds
+# for a contiguous base: a non-contiguous base's storage order is not the order of its values,
+# so a view of it is neither replayed nor written through (the trace fails: ember falls back).
+_FROZEN_AS_STRIDED = "as_strided of a non-contiguous tensor"
+
+
+def _as_strided_chain(e: _Entry, src: torch.Tensor, rest: tuple) -> tuple:
+    size, stride, offset = rest
+    offset = src.storage_offset() if offset is None else offset
+    if not e.base.is_contiguous():
+        return e.chain + ((_FROZEN_AS_STRIDED, rest, None),)
+    return ((aten.as_strided.default, (size, stride, offset - e.base.storage_offset()), None),)
 
 
 _UNSUPPORTED = {aten.resize_.default, aten.set_.source_Tensor, aten.set_.source_Storage,

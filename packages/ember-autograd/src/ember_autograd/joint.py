@@ -12,6 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from ember_autograd.errors import AotTraceError
+from ember_autograd.functionalize import replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
 
 
@@ -26,6 +27,17 @@ class AliasOutput:
     storage_offset: int
     requires_grad: bool
     identity: bool  # the output is the input itself
+    dtype: torch.dtype | None = None  # set when the view reinterprets the input's dtype (view_as_complex)
+
+
+@dataclass(frozen=True)
+class ViewOutput:
+    """A user output that is a view of an intermediate that another user output also views (or
+    is): graph output `base_output` holds that intermediate; the runtime takes the view of it by
+    replaying `chain` (Note [Functionalization]), so that the outputs share memory as in eager."""
+
+    base_output: int
+    chain: tuple
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,8 @@ class Signature:
     Graph outputs: `num_graph_outputs` user outputs, then the new value of each mutated input
     (`mutated_inputs`, positions among the tensor inputs), then, in a joint graph, the gradient
     of each tensor input in `grad_inputs` (None where unused).
-    `outputs` rebuilds the user's outputs: ("graph", k) | ("alias", AliasOutput) | ("const", v)."""
+    `outputs` rebuilds the user's outputs: ("graph", k) | ("alias", AliasOutput) |
+    ("view", ViewOutput) | ("const", v)."""
 
     tensor_inputs: tuple[int, ...]
     int_inputs: tuple[tuple[int, Any], ...]
@@ -132,18 +145,31 @@ class _Session:
         fn = self.tracer.functional
         primal_ids = {id(p): k for k, p in enumerate(self.primals)}
         kinds, nodes = [], []
+        shared = _shared_bases(flat, fn, primal_ids)
+        base_output: dict[int, int] = {}
+
+        def graph_output(t) -> int:
+            nodes.append(self.tracer.node_of(t))
+            self.graph_out_fakes.append(t)
+            return len(nodes) - 1
+
         for o in flat:
             if not isinstance(o, torch.Tensor):
                 kinds.append(("const", o))
                 continue
-            base = fn.entries[id(o)].base if fn.is_tracked(o) else None
+            entry = fn.entries.get(id(o))
+            base = entry.base if entry is not None else None
             if base is not None and id(base) in primal_ids:
                 kinds.append(("alias", AliasOutput(primal_ids[id(base)], tuple(o.shape), tuple(o.stride()),
-                                                   o.storage_offset(), o.requires_grad, o is base)))
-                continue
-            kinds.append(("graph", len(nodes)))
-            nodes.append(self.tracer.node_of(o))
-            self.graph_out_fakes.append(o)
+                                                   o.storage_offset(), o.requires_grad, o is base,
+                                                   None if o.dtype == base.dtype else o.dtype)))
+            elif base is not None and id(base) in shared:
+                if id(base) not in base_output:
+                    base_output[id(base)] = graph_output(base)
+                k = base_output[id(base)]
+                kinds.append(("graph", k) if o is base else ("view", ViewOutput(k, entry.chain)))
+            else:
+                kinds.append(("graph", graph_output(o)))
         mutated = tuple(k for k, p in enumerate(self.primals) if fn.version(p) > 0)
         num_graph = len(nodes)
         nodes += [fn.node_of(self.primals[k]) for k in mutated]
@@ -163,3 +189,14 @@ class _Session:
         gm = torch.fx.GraphModule(self.root, self.graph)
         gm.graph.lint()
         return gm
+
+
+def _shared_bases(flat: list, fn, primal_ids: dict) -> set[int]:
+    """Intermediates that two or more user outputs are, or view through replayable chains."""
+    count: dict[int, int] = {}
+    for o in flat:
+        entry = fn.entries.get(id(o)) if isinstance(o, torch.Tensor) else None
+        if entry is None or id(entry.base) in primal_ids or not replayable(entry.chain):
+            continue
+        count[id(entry.base)] = count.get(id(entry.base), 0) + 1
+    return {b for b, n in count.items() if n > 1}

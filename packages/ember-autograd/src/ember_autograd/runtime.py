@@ -10,6 +10,7 @@ from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from ember_autograd.errors import AotError
+from ember_autograd.functionalize import replay_view
 from ember_autograd.joint import AliasOutput, Signature
 
 
@@ -54,9 +55,21 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
         return
+    # One _foreach_copy_ per (device, dtype) group: a ResNet step writes back ~160 batch-norm
+    # buffers, and on CUDA a list mixing dtypes (float statistics, int64 num_batches_tracked)
+    # falls back to one copy_ per tensor.
+    groups: dict = {}
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
-            tensors[k].copy_(value)
+            dst = tensors[k]
+            if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
+                dst.copy_(value)  # broadcast, cross-device or converting: the general path
+            else:
+                dsts, srcs = groups.setdefault((dst.device, dst.dtype), ([], []))
+                dsts.append(dst)
+                srcs.append(value)
+        for dsts, srcs in groups.values():
+            torch._foreach_copy_(dsts, srcs)
 
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
@@ -66,6 +79,8 @@ def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: lis
             flat.append(graph_outputs[what])
         elif kind == "alias":
             flat.append(_regenerate(what, tensors[what.input_index]))
+        elif kind == "view":
+            flat.append(replay_view(graph_outputs[what.base_output], what.chain))
         else:
             flat.append(what)
     rebuild = getattr(sig, "_rebuild", None)
@@ -88,8 +103,18 @@ def _rebuilder(spec):
 def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
     if alias.identity:
         return real
+    if alias.dtype is not None:  # strides and offset count elements of the view's dtype
+        real = _reinterpret(real, alias.dtype)
     out = real.as_strided(alias.size, alias.stride, alias.storage_offset)
     return out if alias.requires_grad else out.detach()
+
+
+def _reinterpret(real: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    try:
+        return real.view(dtype)  # keeps autograd; needs a last dim of stride 1
+    except RuntimeError:  # any layout: the input's whole storage, read as `dtype`
+        with torch.no_grad():
+            return torch.empty(0, dtype=dtype, device=real.device).set_(real.untyped_storage())
 
 
 class InferenceRunner:

@@ -8,6 +8,7 @@ backward's, exactly as they run in eager.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 
 import torch
@@ -27,7 +28,7 @@ from torch.utils._python_dispatch import (
 )
 
 from ember_autograd.errors import AotError, AotTraceError
-from ember_autograd.functionalize import Functionalizer, writes_arguments
+from ember_autograd.functionalize import Functionalizer, is_view, writes_arguments
 
 # FakeTensor's way of saying "this op has no static answer": turned into AotTraceError.
 _FAKE_FAILURES = {
@@ -116,22 +117,46 @@ class AtenTracer(TorchDispatchMode):
         decomposition = self.decompositions.get(func)
         if decomposition is not None and writes_arguments(func, args, kwargs):
             decomposition = None  # Note [functionalize before decompose]
+        if is_view(func) and func.namespace != "ember_prims":
+            return self._view(func, args, kwargs, decomposition)
         if decomposition is not None and func.namespace != "ember_prims" and func not in self._active:
             # an op is not decomposed again inside its own decomposition: that call is the base case
-            self._active.add(func)
-            try:
-                with self._on_top():
-                    return decomposition(*args, **kwargs)
-            finally:
-                self._active.discard(func)
+            return self._run_decomposition(func, decomposition, *args, **kwargs)
         if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
             with self._on_top():
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
+        return self._functionalize(func, args, kwargs)
+
+    def _view(self, func, args, kwargs, decomposition):
+        # Note [functionalize before decompose]: a view op is tracked as a view of its input
+        # before it is decomposed (its decomposition only computes the view's value), so that a
+        # write through it reaches its base and the base's other views. A view op with an ATen
+        # decomposition of its own (reshape, narrow, flatten...) is first broken into the view
+        # ops eager would run: reshape is a view, or a copy, depending on the input's strides.
+        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+            with self._on_top():
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        lower = None
+        if decomposition is not None and func not in self._active:
+            lower = functools.partial(self._run_decomposition, func, decomposition)
+        return self._functionalize(func, args, kwargs, lower)
+
+    def _run_decomposition(self, func, decomposition, *args, **kwargs):
+        self._active.add(func)
+        try:
+            with self._on_top():
+                return decomposition(*args, **kwargs)
+        finally:
+            self._active.discard(func)
+
+    def _functionalize(self, func, args, kwargs, lower=None):
         args, kwargs = self.functional.as_fakes((args, kwargs))
         try:
-            return self.functional.dispatch(func, args, kwargs)
+            return self.functional.dispatch(func, args, kwargs, lower)
         except AotError as e:
             if e.stack_trace is None:
                 raise type(e)(e.kind, e.reason, op=e.op or func, stack_trace=self.current_stack_trace()) from e

@@ -23,6 +23,18 @@ from .config import Unsupported
 from .variables import ConstVar, ExitVar, ListVar, NullVar, TensorVar, TupleVar, Var
 
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
+
+# Note [in-place operators in FX code]: FX prints `operator.iadd(a, b)` as `a += b; iadd = a`,
+# which is valid Python only when `a` is a graph value (a name). An in-place operator whose left
+# operand is not a graph value (`buckets = 0; buckets += t`) is the plain operator in Python
+# (int has no __iadd__: `0 + t`, i.e. t.__radd__(0)), and it is recorded as such.
+_PLAIN_OF_INPLACE = {
+    operator.iadd: operator.add, operator.iand: operator.and_, operator.ifloordiv: operator.floordiv,
+    operator.ilshift: operator.lshift, operator.imatmul: operator.matmul, operator.imod: operator.mod,
+    operator.imul: operator.mul, operator.ior: operator.or_, operator.ipow: operator.pow,
+    operator.irshift: operator.rshift, operator.isub: operator.sub, operator.itruediv: operator.truediv,
+    operator.ixor: operator.xor,
+}
 # Results of these are Python values that depend on tensor data, or on storage identity.
 _DATA_METHODS = frozenset({
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__repr__",
@@ -94,6 +106,8 @@ class OutputGraph:
         """Record ``target(*args, **kwargs)`` (kind: call_function or call_method)."""
         if kind == "call_method" and target in _DATA_METHODS:
             raise Unsupported("data_dependent", f"Tensor.{target}() needs tensor data")
+        if target in _PLAIN_OF_INPLACE and not isinstance(args[0], TensorVar):
+            target = _PLAIN_OF_INPLACE[target]  # Note [in-place operators in FX code]
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         try:

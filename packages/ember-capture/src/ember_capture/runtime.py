@@ -200,6 +200,15 @@ class FrameState:
                 return self.eager_entry(tr, Unsupported("cannot_resume", f"{err.reason if err else ''}; "
                                                         f"cannot resume after it: {e}",
                                                         err.location if err else None))
+            except SyntaxError as e:  # Note [internal errors]: code ember generated does not compile
+                if config.raise_internal:
+                    raise
+                error = Unsupported("internal", f"ember generated invalid code ({e.msg}: "
+                                    f"{(e.text or '').strip()!r})",
+                                    (self.code.co_filename, self.code.co_firstlineno))
+                if config.fullgraph:
+                    raise error from e
+                return self.eager_entry(tr, error)
         return self.eager_entry(tr, Unsupported("too_many_breaks", "too many graph breaks"))
 
     def build_entry(self, tr, plan, breaks):

@@ -100,8 +100,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
         lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options,
-                              channels_last=options.conv_layout == "channels_last"
-                              or (options.conv_layout == "auto" and backend_name == "cpp"))
+                              channels_last=options.conv_layout in ("channels_last", "auto"),
+                              split_reductions=backend_name == "triton")
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory

@@ -34,7 +34,7 @@ class InductorOptions:
     cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
     num_threads: int | None = None     # OpenMP threads of C++ kernels (None: OpenMP's default)
     compile_workers: int = 4           # kernels compiled in parallel
-    conv_layout: str = "auto"          # auto: channels_last on the C++ backend, else preserve;
+    conv_layout: str = "auto"          # auto: channels_last in graphs with 2-D convolutions;
                                        # see Note [channels-last convolutions]
 
     def __post_init__(self):

@@ -62,6 +62,7 @@ class LoweringContext:
         self._realized: dict[int, tuple] = {}  # id(lazy value) -> (lazy value, its buffer)
         self.relaid: set[int] = set()  # ids of buffers laid out channels-last for a convolution
         self.channels_last_graph = False  # set by lower_graph: see Note [channels-last convolutions]
+        self.split_reductions = False  # set by lower_graph: see Note [split reductions]
 
     def new_name(self, prefix="buf") -> str:
         self._count += 1
@@ -168,10 +169,12 @@ LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.d
 #     escape), except the outputs that the output node's meta["ember_saved_outputs"] marks as
 #     saved for the backward: those leave channels-last, and ember_autograd compiles the
 #     backward for the layouts it receives.
-#     `conv_layout="auto"` (the default) chooses this on the C++ backend only: on an H100 it
-#     made resnet50's training step slower (0.77x -> 0.60x eager at batch 32). There, batch norm
-#     is cuDNN's (`cudnn_batch_norm`, an extern without a decomposition yet), whose outputs keep
-#     their recorded NCHW layout, so `fit` copied them back: 5.9 ms of copies per step.
+#     `conv_layout="auto"` (the default) chooses this on both backends. On the Triton backend it
+#     used to make resnet50's training step slower on an H100 (0.77x -> 0.60x eager at batch
+#     32): batch norm was cuDNN's extern, whose NCHW outputs `fit` copied back (5.9 ms a step).
+#     Batch norm now decomposes (Note [vendor batch norm]), and its per-channel statistics over
+#     channels-last memory are column reductions, split in two kernels when the rows are few
+#     (Note [split reductions]).
 CONV_ACTIVATION_ARGS = {
     torch.ops.aten.convolution.default: (0,),                 # input
     torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
@@ -232,11 +235,14 @@ def prim_name(target) -> str | None:
     return None
 
 
-def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool = False) -> LoweredGraph:
+def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool = False,
+                split_reductions: bool = False) -> LoweredGraph:
     """Walk the graph once, lowering each node by table; unknown ops become extern calls.
     `channels_last`: lay out 2-D convolutions' activations channels-last (Note [channels-last
-    convolutions]), if the graph has any."""
+    convolutions]), if the graph has any. `split_reductions`: reduce long rows of few-row
+    reductions in two kernels (Note [split reductions])."""
     ctx = LoweringContext(options)
+    ctx.split_reductions = split_reductions
     ctx.channels_last_graph = channels_last and _has_conv_2d(gm)
     env: dict[fx.Node, object] = {}
     inputs, constants = [], []

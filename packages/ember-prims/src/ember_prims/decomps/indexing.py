@@ -2,7 +2,7 @@
 
 The prims take in-range int64 indices of one shape; here negative indices are wrapped, int32
 converted and index tensors broadcast. Boolean masks have data-dependent shapes and are rejected,
-except in `index_put` with a single full mask and a one-element value (a `where`).
+except in `index_put` with a single mask (and full slices) and a one-element value (a `where`).
 """
 from __future__ import annotations
 
@@ -84,10 +84,12 @@ def index(a, indices):
 @register(aten.index_put.default, aten._unsafe_index_put.default)
 def index_put(a, indices, values, accumulate=False):
     indices = list(indices)
-    masks = [i for i in indices if i is not None and i.dtype == torch.bool]
-    if masks and len(indices) == 1 and values.numel() == 1:
-        mask = indices[0]
-        m = P.broadcast_in_dim(mask, list(a.shape), list(range(mask.dim())))
+    masks = [k for k, i in enumerate(indices) if i is not None and i.dtype == torch.bool]
+    present = [i for i in indices if i is not None]
+    if len(masks) == 1 and len(present) == 1 and values.numel() == 1:
+        # y[:, mask] = v: a `where` over the dims the mask covers (each None before it is one dim)
+        k, mask = masks[0], indices[masks[0]]
+        m = P.broadcast_in_dim(mask, list(a.shape), list(range(k, k + mask.dim())))
         v = broadcast_to(reshape(convert(values, a.dtype), []), a.shape)
         return P.where(m, P.add(a, v) if accumulate else v, a)
     while indices and indices[-1] is None:

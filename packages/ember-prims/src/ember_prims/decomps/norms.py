@@ -9,9 +9,11 @@ in-place update is dropped (graphs reaching us are functional and use
 """
 from __future__ import annotations
 
+import torch
+
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
-    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, sum_dims,
+    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, slice_dim, sum_dims,
 )
 
 
@@ -85,10 +87,34 @@ def _channel(v, like):
     return P.broadcast_in_dim(convert(v, like.dtype), list(like.shape), [1])
 
 
+def _shifted_mean_rstd(x, dims, eps):
+    """Note [batch-norm statistics in one pass]
+    Batch norm's mean and variance reduce over every dim but the channel: long rows, split in
+    two kernels on the GPU. Computed as mean then variance of (x - mean), the variance's
+    reduction waits for the mean's, so four reduction kernels run per batch norm. With a shift
+    K per channel (its first element), var = E[(x-K)^2] - E[x-K]^2 holds exactly and both sums
+    are independent, so they share one pass; K lies within the data, so the subtraction loses
+    about as little as the two-pass form (the naive E[x^2] - E[x]^2, K = 0, loses everything
+    when |mean| >> std). Rounding cannot make the variance negative: clamped at 0."""
+    n = numel_of(x.shape, dims)
+    k = x
+    for d in dims:
+        k = slice_dim(k, d, 0, 1)
+    d = P.sub(x, broadcast_to(k, x.shape))
+    inv_n = full(k.shape, 1 / n, x.dtype, x.device)
+    m1 = P.mul(sum_dims(d, dims, True), inv_n)
+    m2 = P.mul(sum_dims(P.mul(d, d), dims, True), inv_n)
+    var = P.maximum(P.sub(m2, P.mul(m1, m1)), full(k.shape, 0, x.dtype, x.device))
+    mean = P.add(k, m1)
+    rstd = P.rsqrt(P.add(var, full(var.shape, eps, x.dtype, x.device)))
+    return mean, var, rstd, P.sub(x, broadcast_to(mean, x.shape))
+
+
 def _bn_train(a, weight, bias, eps):
     dims = _bn_dims(a)
     x = convert(a, opmath(a.dtype))
-    mean, var, rstd, d = _mean_rstd(x, dims, eps)
+    stats = _shifted_mean_rstd if all(a.shape[d] > 0 for d in dims) else _mean_rstd
+    mean, var, rstd, d = stats(x, dims, eps)
     y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, [1])
     squeeze = lambda t: reshape(t, [a.shape[1]])  # noqa: E731
     return convert(y, a.dtype), squeeze(mean), squeeze(var), squeeze(rstd)
@@ -204,6 +230,52 @@ def native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_
     if output_mask[2]:
         gb = convert(sum_g, weight.dtype if weight is not None else a.dtype)
     return gi, gw, gb
+
+
+# Note [vendor batch norm]
+#     On CUDA, `F.batch_norm` reaches the tracer as `cudnn_batch_norm` (ROCm: `miopen_batch_norm`):
+#     `batch_norm` is a composite op that picks the vendor kernel by device, below autograd, so
+#     the backward is `cudnn_batch_norm_backward`. Both forms are the same function as
+#     native_batch_norm (cuDNN's `save_var` is the inverse standard deviation, like
+#     native_batch_norm's `save_invstd`) and decompose through it, so the statistics and the
+#     normalization fuse with the pointwise work around them like any other kernel. Routing the
+#     forward through `aten.native_batch_norm` keeps its running-statistics update (a mutation
+#     its schema does not declare) on the path the tracer functionalizes. The reserve space is
+#     cuDNN's scratch memory for its own backward: empty here.
+def _vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    out, mean, invstd = aten.native_batch_norm.default(a, weight, bias, running_mean, running_var,
+                                                       training, momentum, eps)
+    if not training:  # cuDNN returns no statistics in evaluation
+        empty = full([0], 0, weight.dtype if weight is not None else a.dtype, a.device)
+        mean, invstd = empty, P.clone(empty)
+    return out, mean, invstd
+
+
+@register(aten.cudnn_batch_norm.default)
+def cudnn_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    reserve = full([0], 0, torch.uint8, a.device)
+    return (*_vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps), reserve)
+
+
+@register(aten.miopen_batch_norm.default)
+def miopen_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _vendor_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps):
+    # called only for training-mode forwards (autograd uses native_batch_norm_backward in eval)
+    return native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_mean, save_var,
+                                      True, eps, [True, True, True])
+
+
+@register(aten.cudnn_batch_norm_backward.default)
+def cudnn_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps, reserve):
+    return _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps)
+
+
+@register(aten.miopen_batch_norm_backward.default)
+def miopen_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps):
+    return _vendor_batch_norm_backward(a, grad, weight, running_mean, running_var, save_mean, save_var, eps)
 
 
 # group norm ----------------------------------------------------------------------------------
