@@ -428,14 +428,7 @@ def _user_protocol(fr, obj, name, args):
 _SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
 
 
-# `a op= b` where `a` is not a tensor: Python falls back to `a = a op b` (an int has no __iadd__).
-_INPLACE_TO_PLAIN = {getattr(operator, f"i{n.rstrip('_')}"): getattr(operator, n) for n in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift")}
-
-
 def binary(fr, fn, a: Var, b: Var) -> Var:
-    if isinstance(b, TensorVar) and not isinstance(a, TensorVar):
-        fn = _INPLACE_TO_PLAIN.get(fn, fn)
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         return fr.tr.graph.call("call_function", fn, [a, b], {})
     if isinstance(a, ConstVar) and isinstance(b, ConstVar):
