@@ -1,28 +1,91 @@
-"""CUDAGraphRunner on the CPU: inputs that are not all CUDA tensors run as they are, every
-call, with nothing captured (Note [cudagraph safety])."""
+"""CUDA graphs where there is no GPU, and the facade's side of them that needs none: the two
+spellings of the option, the log, which inputs count as parameters and buffers."""
+import pytest
 import torch
 
-from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+import ember
+from ember.cudagraphs import GraphRunner, graph_label, static_positions
+from ember.settings import make_settings
+
+pytestmark = pytest.mark.usefixtures("fresh_ember")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 
 
-def test_cpu_inputs_run_the_function_every_call():
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.lin(x)))
+
+
+@no_cuda
+@pytest.mark.parametrize("kwargs", [dict(mode="reduce-overhead"), dict(options={"triton.cudagraphs": True}),
+                                    dict(options={"cudagraphs": True})])
+def test_reduce_overhead_without_a_gpu_runs_and_says_why_once(kwargs):
+    model = Net().eval()
+    with pytest.warns(UserWarning, match="CUDA graphs .* need a CUDA device") as record:
+        f = ember.compile(model, **kwargs)
+    assert len([w for w in record if "CUDA graphs" in str(w.message)]) == 1
+    with torch.no_grad():
+        for _ in range(3):  # new inputs each call: the guards' second call too
+            x = torch.randn(4, 8)
+            torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+@no_cuda
+def test_cudagraphs_backend_without_a_gpu_is_unavailable_and_says_why():
+    assert "cudagraphs" not in ember.list_backends()
+    with pytest.raises(ember.BackendUnavailable, match="no CUDA device"):
+        ember.compile(Net(), backend="cudagraphs")
+
+
+def test_torch_spelling_of_the_option_is_the_inductors_cudagraphs():
+    settings = make_settings(backend_name="inductor", fullgraph=False, dynamic=None, mode=None,
+                             options={"triton.cudagraphs": True}, env={})
+    assert settings.options == {"cudagraphs": True}
+    assert make_settings(backend_name="inductor", fullgraph=False, dynamic=None, mode="reduce-overhead",
+                         options=None, env={}).options["cudagraphs"] is True
+
+
+def test_cudagraphs_is_a_log_name():
+    settings = make_settings(backend_name="inductor", fullgraph=False, dynamic=None, mode=None,
+                             options=None, env={"EMBER_LOGS": "cudagraphs"})
+    assert settings.logs == {"cudagraphs"}
+
+
+def test_parameters_and_buffers_are_the_static_inputs():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((gm, example_inputs))
+        return gm.forward
+
+    model = Net()
+    ember.compile(model, backend=backend)(torch.randn(4, 8))
+    gm, example_inputs = seen[0]
+    static = static_positions(gm, example_inputs)
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    names = {n.name for k, n in enumerate(p for p in gm.graph.nodes if p.op == "placeholder") if k in static}
+    state = {id(t) for t in [*model.parameters(), *model.buffers()]}
+    assert {k for k, t in enumerate(tensors) if id(t) in state} == static
+    assert len(static) == len(tensors) - 1 and len(names) == len(static)  # all but the batch
+    assert graph_label(gm).startswith("the graph at test_cudagraphs_cpu.py:")
+
+
+def test_graph_runner_on_cpu_inputs_runs_the_function_every_call():
     calls = []
 
-    def fn(*args):
+    def fn(args):
         calls.append(args)
-        return (args[0] + args[1],)
+        return [args[0] + args[1]]
 
-    runner = CUDAGraphRunner(fn)
+    fn._boxed_call = True
+    runner = GraphRunner(fn, label="a graph", pool=None)
     assert runner._boxed_call  # called f(list) by ember_autograd
-    for _ in range(4):  # past the warm-ups: still no graph on the CPU
+    for _ in range(4):  # past the warm-up and the recording call: no graph on the CPU
         x, y = torch.randn(3), torch.randn(3)
         torch.testing.assert_close(runner([x, y])[0], x + y)
-    assert len(calls) == 4 and runner.graph is None and runner.calls == 0
-
-
-def test_compiler_wraps_the_graph():
-    gm = torch.fx.symbolic_trace(lambda x: (x.cos(),))
-    x = torch.randn(5)
-    runner = cudagraph_compiler(gm, [x])
-    assert isinstance(runner, CUDAGraphRunner)
-    torch.testing.assert_close(runner([x])[0], x.cos())
+    assert len(calls) == 4 and runner.rec is None and runner.disabled == "an input is not a CUDA tensor"

@@ -99,6 +99,7 @@ class AotFunction:
         with _timed(timings, "trace"):
             traced = trace_inference(self.gm, args, self.decompositions)
         self._check(traced.gm)
+        _mark_mutations(traced.gm, traced.signature)
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(traced.gm, _example_inputs(traced.gm))
         self.inference = CompiledArtifacts("inference", traced.signature, traced.gm, timings=timings)
@@ -118,8 +119,10 @@ class AotFunction:
         # Outputs from here on are saved for the backward, which is compiled (at the first
         # backward) for the layouts they arrive in: the forward's compiler may choose them.
         part.forward.graph.output_node().meta["ember_saved_outputs"] = sig.num_fw_outputs
+        _mark_mutations(part.forward, sig)
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(part.forward, _example_inputs(part.forward))
+        part.backward.meta["ember_compiled_forward"] = forward  # Note [compiler metadata]
         self.training = CompiledArtifacts("training", sig, part.forward, part.backward, traced.gm,
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
@@ -161,6 +164,13 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn
+
+
+def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:
+    # Note [compiler metadata] (runtime.py): (output position, input position) of each new value
+    # of a mutated input, for a compiled forward that writes them itself (`applies_mutations`).
+    gm.graph.output_node().meta["ember_mutations"] = tuple(
+        (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs))
 
 
 def _autocast_state() -> tuple:

@@ -51,6 +51,24 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
                                f"with input {sig.tensor_inputs[j]}; not supported")
 
 
+# Note [compiler metadata]: what this layer writes for its compilers, beyond `meta["val"]`:
+# - forward output node `meta["ember_saved_outputs"]`: training forward outputs from that
+#   position on are saved for the backward (the inductor chooses their layout);
+# - forward output node `meta["ember_mutations"]`: (output position, input position) pairs, the
+#   new value of each mutated input;
+# - backward `gm.meta["ember_compiled_forward"]`: the callable the forward's compiler returned
+#   (a compiler that replays both as CUDA graphs pairs them: the facade's cudagraphs.py).
+#
+# Note [compiled mutations]: a compiled forward whose `applies_mutations` is true writes the
+# new values of mutated inputs itself (inside a CUDA graph, say), saved values that are mutated
+# inputs keeping their old value, and may return None in place of those new values; the runtime
+# then skips `replay_mutations` and its own copy of those saved values.
+
+
+def applies_mutations(fn: Callable) -> bool:
+    return getattr(fn, "applies_mutations", False)
+
+
 def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
@@ -127,7 +145,8 @@ class InferenceRunner:
         tensors = tensor_args(self.sig, args)
         outs = call_compiled(self.forward, tensors)
         n = self.sig.num_graph_outputs
-        replay_mutations(self.sig, tensors, outs[n:])
+        if not applies_mutations(self.forward):
+            replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, outs[:n])
 
 
@@ -156,7 +175,8 @@ class TrainingRunner:
         tensors = tensor_args(self.sig, args)
         outs = self.function.apply(*tensors)
         n = self.sig.num_graph_outputs
-        replay_mutations(self.sig, tensors, outs[n:])
+        if not applies_mutations(self.forward):
+            replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, list(outs[:n]))
 
 
@@ -164,15 +184,17 @@ def _make_function(runner: TrainingRunner):
     sig = runner.sig
     n_fw = sig.num_fw_outputs
     diff = set(sig.diff_outputs)
+    copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *tensors):
             outs = call_compiled(runner.forward, list(tensors))
             fw_outs, saved = outs[:n_fw], outs[n_fw:]
-            mutated = {id(tensors[k]) for k in sig.mutated_inputs}
-            # a saved input that the runtime is about to overwrite keeps its old value
-            saved = [s.clone() if id(s) in mutated else s for s in saved]
+            if copy_mutated_saved:
+                # a saved input that the runtime is about to overwrite keeps its old value
+                mutated = {id(tensors[k]) for k in sig.mutated_inputs}
+                saved = [s.clone() if id(s) in mutated else s for s in saved]
             ctx.save_for_backward(*saved)
             ctx.mark_non_differentiable(*[o for k, o in enumerate(fw_outs)
                                           if k not in diff and isinstance(o, torch.Tensor)])

@@ -12,8 +12,9 @@ import types
 import torch
 
 from . import semantics as S
+from .attributes import generic_getattr, module_store_attr
 from .builder import wrap
-from .calls import call
+from .calls import call, module_call_impl
 from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .tables import registrar
@@ -127,7 +128,10 @@ def _getattr(fr, args, kwargs):
 
 def _hasattr(fr, obj, name) -> bool:
     if isinstance(obj, (ObjVar, ConstVar)):
-        return hasattr(obj.value, name)
+        found = hasattr(obj.value, name)
+        if isinstance(obj, ObjVar) and obj.source is not None:  # an attribute added or deleted later
+            fr.tr.guards.add(obj.source, f"hasattr(X, {name!r}) is {found}")
+        return found
     if isinstance(obj, TensorVar):
         return hasattr(obj.fake, name)
     if isinstance(obj, NewObjVar):
@@ -140,6 +144,29 @@ def _hasattr(fr, obj, name) -> bool:
 @builtin(hasattr)
 def _hasattr_builtin(fr, args, kwargs):
     return ConstVar(_hasattr(fr, args[0], S.const_value(args[1])))
+
+
+# Called explicitly (`super().__call__(x)` in a class that overrides __call__, or
+# `super().__getattr__(name)` in one that overrides __getattr__): Module's own behaviour.
+@builtin(torch.nn.Module.__call__, torch.nn.Module._call_impl)
+def _module_call(fr, args, kwargs):
+    if not (args and isinstance(args[0], ObjVar) and isinstance(args[0].value, torch.nn.Module)):
+        raise Unsupported("unsupported_call", "Module.__call__ on a non-module")
+    return module_call_impl(fr, args[0], args[1:], kwargs)
+
+
+@builtin(object.__getattribute__)
+def _object_getattribute(fr, args, kwargs):
+    if not (len(args) == 2 and isinstance(args[0], ObjVar)):
+        raise Unsupported("unsupported_call", "object.__getattribute__ on a value built in the trace")
+    return generic_getattr(fr, args[0], S.const_value(args[1]))
+
+
+@builtin(torch.nn.Module.__getattr__)
+def _module_getattr(fr, args, kwargs):
+    if not (len(args) == 2 and isinstance(args[0], ObjVar) and isinstance(args[0].value, torch.nn.Module)):
+        raise Unsupported("unsupported_call", "Module.__getattr__ on a non-module")
+    return module_store_attr(fr, args[0], S.const_value(args[1]))
 
 
 @builtin(callable)

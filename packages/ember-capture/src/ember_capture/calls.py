@@ -13,6 +13,7 @@ import weakref
 import torch
 import torch.nn.modules.module as _module_mod
 
+from .attributes import CONTAINER_TYPES, MODULE_CALLS, bind_class_attr, class_lookup, is_container_method
 from .builder import wrap
 from .config import Unsupported
 from .frame import Frame
@@ -20,7 +21,7 @@ from .library import inlinable_file
 from .tables import registrar
 from .containers import call_container_method
 from . import semantics as S
-from .semantics import is_container_method, const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
+from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
     BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
@@ -114,7 +115,7 @@ def _call_obj(fr, fn, args, kwargs):
         return call_container_method(fr, value, args, kwargs,
                                      lambda r, name, a, k: _call_method(fr, MethodVar(r, name), a, k))
     if isinstance(value, torch.nn.Module):
-        return inline_module(fr, fn, args, kwargs)
+        return call_module(fr, fn, args, kwargs)
     if isinstance(value, types.FunctionType):
         return inline(fr, fn, args, kwargs)
     if isinstance(value, types.MethodType):
@@ -153,17 +154,26 @@ def tensor_method(fr, t, name, args, kwargs):
 
 
 # -- inlining ----------------------------------------------------------------------------
-def inline_module(fr, mvar: ObjVar, args, kwargs):
+def call_module(fr, mvar: ObjVar, args, kwargs):
+    """`m(...)` runs `type(m).__call__`: Module.__call__ unless the class overrides it (Note
+    [Attribute lookup] guards which)."""
+    call_fn = class_lookup(fr.tr, type(mvar.value), "__call__")
+    if call_fn in MODULE_CALLS:
+        return module_call_impl(fr, mvar, args, kwargs)
+    return call(fr, bind_class_attr(fr, mvar, call_fn, "__call__"), args, kwargs)
+
+
+def module_call_impl(fr, mvar: ObjVar, args, kwargs):
+    """Module.__call__ without hooks: `self.forward(...)`, with forward looked up as Python does
+    (a forward set on the instance wins over the class's)."""
     m = mvar.value
     if (m._backward_hooks or m._backward_pre_hooks or _module_mod._global_forward_hooks
             or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
             or getattr(m, "_forward_hooks_always_called", None)):
         raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
-    forward = type(m).forward
-    if not isinstance(forward, types.FunctionType):
-        raise Unsupported("unsupported_call", f"{type(m).__name__}.forward is not a Python function")
+    forward = getattr_var(fr, mvar, "forward")
     if not (m._forward_hooks or m._forward_pre_hooks):
-        return inline(fr, ObjVar(forward), [mvar] + list(args), kwargs)
+        return call(fr, forward, args, kwargs)
     return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
 
 
@@ -189,7 +199,7 @@ def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):
             result = call(fr, wrap(tr, hook, None), [mvar, TupleVar(args)], {})
             if not S.is_same(result, ConstVar(None)):
                 args = unpack(fr, result) if isinstance(result, TupleVar) else [result]
-    output = inline(fr, ObjVar(forward), [mvar] + args, kwargs)
+    output = call(fr, forward, args, kwargs)
     for hook_id, hook in m._forward_hooks.items():
         hook_args = [mvar, TupleVar(args)] + ([DictVar(kwargs)] if hook_id in m._forward_hooks_with_kwargs else [])
         result = call(fr, wrap(tr, hook, None), hook_args + [output], {})
@@ -333,7 +343,7 @@ def _new_instance(cls):
     meta_call = next(k.__dict__["__call__"] for k in type(cls).__mro__ if "__call__" in k.__dict__)
     if meta_call is not _TYPE_CALL:
         return None
-    base = next((b for b in cls.__mro__ if b in S.CONTAINER_TYPES), None)
+    base = next((b for b in cls.__mro__ if b in CONTAINER_TYPES), None)
     if base is None:
         return NewObjVar(cls, {}) if cls.__new__ is object.__new__ else None
     if base in _INSTANCE_BASES and cls.__new__ is base.__new__ and "__slots__" not in cls.__dict__:

@@ -56,6 +56,7 @@ class BreakReason:
     filename: str | None = None
     lineno: int | None = None
     source_line: str | None = None
+    function: str | None = None  # the qualified name of the function holding the line
 
     @property
     def hint(self) -> str:
@@ -65,7 +66,8 @@ class BreakReason:
     def where(self) -> str:
         if self.filename is None:
             return "<unknown location>"
-        return f"{self.filename}:{self.lineno}: {self.source_line or ''}".rstrip()
+        in_function = f" in {self.function}" if self.function else ""
+        return f"{self.filename}:{self.lineno}{in_function}: {self.source_line or ''}".rstrip()
 
     def __str__(self):
         return f"[{self.kind}] {self.reason} at {self.where()}"
@@ -81,18 +83,18 @@ class Unsupported(Exception):
     def __init__(self, kind: BreakKind | str, reason: str, location: tuple | None = None):
         self.kind = BreakKind.of(kind)
         self.reason = reason
-        self.location = location  # (filename, lineno) of the user's line, once known
+        self.location = location  # (filename, lineno, function) of the user's line, once known
         super().__init__(reason)
 
-    def with_location(self, filename, lineno):
+    def with_location(self, filename, lineno, function=None):
         if self.location is None:
-            self.location = (filename, lineno)
+            self.location = (filename, lineno, function)
         return self
 
     def to_reason(self) -> BreakReason:
-        filename, lineno = self.location or (None, None)
+        filename, lineno, function = (tuple(self.location) + (None,))[:3] if self.location else (None, None, None)
         line = linecache.getline(filename, lineno).strip() if filename and lineno else None
-        return BreakReason(self.kind, self.reason, filename, lineno, line)
+        return BreakReason(self.kind, self.reason, filename, lineno, line, function)
 
     def __str__(self):
         return str(self.to_reason())

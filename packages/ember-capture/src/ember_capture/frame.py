@@ -133,7 +133,7 @@ class Frame:
                     raise Unsupported("unsupported_opcode", f"opcode {inst.opname} is not supported")
                 handler(self, inst)
             except Unsupported as e:
-                raise e.with_location(self.code.co_filename, lineno)
+                raise e.with_location(self.code.co_filename, lineno, self.code.co_qualname)
             except StopAtBreak:
                 raise
             except TracedRaise as e:
@@ -146,7 +146,7 @@ class Frame:
                     raise
             except RecursionError:
                 raise Unsupported("recursion", "recursion too deep while tracing").with_location(
-                    self.code.co_filename, lineno) from None
+                    self.code.co_filename, lineno, self.code.co_qualname) from None
             except Exception as e:  # a bug in a handler, or an error the user's code raises
                 if raised_by_capture(e):  # Note [internal errors] (config.py)
                     if tr.config.raise_internal:
@@ -154,7 +154,7 @@ class Frame:
                     raise Unsupported("internal", f"{type(e).__name__} in ember_capture while tracing "
                                       f"{inst.opname}: {e}").with_location(self.code.co_filename, lineno) from e
                 raise Unsupported("trace_error", f"{type(e).__name__} while tracing {inst.opname}: {e}").with_location(
-                    self.code.co_filename, lineno) from e
+                    self.code.co_filename, lineno, self.code.co_qualname) from e
         return self.result
 
 

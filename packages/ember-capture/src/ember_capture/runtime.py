@@ -17,6 +17,7 @@ import torch
 import torch.nn.modules.module as _module_mod
 
 
+from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
 from .library import inlinable_file
@@ -176,13 +177,16 @@ class FrameState:
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
+                    target = module_call_target(tr, self.self_obj, "L[0]", func)
+                    if target is not None:  # the class's __call__ or the instance's forward runs instead
+                        return self.delegate_entry(tr, target)
                 plan = tr.run()
             except Unsupported as e:
                 inst = tr.root.inst if tr.root is not None else None
                 if config.fullgraph:
                     raise Unsupported(e.kind, f"{e.reason} (in {self.name}; hint: {e.kind.hint})", e.location) from None
                 if e.location is None:
-                    e.with_location(self.code.co_filename, self.code.co_firstlineno)
+                    e.with_location(self.code.co_filename, self.code.co_firstlineno, self.code.co_qualname)
                 if e.kind is BreakKind.INTERNAL:  # Note [internal errors]: never a silent graph break
                     self.session.warn_at(e.to_reason(), f"ember: internal error while capturing {self.name}: "
                                          f"{e.reason}; {BreakKind.INTERNAL.hint}")
@@ -205,7 +209,7 @@ class FrameState:
                     raise
                 error = Unsupported("internal", f"ember generated invalid code ({e.msg}: "
                                     f"{(e.text or '').strip()!r})",
-                                    (self.code.co_filename, self.code.co_firstlineno))
+                                    (self.code.co_filename, self.code.co_firstlineno, self.code.co_qualname))
                 if config.fullgraph:
                     raise error from e
                 return self.eager_entry(tr, error)
@@ -268,11 +272,14 @@ class FrameState:
                              f"hint: {reason.hint}")
         log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
         tr.ns["__eager"] = self.eager
-        entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], "return __eager(*args, **kwargs)")
-        entry.guard_notes = list(tr.guards.notes)
-        entry.guard_checks = dict(tr.guards.items)
-        entry.ns = tr.ns
-        return entry
+        return _guarded_call_entry(tr, "return __eager(*args, **kwargs)")
+
+    def delegate_entry(self, tr, target):
+        """An entry that calls `target` (captured as any callee is) while the guards hold."""
+        log(self.session.config, "recompiles", f"{self.name}: the module's call now runs {target!r}")
+        tr.ns["__target"] = target
+        tr.ns["__native"] = self.call_native
+        return _guarded_call_entry(tr, "return __native(__target, args, kwargs)")
 
     # -- resume functions ---------------------------------------------------------------------
     def resumes_with_cells(self) -> bool:
@@ -310,6 +317,15 @@ class FrameState:
                     and inlinable_file(type(fn).forward.__code__.co_filename):
                 return session.callee(fn)(*args, **kwargs)
         return fn(*args, **kwargs)
+
+
+def _guarded_call_entry(tr, tail):
+    """An entry with no graph: the trace's guards, then `tail`."""
+    entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], tail)
+    entry.guard_notes = list(tr.guards.notes)
+    entry.guard_checks = dict(tr.guards.items)
+    entry.ns = tr.ns
+    return entry
 
 
 def _guard_no_hooks(tr, module):

@@ -12,6 +12,7 @@ import types
 
 import torch
 
+from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .frame import TracedRaise
@@ -30,14 +31,6 @@ TENSOR_META_ATTRS = frozenset({
     "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
-# Builtin container classes whose C methods are modelled (Note [Builtin methods on subclasses]).
-CONTAINER_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, list, tuple, set, frozenset})
-
-
-def is_container_method(value) -> bool:
-    """A method descriptor of a builtin container class (``dict.get``, ``OrderedDict.__setitem__``)."""
-    return (isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType))
-            and getattr(value, "__objclass__", None) in CONTAINER_TYPES)
 
 
 def python_name(v: Var) -> str:
@@ -216,10 +209,10 @@ def _newobj_attr(fr, o: NewObjVar, name):
 def _super_attr(fr, s: SuperVar, name):
     mro = type(_self_value(s.obj)).__mro__ if not isinstance(s.obj, NewObjVar) else s.obj.cls.__mro__
     start = mro.index(s.cls) + 1
-    for klass in mro[start:]:
-        if name in klass.__dict__:
-            return _bind_class_attr(fr, s.obj, klass.__dict__[name], name)
-    raise Unsupported("unsupported_attr", f"super().{name}")
+    raw = mro_lookup(fr.tr, mro[start:], name)
+    if raw is _ABSENT:
+        raise Unsupported("unsupported_attr", f"super().{name}")
+    return bind_class_attr(fr, s.obj, raw, name)
 
 
 def _self_value(v):
@@ -242,15 +235,7 @@ def _obj_attr(fr, o: ObjVar, name):
         attr = getattr(value, name)
         if is_stable_module(value):
             return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
-        return wrap(tr, attr, _attr_source(o.source, name), name)
-    if isinstance(value, torch.nn.Module):
-        for store in ("_parameters", "_buffers", "_modules"):
-            d = value.__dict__.get(store)
-            if d is not None and name in d:
-                return wrap(tr, d[name], None if o.source is None else f"{o.source}.{store}[{name!r}]", name)
-    inst_dict = getattr(value, "__dict__", None)
-    if isinstance(inst_dict, dict) and name in inst_dict and not isinstance(value, type):
-        return wrap(tr, inst_dict[name], _attr_source(o.source, name), name)
+        return wrap(tr, attr, attr_source(o.source, name), name)
     if isinstance(value, type):
         for klass in value.__mro__:
             if name in klass.__dict__:
@@ -258,10 +243,10 @@ def _obj_attr(fr, o: ObjVar, name):
                 if isinstance(raw, (staticmethod, classmethod)):
                     return constant_like(getattr(value, name))
                 break
-        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
+        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
     if isinstance(value, _IMMUTABLE_RECORDS):  # their properties are library code, but constant
-        return wrap(tr, getattr(value, name), _attr_source(o.source, name), name)
-    return _class_attr(fr, o, type(value), name)
+        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
+    return load_attr(fr, o, name)
 
 
 _IMMUTABLE_RECORDS = (inspect.Signature, inspect.Parameter)
@@ -271,47 +256,11 @@ def constant_like_attr(attr):
     return constant_like(attr) if not isinstance(attr, (list, dict, set)) else ObjVar(attr)
 
 
-def _attr_source(source, name):
-    return None if source is None else f"{source}.{name}"
-
-
 def _class_attr(fr, obj: Var, cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            raw = klass.__dict__[name]
-            if isinstance(obj, NewObjVar) and not callable(raw) and not hasattr(type(raw), "__get__"):
-                # class-level data (a dataclass's __dataclass_fields__): read from the class, guarded
-                return wrap(fr.tr, raw, f"{fr.tr.ns.ref(klass)}.__dict__[{name!r}]", name)
-            return _bind_class_attr(fr, obj, raw, name)
-    if isinstance(obj, ObjVar):
-        try:
-            return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
-        except AttributeError:
-            pass
-    raise Unsupported("unsupported_attr", f"attribute {name!r} of {cls.__name__}")
-
-
-def _bind_class_attr(fr, obj: Var, raw, name):
-    if isinstance(raw, types.FunctionType):
-        return BoundVar(ObjVar(raw), obj)
-    if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
-        return fr.tr.inline(fr, ObjVar(raw.fget), [obj], {})
-    if isinstance(raw, staticmethod):
-        return constant_like(raw.__func__)
-    if isinstance(raw, classmethod):
-        cls = obj.cls if isinstance(obj, NewObjVar) else type(obj.value)
-        return BoundVar(ObjVar(raw.__func__), ObjVar(cls))
-    if isinstance(obj, ObjVar) and not callable(raw):
-        return wrap(fr.tr, getattr(obj.value, name), _attr_source(obj.source, name), name)
-    if isinstance(raw, (int, float, str, bool, type(None), tuple)):
-        return ConstVar(raw)
-    if is_container_method(raw) or raw in _OBJECT_SLOTS:
-        return BoundVar(ObjVar(raw), obj)
-    raise Unsupported("unsupported_attr", f"attribute {name!r} ({type(raw).__name__}) of {describe(obj)}")
-
-
-# object's own slots that user classes reach through super(): modelled in builtins_table.
-_OBJECT_SLOTS = (object.__dict__["__setattr__"], object.__dict__["__init__"])
+    raw = mro_lookup(fr.tr, cls.__mro__, name)
+    if raw is _ABSENT:
+        raise Unsupported("unsupported_attr", f"attribute {name!r} of {cls.__name__}")
+    return bind_class_attr(fr, obj, raw, name)
 
 
 def setattr_var(fr, obj: Var, name: str, value: Var):

@@ -10,6 +10,7 @@ from .builtins_table import BUILTINS
 from .config import CaptureConfig, Unsupported
 from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
+from .library import inlinable_file
 from .guards import Guards, Namespace
 from .variables import DictVar, ListVar, ObjVar, Var
 
@@ -70,6 +71,10 @@ class Tracer:
 
     def call(self, fr, fn, args, kwargs):
         return calls.call(fr, fn, args, kwargs)
+
+    def inlinable(self, fn) -> bool:
+        """Whether the Python function `fn` is user or model-library code (Note [Inlining])."""
+        return inlinable_file(fn.__code__.co_filename)
 
     def mark_mutated(self, var: ListVar):
         raise Unsupported("side_effect", "mutating a list that came from the inputs")

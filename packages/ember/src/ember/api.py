@@ -47,7 +47,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         return model
     compiler, config = prepared
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, ember_capture.capture(model, compiler, config))
+        # Pickling or deep-copying the wrapper compiles the copied module again with these arguments.
+        recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                      mode=mode, options=options)
+        return OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
     compiled = ember_capture.capture(model, compiler, config)
     if inspect.isfunction(model):
         functools.update_wrapper(compiled, model)

@@ -13,6 +13,7 @@ The compositions (the brief: "composition lives in the facade"):
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
-from ember.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, site_of
@@ -152,6 +153,7 @@ class AotComposition:
     config: Any = None  # ember_autograd.AotConfig
     partition: Any = None  # ember_autograd's default_partition unless given
     name: str = "aot"  # how warnings and errors name this backend
+    cudagraphs: CUDAGraphs | None = None  # the guarded forward and backward replay as CUDA graphs
 
     @property
     def __name__(self) -> str:
@@ -162,10 +164,14 @@ class AotComposition:
         if fallback is None:  # called through the plain backend protocol (torch.compile)
             fallback = Fallback(self.name, False, site_of(gm))
         fw, bw = self.fw_compiler, self.bw_compiler or self.fw_compiler
+        fw_compiler = lambda g, ex: fallback.compile(fw, g, ex, "forward", boxed=True)  # noqa: E731
+        bw_compiler = lambda g, ex: fallback.compile(bw, g, ex, "backward", boxed=True)  # noqa: E731
+        if self.cudagraphs is not None:  # outside the fallback: what it falls back to replays too
+            fw_compiler, bw_compiler = self.cudagraphs(gm, example_inputs, fw_compiler, bw_compiler)
         compiled = ember_autograd.aot(
             gm, example_inputs,
-            fw_compiler=lambda g, ex: fallback.compile(fw, g, ex, "forward", boxed=True),
-            bw_compiler=lambda g, ex: fallback.compile(bw, g, ex, "backward", boxed=True),
+            fw_compiler=fw_compiler,
+            bw_compiler=bw_compiler,
             decompositions=self.decompositions() if self.decompositions else None,
             partition=self.partition, config=self.config)
         return fallback.every_call(compiled, gm.forward)
@@ -208,13 +214,22 @@ def _inductor_build(settings: Settings) -> CompilerFn:
 
         run._boxed_call = True
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
-        if options.cudagraphs:  # mode="reduce-overhead": one graph replay instead of many launches
-            runner = CUDAGraphRunner(lambda *args: compiled(list(args)))
-            runner.compiled_graph = compiled
-            return runner
         return run
 
-    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor")
+    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor",
+                          cudagraphs=_cudagraphs(settings, options.cudagraphs))
+
+
+def _cudagraphs(settings: Settings, wanted: bool) -> CUDAGraphs | None:
+    """CUDA graphs for mode="reduce-overhead" and the cudagraphs backend (Note [cudagraph replay]
+    in cudagraphs.py); without a GPU, none, and the mode says so once."""
+    if not wanted:
+        return None
+    if not torch.cuda.is_available():
+        warnings.warn("ember: CUDA graphs (mode='reduce-overhead') need a CUDA device; this machine "
+                      "has none, so compiled graphs run without them", stacklevel=6)
+        return None
+    return CUDAGraphs(Logger("cudagraphs" in settings.logs))
 
 
 # The prims that only re-index one input: saved as their input, re-taken in the backward.
@@ -228,9 +243,6 @@ def _missing(module: Any, *names: str) -> str | None:
     if absent:
         return f"{module.__name__} does not provide {', '.join(absent)} yet"
     return None
-
-
-_cudagraphs_compiler = AotComposition(cudagraph_compiler, name="cudagraphs")
 
 
 def _cudagraphs_unavailable() -> str | None:
@@ -249,7 +261,9 @@ _add(BackendEntry("inductor", build=_inductor_build, takes_options=True,
                                        or _missing(ember_inductor, "compile_graph", "InductorOptions")),
                   doc="ember_autograd + ember_prims decompositions + ember_inductor kernels "
                       "(C++/OpenMP for CPU tensors, Triton for CUDA tensors)."))
-_add(BackendEntry("cudagraphs", build=lambda s: _cudagraphs_compiler, unavailable=_cudagraphs_unavailable,
+_add(BackendEntry("cudagraphs", build=lambda s: AotComposition(_eager_compiler, name="cudagraphs",
+                                                                cudagraphs=_cudagraphs(s, True)),
+                  unavailable=_cudagraphs_unavailable,
                   doc="aot_eager whose forward and backward graphs replay as CUDA graphs."))
 
 

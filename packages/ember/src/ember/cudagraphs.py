@@ -1,66 +1,529 @@
-"""CUDA graph replay for compiled forward/backward graphs (the `cudagraphs` backend).
+"""CUDA graph replay for mode="reduce-overhead", options={"cudagraphs": True} and the
+`cudagraphs` backend: each compiled forward and backward replays as one CUDA graph, so a call
+costs one graph launch instead of one launch (and its Python) per kernel.
 
-Note [cudagraph safety]: a replayed CUDA graph reads its inputs from the addresses it was
-captured with and writes its outputs to the same memory on every replay. So each call copies
-the inputs into static buffers, replays, and returns clones of the outputs (a later replay must
-not overwrite what the caller holds). Graphs whose inputs are not all CUDA tensors are not
-captured: they run as they are. torch's CUDA generator supports capture, so random ops in an
-ATen graph draw fresh numbers on each replay.
+Note [cudagraph replay]: a replayed CUDA graph reads its inputs at the addresses it was recorded
+with and writes every intermediate and output at the same addresses on every replay.
+- Static inputs are recorded at their own addresses and never copied: parameters and buffers
+  (the facade knows them: capture lifts them to placeholders whose source is a module's
+  `_parameters` / `_buffers`), and any input found at the same address on the warm-up call and
+  the recording call. The others (the batch) are copied into input buffers before each replay.
+  Each replay first checks that every static input is where it was recorded (one C++ call when
+  torch has it); one that moved (`model.to()`, `load_state_dict(assign=True)`, `p.data = ...`)
+  makes the graph re-record; a non-parameter that moved becomes a copied input.
+- Memory: one private pool per training pair (the forward and its backward graph) and one per
+  inference graph. Not one per model: two graphs recorded one after the other in one pool may
+  place the second's outputs in the first's freed intermediates, which the first's next replay
+  overwrites. The forward and backward share theirs safely because the backward's outputs (the
+  gradients) are copied out at once (autograd accumulates them into `.grad`, which must outlive
+  the next replay).
+- Outputs are handed out without a copy: the caller gets an alias of the pool's memory.
+  Note [cudagraph held outputs]: before the next replay of the same graph, an output of the
+  previous replay that the caller still holds is *invalidated*: reading it raises an error that
+  names the output and says to clone it (torch's rule). One that is still used through a view
+  made by the caller (a view cannot be invalidated; the storage's use count shows it) makes
+  that call run without the graph, in fresh memory, and the view keeps its values. A previous
+  output is never overwritten silently.
+- Training: the forward's saved values stay in the pool, handed to autograd as they are. While
+  they are still held (a backward has not run yet: two forwards before one backward, or
+  retain_graph=True) the next forward runs without its graph, in fresh memory; its backward
+  then runs without the backward graph too.
+- Input mutations (batch-norm statistics in training mode, `x.add_(1)`) are written by the graph
+  itself into static inputs, and copied back into copied inputs after the replay; the runtime
+  of ember_autograd then skips its own write-back (`applies_mutations`, Note [compiled
+  mutations] in ember_autograd/runtime.py).
+- Random ops draw from torch's CUDA generator, which graph capture registers: each replay draws
+  fresh numbers.
+- What is not recorded runs without graphs, with one line under EMBER_LOGS=cudagraphs naming
+  why: graphs with a CPU tensor input, graphs whose capture fails (a CPU sync inside, an op
+  that CUDA graphs do not allow), inputs that overlap in memory.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import operator
+import os
+import re
+import sys
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from ember.errors import UsageError
 
-class CUDAGraphRunner:
-    """Calls `fn(*inputs)`; from the third call on (two warm-ups), replays one captured graph."""
+# torch's C++ helpers where this build has them (CUDA builds do); pure-Python fallbacks else.
+_PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+_SET_ACCESS_ERROR = getattr(torch._C, "_set_storage_access_error_msg", None)
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+
+MAX_RECORDINGS = 8  # re-recordings (static inputs that keep moving) before a graph gives up
+
+
+class Logger:
+    """The facade's `cudagraphs` log: one line per fact, each line once."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._said: set[str] = set()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled and message not in self._said:
+            self._said.add(message)
+            print(f"[ember:cudagraphs] {message}", file=sys.stderr)
+
+
+class HeldOutputError(UsageError):
+    """A call would overwrite the memory of an earlier output that is still in use (raised where
+    torch cannot invalidate an output: builds without CUDA)."""
+
+
+def _held_message(label: str, k: int) -> str:
+    return (f"ember: output {k} of {label} was overwritten by a later call (CUDA graphs, "
+            "mode='reduce-overhead', reuse output memory on every call); keep outputs across calls "
+            "with `out.clone()`, or compile without CUDA graphs")
+
+
+def _boxed(fn: Callable) -> Callable[[list], Any]:
+    if getattr(fn, "_boxed_call", False):
+        return fn
+    return lambda args: fn(*args)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """No two elements share memory (copy_ into such a tensor is well defined)."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride < expected:
+            return False
+        expected = stride * size
+    return True
+
+
+def _data_ptrs(tensors: Sequence, indices: Sequence[int]) -> list[int]:
+    """The addresses of `tensors[i]` for i in indices, at position i (0 elsewhere)."""
+    ptrs = [0] * len(tensors)
+    for i in indices:
+        ptrs[i] = tensors[i].data_ptr()
+    return ptrs
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+class AddressCheck:
+    """Are `args[i]` for i in `indices` still at the addresses they have now? A call checks ~300
+    parameters: torch's C++ helper where the build has it (CUDA builds; 20 us for 300 on an H100
+    host), else one C-level pass (itemgetter, map over data_ptr; 23 us), never a Python loop."""
+
+    def __init__(self, args: Sequence, indices: Sequence[int]) -> None:
+        self.indices = list(indices)
+        if len(self.indices) > 1:
+            self.gather = operator.itemgetter(*self.indices)
+        else:
+            self.gather = lambda a, idx=tuple(self.indices): tuple(a[i] for i in idx)
+        self.ptrs = list(map(_data_ptr, self.gather(args)))
+        self.by_position = _data_ptrs(args, self.indices)  # the helper's layout
+
+    def __call__(self, args: Sequence) -> bool:
+        if _PTRS_EQUAL is not None:
+            return _PTRS_EQUAL(args, self.by_position, self.indices)
+        return list(map(_data_ptr, self.gather(args))) == self.ptrs
+
+
+def _storage_uses(t: torch.Tensor) -> int:
+    return _USE_COUNT(t.untyped_storage()._cdata) if _USE_COUNT is not None else 0
+
+
+# One capture stream per device: cuBLAS keeps a workspace (32 MiB on an H100) per stream, and
+# a fresh stream per recording would keep one more each time.
+_CAPTURE_STREAMS: dict[int, Any] = {}
+
+
+def _capture(pool, body: Callable[[], list]) -> tuple[Any, list]:
+    """Record `body()` as a CUDA graph in `pool` on a side stream; its outputs are the graph's
+    outputs. Unlike `torch.cuda.graph`, a failed capture leaves the current stream and the
+    CUDA random generator as they were (torch leaves the generator in capture mode, and every
+    later random op on the device fails)."""
+    graph = torch.cuda.CUDAGraph()
+    device = torch.cuda.current_device()
+    generator = torch.cuda.default_generators[device]
+    before = generator.clone_state()
+    stream = _CAPTURE_STREAMS.get(device)
+    if stream is None:
+        stream = _CAPTURE_STREAMS[device] = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(stream):
+            graph.capture_begin(pool=pool)
+            try:
+                outs = body()
+            finally:
+                graph.capture_end()
+    except BaseException:
+        generator.graphsafe_set_state(before)
+        raise
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph, outs
+
+
+def _is_cuda(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_cuda
+
+
+class Recording:
+    """One recorded graph and what its replays need."""
+
+    def __init__(self, graph, inputs: list, copied: list[int], static: list[int], outputs: list,
+                 handed: int) -> None:
+        self.graph = graph
+        self.inputs = inputs              # recorded inputs: the real static ones, buffers for copied
+        self.copied = copied              # positions copied into `inputs` before each replay
+        self.copied_set = frozenset(copied)
+        self.static = static              # positions recorded at their own address
+        self.static_ptrs = _data_ptrs(inputs, static)
+        self.check = AddressCheck(inputs, static)
+        self.outputs = outputs            # the pool's output tensors (None / numbers as they are)
+        self.handed = handed              # outputs from here on are saved for the backward
+        # handed outputs that live in the pool (not an input's memory): invalidated when held
+        input_storages = {a.untyped_storage().data_ptr() for a in inputs}
+        self.pool_outputs = [k for k in range(handed) if isinstance(outputs[k], torch.Tensor)
+                             and outputs[k].untyped_storage().data_ptr() not in input_storages]
+        self.baseline = {k: _storage_uses(outputs[k]) for k in self.pool_outputs}
+
+
+class GraphRunner:
+    """Calls `fn` (a compiled graph over a flat list of tensors) and, from its second call on,
+    replays it as a CUDA graph (Note [cudagraph replay]). Called boxed: `runner(list)`.
+
+    handed: how many leading outputs go to the caller (each call: fresh aliases, invalidated at
+    the next replay); the rest are the forward's saved values, handed as they are.
+    mutations: (output position, input position) pairs: the runner writes those outputs into
+    those inputs (`applies_mutations`).
+    """
+
+    _boxed_call = True
+    applies_mutations = True
+
+    def __init__(self, fn: Callable, *, label: str, pool, static_hint: frozenset[int] = frozenset(),
+                 handed: int | None = None, mutations: Sequence[tuple[int, int]] = (),
+                 log: Logger | None = None) -> None:
+        self.fn = _boxed(fn)
+        self.label = label
+        self.pool = pool
+        self.static_hint = static_hint
+        self.handed = handed
+        self.mutations = tuple(mutations)
+        self.log = log or Logger(False)
+        self.disabled: str | None = None
+        self.rec: Recording | None = None
+        self.generation = 0               # bumped at each recording (the backward follows it)
+        self.recordings = 0
+        self.demoted: set[int] = set()    # non-parameters that moved: copied from then on
+        self._warm_ptrs: list[int] | None = None
+        self._out_refs: list = []         # weak references to the aliases handed out last replay
+        self._saved_ref = None            # weak reference to one saved value: a backward pending
+        self.replays = 0
+
+    # -- the call ---------------------------------------------------------------------------
+    def __call__(self, args: list) -> Any:
+        rec = self.rec
+        if (rec is not None and rec.check(args)
+                and (self._saved_ref is None or self._saved_ref() is None)):
+            return self._replay(rec, args)
+        return self._slow_call(args)
+
+    def _replay(self, rec: Recording, args: list) -> Any:
+        if self._out_refs and not self._release_held(rec):
+            self.log(f"{self.label}: an output of its previous call is still used through a view; "
+                     "this call runs without its CUDA graph, in fresh memory")
+            return self.run_eager(args)
+        inputs = rec.inputs
+        for i in rec.copied:
+            inputs[i].copy_(args[i])
+        rec.graph.replay()
+        for j in rec.copy_back:  # Note [cudagraph replay]: copied inputs get their new value
+            args[j].copy_(inputs[j])
+        self.replays += 1
+        return self._hand_out(rec)
+
+    def _slow_call(self, args: list) -> Any:
+        if self.disabled is None:
+            if self._saved_ref is not None and self._saved_ref() is not None:
+                self.log(f"{self.label}: called again before the backward of its previous call; "
+                         "this call runs without its CUDA graph, in fresh memory")
+                return self.run_eager(args)
+            if self.rec is not None or self._warm_ptrs is not None:
+                return self._record_and_replay(args)
+            if not all(_is_cuda(a) for a in args):
+                self._disable("an input is not a CUDA tensor")
+            else:
+                self._warm_ptrs = [a.data_ptr() for a in args]
+        return self.run_eager(args)
+
+    def run_eager(self, args: list) -> Any:
+        """The compiled graph itself, in fresh memory, with the runner's mutations applied."""
+        return self._write_mutations(args, list(self.fn(list(args))))
+
+    def _disable(self, reason: str) -> None:
+        self.disabled = reason
+        self.rec = None
+        self.log(f"{self.label} runs without CUDA graphs: {reason}")
+
+    # -- recording --------------------------------------------------------------------------
+    def _classify(self, args: list) -> tuple[list[int], list[int]]:
+        rec, warm = self.rec, self._warm_ptrs
+        if rec is not None:  # a static input moved: a non-parameter one is copied from now on
+            self.demoted |= {i for i in rec.static
+                             if args[i].data_ptr() != rec.static_ptrs[i] and i not in self.static_hint}
+        static = [i for i, a in enumerate(args) if i in self.static_hint or
+                  (i not in self.demoted and warm is not None and a.data_ptr() == warm[i])]
+        static_set = set(static)
+        return static, [i for i in range(len(args)) if i not in static_set]
+
+    def _record_and_replay(self, args: list) -> Any:
+        if self.recordings >= MAX_RECORDINGS:
+            self._disable(f"its static inputs moved {MAX_RECORDINGS} times")
+            return self.run_eager(args)
+        static, copied = self._classify(args)
+        bad = [i for i in copied if not _dense(args[i])]
+        if bad:
+            self._disable(f"input {bad[0]} overlaps itself in memory (an expanded tensor)")
+            return self.run_eager(args)
+        self.rec = None  # free the previous recording's memory first
+        self._out_refs, self._saved_ref = [], None
+        try:
+            rec = self._record(args, static, copied)
+        except Exception as exc:  # noqa: BLE001 - any capture failure falls back, with its reason
+            torch.cuda.synchronize()
+            self._disable(f"capture failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            return self.run_eager(args)
+        self.rec = rec
+        self.recordings += 1
+        self.generation += 1
+        self._warm_ptrs = None
+        again = f" again (a static input moved; recording {self.recordings})" if self.recordings > 1 else ""
+        self.log(f"{self.label}: recorded a CUDA graph{again} ({len(static)} static inputs, "
+                 f"{len(copied)} copied)")
+        return self._replay(rec, args)
+
+    def _record(self, args: list, static: list[int], copied: list[int]) -> Recording:
+        inputs = list(args)
+        for i in copied:
+            a = args[i]
+            inputs[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+        graph, outs = _capture(self.pool, lambda: self._write_mutations(inputs, list(self.fn(list(inputs)))))
+        handed = self._n_handed(outs)
+        rec = Recording(graph, inputs, copied, static, outs, handed)
+        rec.copy_back = [j for _, j in self.mutations if j in rec.copied_set]
+        rec.written = [k for k, _ in self.mutations]
+        rec.pool_outputs = [k for k in rec.pool_outputs if k not in rec.written]
+        rec.aliased = [k for k in range(handed) if isinstance(outs[k], torch.Tensor) and k not in rec.written]
+        return rec
+
+    def _n_handed(self, outs: list) -> int:
+        return len(outs) if self.handed is None else self.handed
+
+    def _write_mutations(self, inputs: list, outs: list) -> list:
+        if not self.mutations:
+            return outs
+        # A saved value that is a mutated input keeps its old value: copy it before the write.
+        mutated = {id(inputs[j]) for _, j in self.mutations}
+        first_saved = self._n_handed(outs)
+        outs = [o.clone() if k >= first_saved and id(o) in mutated else o for k, o in enumerate(outs)]
+        with torch.no_grad():
+            for k, j in self.mutations:
+                inputs[j].copy_(outs[k])
+        return outs
+
+    # -- outputs ----------------------------------------------------------------------------
+    def _release_held(self, rec: Recording) -> bool:
+        """Note [cudagraph held outputs]: False if an output of the previous replay is still
+        used through a view (its memory must not be overwritten: this call runs without the
+        graph); else every alias still held is invalidated and the graph may replay."""
+        refs = self._out_refs
+        aliases = [(k, ref()) for k, ref in refs]
+        if _USE_COUNT is not None:
+            for k, alias in aliases:  # our own tensors, plus the alias itself while it lives
+                if _storage_uses(rec.outputs[k]) > rec.baseline[k] + (alias is not None):
+                    return False
+        for k, alias in aliases:
+            if alias is not None:
+                if _SET_ACCESS_ERROR is None:
+                    raise HeldOutputError(_held_message(self.label, k))
+                _SET_ACCESS_ERROR(alias, _held_message(self.label, k))
+        self._out_refs = []
+        return True
+
+    def _hand_out(self, rec: Recording) -> list:
+        out = list(rec.outputs)
+        for k in rec.written:  # Note [compiled mutations]: already in their inputs
+            out[k] = None
+        for k in rec.aliased:
+            out[k] = out[k].detach()
+        self._out_refs = [(k, weakref.ref(out[k])) for k in rec.pool_outputs]
+        handed = rec.handed
+        if handed < len(out) and isinstance(out[handed], torch.Tensor):
+            # one fresh alias among the saved values: alive while their backward is pending
+            out[handed] = sentinel = out[handed].detach()
+            self._saved_ref = weakref.ref(sentinel)
+        return out
+
+
+class BackwardRunner:
+    """The backward of a training pair: replays in the forward's pool when its saved inputs are
+    the forward's recorded saved values (they are, unless the forward ran without its graph);
+    gradients are copied out of the pool (Note [cudagraph replay])."""
 
     _boxed_call = True
 
-    def __init__(self, fn: Callable[..., Any], warmups: int = 2) -> None:
-        self.fn = fn
-        self.warmups = warmups
-        self.calls = 0
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.static_inputs: list[torch.Tensor] = []
-        self.static_outputs: Any = None
-        self.tuple_out = True
+    def __init__(self, fn: Callable, forward: GraphRunner, *, label: str, log: Logger) -> None:
+        self.fn = _boxed(fn)
+        self.forward = forward
+        self.label = label
+        self.log = log
+        self.disabled: str | None = None
+        self.graph = None
+        self.generation = -1
+        self.inputs: list = []
+        self.check: AddressCheck | None = None  # the saved values are the forward's
+        self.copied: list[int] = []
+        self.outputs: list = []
+        self.warm = False
+        self.replays = 0
 
     def __call__(self, args: list) -> Any:
-        if not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
-            return self.fn(*args)
-        self.calls += 1
-        if self.graph is None and self.calls <= self.warmups:
-            return self.fn(*args)
-        if self.graph is None:
-            self._capture(args)
-        for static, new in zip(self.static_inputs, args):
-            if static.data_ptr() != new.data_ptr():
-                static.copy_(new)
+        fw = self.forward
+        if (self.graph is not None and fw.generation == self.generation
+                and self.check(args)):
+            return self._replay(args)
+        return self._slow_call(args)
+
+    def _replay(self, args: list) -> list:
+        inputs = self.inputs
+        for i in self.copied:
+            inputs[i].copy_(args[i])
         self.graph.replay()
-        outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
-        return tuple(outs) if self.tuple_out else outs
+        self.replays += 1
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
 
-    def _capture(self, args: list) -> None:
-        self.static_inputs = [a.detach().clone() for a in args]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self.fn(*self.static_inputs)  # warm up on the capture stream (allocator, cuBLAS handles)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            outs = self.fn(*self.static_inputs)
-        self.tuple_out = isinstance(outs, tuple)
-        self.static_outputs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        if not isinstance(outs, (tuple, list)):
-            self.tuple_out = True
-        self.graph = graph
+    def _slow_call(self, args: list) -> Any:
+        fw = self.forward
+        if self.disabled is not None or fw.rec is None or not self.warm:
+            self.warm = True
+            return self.fn(list(args))
+        n_saved = len(fw.rec.outputs) - (fw.handed if fw.handed is not None else len(fw.rec.outputs))
+        saved_ptrs = [o.data_ptr() for o in fw.rec.outputs[len(fw.rec.outputs) - n_saved:]]
+        if [a.data_ptr() for a in args[:n_saved]] != saved_ptrs:
+            self.log(f"{self.label}: its saved values come from a forward that ran without its CUDA "
+                     "graph; this backward runs without one too")
+            return self.fn(list(args))
+        self.graph = None
+        try:
+            self._record(args, n_saved)
+        except Exception as exc:  # noqa: BLE001 - any capture failure falls back, with its reason
+            torch.cuda.synchronize()
+            self.graph = None
+            self.disabled = f"capture failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            self.log(f"{self.label} runs without CUDA graphs: {self.disabled}")
+            return self.fn(list(args))
+        self.generation = fw.generation
+        self.log(f"{self.label}: recorded a CUDA graph ({n_saved} saved values in place)")
+        return self._replay(args)
+
+    def _record(self, args: list, n_saved: int) -> None:
+        self.check = AddressCheck(args, range(n_saved))
+        self.copied = list(range(n_saved, len(args)))
+        # the forward's own tensors, not the ones autograd handed over (one of them tells the
+        # forward that this backward is pending while it lives)
+        fw_outputs = self.forward.rec.outputs
+        inputs = [*fw_outputs[len(fw_outputs) - n_saved:], *args[n_saved:]]
+        for i in self.copied:
+            a = args[i]
+            inputs[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+        graph, outs = _capture(self.forward.pool, lambda: list(self.fn(list(inputs))))
+        self.inputs, self.outputs, self.graph = inputs, outs, graph
 
 
-def cudagraph_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """A compiler for ember_autograd.aot: run the functional graph by torch, replayed as a CUDA graph."""
-    return CUDAGraphRunner(gm.forward)
+# --- wiring: compilers for ember_autograd.aot --------------------------------------------------
+
+def static_positions(gm: torch.fx.GraphModule, example_inputs: list) -> frozenset[int]:
+    """Positions, among the captured graph's tensor inputs, of parameters and buffers."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out, k = set(), 0
+    for node, value in zip(placeholders, example_inputs):
+        if not isinstance(value, torch.Tensor):
+            continue
+        source = str(node.meta.get("source", ""))
+        if isinstance(value, torch.nn.Parameter) or "._parameters[" in source or "._buffers[" in source:
+            out.add(k)
+        k += 1
+    return frozenset(out)
+
+
+def graph_label(gm: torch.fx.GraphModule) -> str:
+    """'the graph at file.py:12 (forward)': the user's line of the graph's first operation."""
+    for node in gm.graph.nodes:
+        found = re.findall(r'File "([^"]*)", line (\d+), in (\S+)', str(node.meta.get("stack_trace") or ""))
+        if node.op != "placeholder" and found:
+            filename, line, name = found[0]
+            return f"the graph at {os.path.basename(filename)}:{line} ({name})"
+    return "a compiled graph"
+
+
+def _not_capturable(example_inputs: list) -> str | None:
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor) and x.device.type != "cuda":
+            return f"input {i} is a {x.device.type.upper()} tensor"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CUDAGraphs:
+    """What the facade adds to a composition of ember_autograd and compilers for its graphs
+    (backends.AotComposition): `(gm, example_inputs, fw_compiler, bw_compiler)` -> the compilers
+    whose graphs replay as CUDA graphs, for one captured graph."""
+
+    log: Logger
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable,
+                 bw_compiler: Callable) -> tuple[Callable, Callable]:
+        return cudagraph_compilers(fw_compiler, bw_compiler, static_positions(gm, example_inputs),
+                                   self.log, graph_label(gm))
+
+
+def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: frozenset[int], log: Logger,
+                        where: str = "a compiled graph") -> tuple[Callable, Callable]:
+    """(fw_compiler, bw_compiler) for `ember_autograd.aot`: the inner compilers' graphs, replayed
+    as CUDA graphs (Note [cudagraph replay]). Reads the metadata ember_autograd writes for its
+    compilers: the forward's output node `meta["ember_saved_outputs"]` and
+    `meta["ember_mutations"]`, the backward's `meta["ember_compiled_forward"]`."""
+
+    def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        compiled = fw_inner(gm, example_inputs)
+        reason = _not_capturable(example_inputs)
+        if reason is not None:
+            log(f"{where} runs without CUDA graphs: {reason}")
+            return compiled
+        meta = gm.graph.output_node().meta
+        training = "ember_saved_outputs" in meta
+        runner = GraphRunner(compiled, label=f"the {'training ' if training else ''}forward of {where}",
+                             pool=torch.cuda.graph_pool_handle(), static_hint=static_hint,
+                             handed=meta.get("ember_saved_outputs"),
+                             mutations=meta.get("ember_mutations", ()), log=log)
+        runner.compiled_graph = getattr(compiled, "compiled_graph", None)
+        return runner
+
+    def bw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        compiled = bw_inner(gm, example_inputs)
+        forward = gm.meta.get("ember_compiled_forward")
+        if not isinstance(forward, GraphRunner):
+            return compiled
+        runner = BackwardRunner(compiled, forward, label=f"the backward of {where}", log=log)
+        runner.compiled_graph = getattr(compiled, "compiled_graph", None)
+        return runner
+
+    return fw_compiler, bw_compiler

@@ -17,6 +17,11 @@ class BackendCompilerFailed(EmberError, RuntimeError):
     """A backend raised while compiling a captured graph (raised under fullgraph=True)."""
 
 
+class UsageError(EmberError, RuntimeError):
+    """The program used a compiled result against its rules (an output of a CUDA graph kept,
+    through a view, across the next call): raised as it is, never a fallback."""
+
+
 class SpecError(EmberError, ValueError):
     """A graph broke the spec of a boundary between layers (raised with EMBER_CHECK=1 or
     options={"check": True}). `layer` names the verifier ("capture", "autograd", "prims",

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ember.checks import as_spec_error
-from ember.errors import BackendCompilerFailed
+from ember.errors import BackendCompilerFailed, UsageError
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 
@@ -148,7 +148,7 @@ class Fallback:
             try:
                 return state[0](*args)
             except Exception as exc:  # noqa: BLE001 - decided below, never hidden
-                if state[0] is eager:
+                if state[0] is eager or isinstance(exc, UsageError):
                     raise
                 out = eager(*args)  # raises the user's own error, if it is one
                 state[0] = eager

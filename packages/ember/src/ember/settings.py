@@ -2,7 +2,8 @@
 
 Environment variables are read here and nowhere else (STYLE.md rule 6):
   EMBER_LOGS       comma-separated log names: capture's (graph_breaks, recompiles, guards, graph),
-                   the inductor's (output_code, ir, schedule, fallback, timings), or all
+                   the inductor's (output_code, ir, schedule, fallback, timings), the facade's
+                   (cudagraphs), or all
   EMBER_CACHE_DIR  where compiled kernels are cached on disk (default ~/.cache/ember)
   EMBER_CHECK=1    run every layer's verifier at its boundary (Note [checked boundaries], checks.py)
   EMBER_RAISE_INTERNAL=1  an internal error of capture raises instead of becoming a graph break
@@ -31,9 +32,15 @@ MODES: dict[str | None, dict[str, Any]] = {
     "max-autotune-no-cudagraphs": {"autotune": True},
 }
 
+# Option names accepted for torch.compile's spelling: the name ember's inductor options use.
+OPTION_ALIASES: dict[str, str] = {
+    "triton.cudagraphs": "cudagraphs",
+}
+
 CAPTURE_LOGS = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
 INDUCTOR_LOGS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
-LOG_NAMES = CAPTURE_LOGS | INDUCTOR_LOGS | {"all"}
+FACADE_LOGS = frozenset({"cudagraphs"})  # what CUDA graphs recorded, and what ran without them
+LOG_NAMES = CAPTURE_LOGS | INDUCTOR_LOGS | FACADE_LOGS | {"all"}
 # option -> environment variable: the facade's own switches, valid whatever the backend
 SWITCHES = {"check": "EMBER_CHECK", "raise_internal": "EMBER_RAISE_INTERNAL", "debug": "EMBER_DEBUG"}
 
@@ -89,7 +96,8 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
     if mode is not None and options is not None:
         raise InvalidArgument("ember.compile: give either mode or options, not both "
                               "(a mode is a named set of options)")
-    merged = dict(MODES[mode]) if mode is not None else dict(options or {})
+    merged = dict(MODES[mode]) if mode is not None else {
+        OPTION_ALIASES.get(k, k): v for k, v in (options or {}).items()}
     switches = {name: _read_switch(var, env) for name, var in SWITCHES.items()}
     for name in SWITCHES:
         if name in merged:
