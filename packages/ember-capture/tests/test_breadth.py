@@ -493,3 +493,14 @@ def break_inside_python_context(x):
 def test_break_inside_python_context_manager():
     # resumes inside the block; __exit__ then appends to the log it was given (an input list: a break)
     check(break_inside_python_context, *TWO)
+
+
+VIEW = LayerView(SCALES)  # a real Sequence held by the program (a config's per-layer view)
+
+
+def iterate_real_sequence(x):
+    return sum(s * x for s in VIEW)
+
+
+def test_iterating_a_real_sequence_calls_its_iter():
+    check(iterate_real_sequence, *TWO, graphs=2, breaks=0)

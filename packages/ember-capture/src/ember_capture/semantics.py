@@ -116,8 +116,10 @@ def unpack(fr, v: Var) -> list[Var]:
         return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return module_children(fr, v)
-    if isinstance(v, NewObjVar):
-        return unpack(fr, _user_protocol(fr, v, "__iter__", []))
+    if isinstance(v, (NewObjVar, ObjVar)):  # a user class's __iter__ (a Sequence's, from collections.abc)
+        result = call_dunder(fr, v, "__iter__", [])
+        if result is not NO_DUNDER:
+            return unpack(fr, result)
     raise Unsupported("unsupported_iter", f"iterating over {describe(v)}")
 
 
