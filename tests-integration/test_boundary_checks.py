@@ -67,10 +67,12 @@ def test_autograd_boundary_catches_a_mutating_forward_graph():
 
 
 @pytest.mark.skipif("inductor" not in ember.list_backends(), reason="the inductor layer is not here")
-def test_prims_boundary_catches_aten_ops_reaching_the_inductor(tmp_path):
+def test_prims_boundary_catches_foreign_ops_reaching_the_inductor(tmp_path):
     inductor = lookup("inductor").build(settings("inductor"))
-    # without ember_prims' decompositions the forward graph holds aten ops, not prims
-    undecomposed = dataclasses.replace(inductor, decompositions=None)
+    # a decomposition table that emits torch's own prims (namespace "prims"): neither ember_prims
+    # ops nor functional ATen ops the inductor could run as library calls
+    foreign = {torch.ops.aten.tanh.default: lambda x: torch.ops.prims.tanh.default(x)}
+    undecomposed = dataclasses.replace(inductor, decompositions=lambda: foreign)
     # debug keeps the chained internal cause (hidden from users otherwise: Note [hidden frames])
     compiled = ember.compile(step, backend=undecomposed, options={"check": True, "debug": True})
     with pytest.raises(ember.SpecError, match="not a prims-level graph") as info:
@@ -128,3 +130,15 @@ def test_bad_switch_value_is_rejected(monkeypatch):
     monkeypatch.setenv("EMBER_CHECK", "maybe")
     with pytest.raises(ember.InvalidArgument, match="EMBER_CHECK='maybe'"):
         ember.compile(step)
+
+
+def test_compiled_graph_output_is_checked_against_its_promise():
+    def wrong_shape(gm, example_inputs):
+        def run(*args):
+            return tuple(o.reshape(-1)[:1] if isinstance(o, torch.Tensor) else o for o in gm(*args))
+        return run
+
+    compiled = ember.compile(step, backend=AotComposition(wrong_shape), options={"check": True})
+    with pytest.raises(ember.SpecError, match="promised") as info:
+        compiled(torch.randn(4, 5), torch.randn(5, 3))
+    assert info.value.layer == "compiled graph"

@@ -295,6 +295,39 @@ def test_batchnorm_running_stats_with_ember_prims_table():
     ember_prims.verify(fn.inference.forward)
 
 
+def test_no_grad_update_of_parameters_is_an_inference_graph():
+    """An optimizer step: parameters that require grad updated in place under no_grad, no
+    output that requires grad. It compiles as an inference graph (Note [inference-only
+    graphs]) and the update is replayed into the parameters, as eager's step does."""
+    def step(p, g, buf):
+        buf.mul_(0.9).add_(g)
+        p.add_(buf * -0.1)
+        return ()
+
+    gm = torch.fx.symbolic_trace(step)  # with the grad-mode switches capture records around it
+    first, out = next(n for n in gm.graph.nodes if n.op != "placeholder"), gm.graph.output_node()
+    with gm.graph.inserting_before(first):
+        gm.graph.call_function(torch._C._set_grad_enabled, (False,))
+    with gm.graph.inserting_before(out):
+        gm.graph.call_function(torch._C._set_grad_enabled, (True,))
+    gm.recompile()
+
+    def step(p, g, buf):
+        with torch.no_grad():
+            buf.mul_(0.9).add_(g)
+            p.add_(buf * -0.1)
+    for _ in range(2):
+        p, g, buf = torch.randn(5, requires_grad=True), torch.randn(5), torch.randn(5)
+        ours = [p.detach().clone().requires_grad_(), g.clone(), buf.clone()]
+        step(p, g, buf)
+        compiled = aot(gm, ours, fw_compiler=eager_compiler)
+        assert compiled(*ours) == ()
+        torch.testing.assert_close(ours[0], p)
+        torch.testing.assert_close(ours[2], buf)
+        assert ours[0].requires_grad and ours[0].grad_fn is None
+        assert compiled.training is None and compiled.inference is not None
+
+
 # Decompositions that compute a view op's value as a fresh tensor (as ember_prims' do).
 FRESH_VIEWS = {
     aten.select.int: lambda a, dim, index: aten.clone.default(aten.select.int(a, dim, index)),

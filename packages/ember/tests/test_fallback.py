@@ -78,3 +78,16 @@ def test_every_call_lets_the_users_own_error_through():
         warnings.simplefilter("always")
         run(torch.ones(1))
     assert not caught  # the user's error, not ember's: no fallback warning
+
+
+def test_first_call_error_that_eager_raises_too_is_the_users():
+    fallback = Fallback("mine", False, None)
+
+    def out_of_bounds(x):
+        raise IndexError("index 7 is out of bounds")
+
+    run = fallback.first_call(out_of_bounds, out_of_bounds, "first call", boxed=False)
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(IndexError):
+        warnings.simplefilter("always")
+        run(torch.ones(1))
+    assert not caught and not fallback.warned

@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 from ember_autograd.config import AotConfig
-from ember_autograd.errors import AotError, ErrorKind
+from ember_autograd.errors import AotError, AotTraceError, ErrorKind
 from ember_autograd.joint import Signature, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
@@ -108,7 +108,15 @@ class AotFunction:
     def _compile_training(self, args) -> TrainingRunner:
         timings: dict[str, float] = {}
         with _timed(timings, "trace"):
-            traced = trace_joint(self.gm, args, self.decompositions)
+            try:
+                traced = trace_joint(self.gm, args, self.decompositions)
+            except AotTraceError as e:
+                # Note [inference-only graphs]: a graph that differentiates nothing but updates
+                # inputs that require grad in place (an optimizer step, under no_grad) is an
+                # inference graph whose mutations are replayed under no_grad.
+                if e.kind is not ErrorKind.INFERENCE_ONLY:
+                    raise
+                return self._compile_inference(args)
         self._check(traced.gm)
         sig = traced.signature
         joint = JointGraph(traced.gm, len(sig.tensor_inputs), sig.num_fw_outputs, self.config)

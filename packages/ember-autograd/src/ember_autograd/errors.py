@@ -42,6 +42,8 @@ class ErrorKind(enum.StrEnum):
                           "input; parameters must be lifted to placeholders")
     UNTRACKED_TENSOR = ("untracked_tensor", "a tensor made outside the traced graph and used in it; "
                         "pass it as an input")
+    INFERENCE_ONLY = ("inference_only", "not an error: a graph that differentiates nothing updates "
+                      "inputs that require grad under no_grad (an optimizer step); compiled for inference")
     NOT_FUNCTIONAL = ("not_functional", "a bug in ember: a lowered graph is not functional; please "
                       "report it with this message")
 

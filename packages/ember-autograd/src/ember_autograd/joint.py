@@ -11,7 +11,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from ember_autograd.errors import AotTraceError
+from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.functionalize import replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
 
@@ -90,13 +90,16 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
+        graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
+        diff = tuple(k for k, o in enumerate(graph_outs) if o.requires_grad)
         for k in sig.mutated_inputs:
             if session.primals[k].requires_grad:
+                if not diff:  # an optimizer step: parameters updated under no_grad
+                    raise AotTraceError(ErrorKind.INFERENCE_ONLY, "no output requires grad, and a graph input that "
+                                        "requires grad is mutated in place: an inference graph")
                 raise AotTraceError("mutated-grad-input",
                                     f"graph input {sig.tensor_inputs[k]} requires grad and is "
                                     "mutated in place; not supported by the joint trace")
-        graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
-        diff = tuple(k for k, o in enumerate(graph_outs) if o.requires_grad)
         grad_inputs = tuple(k for k, p in enumerate(session.primals) if p.requires_grad)
         tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
         grads: list = [None] * len(grad_inputs)

@@ -4,10 +4,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
+import warnings
 
 import torch
 
-from .config import CaptureConfig, CaptureStats
+from . import frame
+from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import disable, run_shallow
 from .runtime import FrameState, Session, reset_all
 
@@ -26,8 +28,34 @@ def capture(fn, backend, config: CaptureConfig = CaptureConfig(), *, stats: Capt
     """
     if not isinstance(config, CaptureConfig):
         raise TypeError(f"config must be a CaptureConfig, got {type(config).__name__}")
+    if frame.VERSION not in frame.HANDLERS:
+        return _eager_on_unknown_python(fn, config)
     session = Session(backend, config, stats if stats is not None else CaptureStats())
     return _capture_in(session, fn)
+
+
+def _eager_on_unknown_python(fn, config: CaptureConfig):
+    """A CPython whose bytecode capture has no handlers for: run ``fn`` as it is, say so once.
+
+    Interpreting bytecode of an unknown version could misread it (opcodes change meaning between
+    versions), so capture never tries: the function runs eagerly, or, under ``fullgraph=True``,
+    compiling it is an error.
+    """
+    version = ".".join(map(str, frame.VERSION))
+    known = ", ".join(".".join(map(str, v)) for v in frame.HANDLERS)
+    code = getattr(getattr(fn, "forward", fn), "__code__", None)
+    where = (code.co_filename, code.co_firstlineno, code.co_name) if code else None
+    reason = (f"CPython {version} is not supported by ember's capture (supported: {known}); "
+              f"{getattr(fn, '__qualname__', type(fn).__name__)} runs eagerly, uncompiled")
+    if config.fullgraph:
+        raise Unsupported("unsupported_python", reason, where)
+    if where:
+        warnings.warn_explicit(reason, RuntimeWarning, where[0], where[1])
+    else:
+        warnings.warn(reason, RuntimeWarning, stacklevel=3)
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    return functools.wraps(fn)(lambda *args, **kwargs: fn(*args, **kwargs))
 
 
 def _capture_in(session: Session, fn):

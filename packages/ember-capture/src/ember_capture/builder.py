@@ -12,13 +12,14 @@ from .config import Unsupported
 from .guards import MODULE_HOOKS
 from .tables import registrar
 from .codegen import GradModeExit
-from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, TupleVar
+from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, SetVar, TupleVar
 
 _WRAPPERS = {}
 wrapper = registrar(_WRAPPERS)
 _CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
                 torch.dtype, torch.device, torch.Size, range, slice, torch.layout, torch.memory_format,
                 torch.finfo, torch.iinfo)
+_CONTAINERS = (list, dict, set)  # mutable: wrapped once per object in a trace
 # Attributes of these modules are treated as constants without guards: they do not change.
 STABLE_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections",
                           "numbers", "typing", "dataclasses", "builtins", "warnings", "numpy", "scipy")
@@ -32,6 +33,16 @@ def wrap(tr, value, source, name="input"):
     """
     if source is None and not isinstance(value, _CONST_TYPES):
         source = tr.ns.ref(value)
+    if type(value) in _CONTAINERS:
+        seen = tr.containers.get(id(value))
+        if seen is not None and seen[0] is value:
+            # One container read through two sources (`A is B`) is one symbolic value.
+            if seen[1].source != source:
+                tr.guards.add(source, f"X is {seen[1].source}", f"{source} is {seen[1].source}")
+            return seen[1]
+        var = _WRAPPERS[type(value)](tr, value, source, name)
+        tr.containers[id(value)] = (value, var)
+        return var
     for t in type(value).__mro__:
         fn = _WRAPPERS.get(t)
         if fn is not None:
@@ -92,6 +103,21 @@ def _wrap_dict(tr, value, source, name):
     return DictVar(items, source)
 
 
+@wrapper(set, frozenset)
+def _wrap_set(tr, value, source, name):
+    """A set of constants, guarded by its contents (equal to a frozen copy): a set changed
+    after the trace read it (its length, a membership) recompiles. A frozenset is a constant."""
+    if type(value) not in (set, frozenset) or not all(isinstance(v, _CONST_TYPES) for v in value):
+        return _wrap_object(tr, value, source, name)
+    frozen = frozenset(value)
+    if source is not None:
+        tr.guards.add(source, f"type(X) is {type(value).__name__} and X == {tr.ns.ref(frozen)}",
+                      f"{source} == {set(value)!r}")
+    if type(value) is frozenset:
+        return ConstVar(value, source)
+    return SetVar([ConstVar(v) for v in value], source)
+
+
 @wrapper(torch.nn.Module)
 def _wrap_module(tr, value, source, name):
     """A module is guarded by identity, except a stateless one (no parameters, buffers or
@@ -100,7 +126,7 @@ def _wrap_module(tr, value, source, name):
     models build `CrossEntropyLoss()` on every call: an identity guard missed every time and
     recompiled the frame until the recompile limit."""
     if source is not None:
-        if _stateless(value) and not _has_hooks(value):
+        if stateless_module(value) and not _has_hooks(value):
             tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
                           f"{source}: a stateless {type(value).__name__} without hooks")
         else:
@@ -112,7 +138,7 @@ def _has_hooks(m: torch.nn.Module) -> bool:
     return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
 
 
-def _stateless(module: torch.nn.Module) -> bool:
+def stateless_module(module: torch.nn.Module) -> bool:
     return (not module._modules and all(v is None for v in module._parameters.values())
             and all(v is None for v in module._buffers.values()))
 

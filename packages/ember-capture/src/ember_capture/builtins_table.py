@@ -19,7 +19,7 @@ from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .tables import registrar
 from .variables import (
-    AutocastVar, BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
+    AutocastVar, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
     ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
 )
 
@@ -40,8 +40,12 @@ def python_type(v: Var):
         return v.cls
     if isinstance(v, NewObjVar):
         return v.cls
+    if isinstance(v, DictViewVar):
+        return type(getattr({}, v.kind)())
+    if isinstance(v, IterVar):
+        return v.py_type
     return {ListVar: list, DictVar: dict, SetVar: set, FunctionVar: types.FunctionType,
-            BoundVar: types.MethodType, IterVar: type(iter([]))}.get(type(v)) or _no_type(v)
+            BoundVar: types.MethodType}.get(type(v)) or _no_type(v)
 
 
 def _no_type(v):
@@ -53,6 +57,8 @@ def _len(fr, args, kwargs):
     (v,) = args
     if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)):
         return ConstVar(len(v.items))
+    if isinstance(v, DictViewVar):
+        return ConstVar(len(v.dict.items))
     if isinstance(v, TensorVar):
         if v.fake.dim() == 0:
             raise Unsupported("trace_error", "len() of a 0-d tensor")
@@ -61,6 +67,10 @@ def _len(fr, args, kwargs):
         return ConstVar(len(v.value))
     if isinstance(v, NewObjVar):
         return S.call_dunder(fr, v, "__len__", []) if S.class_dunder(v, "__len__") else _no_len(v)
+    if isinstance(v, ObjVar) and v.source is not None and not isinstance(v.value, _STABLE_TEXT):
+        n = len(v.value)  # asked natively, and asked again by a guard on each call
+        fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
+        return ConstVar(n)
     return ConstVar(len(S.const_value(v)))
 
 
@@ -127,6 +137,10 @@ def _getattr(fr, args, kwargs):
 
 
 def _hasattr(fr, obj, name) -> bool:
+    if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, _STABLE_TEXT):
+        result = hasattr(obj.value, name)  # an attribute set or deleted later recompiles
+        fr.tr.guards.add(obj.source, f"hasattr(X, {name!r}) is {result}", f"hasattr({obj.source}, {name!r}) is {result}")
+        return result
     if isinstance(obj, (ObjVar, ConstVar)):
         found = hasattr(obj.value, name)
         if isinstance(obj, ObjVar) and obj.source is not None:  # an attribute added or deleted later
@@ -174,7 +188,7 @@ def _callable(fr, args, kwargs):
     v = args[0]
     if isinstance(v, (FunctionVar, BoundVar, MethodVar, PartialVar)):
         return ConstVar(True)
-    return ConstVar(callable(S.const_value(v)) if isinstance(v, (ConstVar, ObjVar)) else False)
+    return ConstVar(callable(v.value) if isinstance(v, (ConstVar, ObjVar)) else False)
 
 
 @builtin(range)
@@ -185,7 +199,11 @@ def _range(fr, args, kwargs):
 @builtin(enumerate)
 def _enumerate(fr, args, kwargs):
     start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
-    return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))])
+    if not (isinstance(args[0], IterVar) and args[0].pull is not None):
+        return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
+                       py_type=enumerate)
+    count = iter(range(start, 1 << 62))
+    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])], enumerate)
 
 
 @builtin(zip)
@@ -194,12 +212,14 @@ def _zip(fr, args, kwargs):
         lists = [S.unpack(fr, a) for a in args]
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("trace_error", "zip(strict=True) of different lengths")
-    return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])])
+    if not any(isinstance(a, IterVar) and a.pull is not None for a in args):
+        return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
+    return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
 
 
 @builtin(reversed)
 def _reversed(fr, args, kwargs):
-    return IterVar(list(reversed(S.unpack(fr, args[0]))))
+    return IterVar(list(reversed(S.unpack(fr, args[0]))), py_type=type(reversed([])))
 
 
 @builtin(iter)
@@ -210,9 +230,8 @@ def _iter(fr, args, kwargs):
 @builtin(next)
 def _next(fr, args, kwargs):
     it = args[0]
-    if isinstance(it, IterVar) and it.pos < len(it.items):
-        it.pos += 1
-        return it.items[it.pos - 1]
+    if isinstance(it, IterVar) and it.more():
+        return it.take()
     if len(args) > 1:
         return args[1]
     raise Unsupported("unsupported_call", "next() on an exhausted or unknown iterator")
@@ -318,16 +337,35 @@ if hasattr(itertools, "pairwise"):
         [TupleVar(list(p)) for p in itertools.pairwise(S.unpack(fr, args[0]))]))
 
 
+def _lazy(fr, its, step, py_type):
+    """An iterator whose items `step(values)` makes from the next value of each of `its`, when
+    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed."""
+    its = [S.iterate(fr, a) for a in its]
+
+    def pull(out):
+        values = []
+        for it in its:  # as zip and map do: stop at the first exhausted iterator
+            if not it.more():
+                return False
+            values.append(it.take())
+        out.items.extend(step(values))
+        return True
+
+    return IterVar([], live=True, pull=pull, py_type=py_type)
+
+
 @builtin(map)
 def _map(fr, args, kwargs):
     fn, *its = args
-    return IterVar([call(fr, fn, list(t), {}) for t in zip(*[S.unpack(fr, a) for a in its])])
+    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map)
 
 
 @builtin(filter)
 def _filter(fr, args, kwargs):
     fn, it = args
-    return IterVar([v for v in S.unpack(fr, it) if S.truthy(fr, call(fr, fn, [v], {}))])
+    if isinstance(fn, ConstVar) and fn.value is None:
+        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter)
+    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter)
 
 
 @builtin(sum)
@@ -450,6 +488,8 @@ builtin(torch.cpu.amp.autocast)(_autocast("cpu"))
 builtin(torch.jit.is_scripting, torch.jit.is_tracing)(lambda fr, args, kwargs: ConstVar(False))
 builtin(torch._C._get_tracing_state)(lambda fr, args, kwargs: ConstVar(None))
 builtin(torch.compiler.is_compiling)(lambda fr, args, kwargs: ConstVar(True))
+if hasattr(torch._utils, "is_compiling"):  # deprecated alias, still called by library code
+    builtin(torch._utils.is_compiling)(lambda fr, args, kwargs: ConstVar(True))
 if hasattr(torch.compiler, "is_exporting"):
     builtin(torch.compiler.is_exporting)(lambda fr, args, kwargs: ConstVar(False))
 builtin(torch.backends.mha.get_fastpath_enabled)(

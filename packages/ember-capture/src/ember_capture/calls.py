@@ -14,16 +14,17 @@ import torch
 import torch.nn.modules.module as _module_mod
 
 from .attributes import CONTAINER_TYPES, MODULE_CALLS, bind_class_attr, class_lookup, is_container_method
-from .builder import wrap
+from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
 from .library import inlinable_file
+from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import registrar
 from .containers import call_container_method
 from . import semantics as S
 from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
-    BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
+    BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
 )
 
@@ -68,6 +69,9 @@ def _call_function_var(fr, fn, args, kwargs):
 
 @_calls(BoundVar)
 def _call_bound(fr, fn, args, kwargs):
+    model = optim_model_for(fn.func, fn.self_var)
+    if model is not None:  # Note [optimizer steps]
+        return model(fr, fn.self_var, args, kwargs)
     return call(fr, fn.func, [fn.self_var] + list(args), kwargs)
 
 
@@ -109,6 +113,9 @@ def _call_obj(fr, fn, args, kwargs):
     special = fr.tr.builtins.get(_key(value))
     if special is not None:
         return special(fr, args, kwargs)
+    scheduled_step = optim_function_model_for(fn)
+    if scheduled_step is not None:  # Note [optimizer steps]
+        return scheduled_step(fr, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if is_container_method(value):
@@ -122,8 +129,14 @@ def _call_obj(fr, fn, args, kwargs):
         self_var = wrap(fr.tr, value.__self__, None if fn.source is None else f"{fn.source}.__self__")
         return call(fr, ObjVar(value.__func__), [self_var] + list(args), kwargs)
     if isinstance(value, functools.partial):
-        return call(fr, wrap(fr.tr, value.func, None), [wrap(fr.tr, a, None) for a in value.args] + list(args),
-                    {**{k: wrap(fr.tr, v, None) for k, v in value.keywords.items()}, **kwargs})
+        # Its function, arguments and keywords are read through it (and guarded) on each call:
+        # two partials of one function with different tensors are different calls.
+        tr, src = fr.tr, fn.source if fn.source is not None else fr.tr.ns.ref(value)
+        tr.guards.add(src, f"type(X) is {tr.ns.ref(type(value))} and len(X.args) == {len(value.args)} "
+                      f"and list(X.keywords) == {list(value.keywords)!r}")
+        pargs = [wrap(tr, a, f"{src}.args[{i}]") for i, a in enumerate(value.args)]
+        pkw = {k: wrap(tr, v, f"{src}.keywords[{k!r}]", k) for k, v in value.keywords.items()}
+        return call(fr, wrap(tr, value.func, f"{src}.func"), pargs + list(args), {**pkw, **kwargs})
     if isinstance(value, type):
         return construct(fr, value, args, kwargs)
     if isinstance(value, weakref.ReferenceType) and not args and not kwargs:
@@ -246,16 +259,28 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
         code, globals_ = f.__code__, f.__globals__
         if not inlinable_file(code.co_filename):
             raise Unsupported("skipped_function", f"{f.__module__}.{f.__qualname__} is library code (not inlined)")
-        defaults = tuple(wrap(tr, d, None) for d in (f.__defaults__ or ()))
-        kwdefaults = {k: wrap(tr, d, None) for k, d in (f.__kwdefaults__ or {}).items()}
+        # Defaults are the function's own objects, read (and guarded) through it on each call:
+        # a mutable default (a tensor updated in place) is a graph input, not a constant.
+        src = fn.source if fn.source is not None else tr.ns.ref(f)
+        defaults = tuple(wrap(tr, d, f"{src}.__defaults__[{i}]", code.co_varnames[code.co_argcount - len(f.__defaults__) + i])
+                         for i, d in enumerate(f.__defaults__ or ()))
+        kwdefaults = {k: wrap(tr, d, f"{src}.__kwdefaults__[{k!r}]", k) for k, d in (f.__kwdefaults__ or {}).items()}
         freevars = {n: tr.real_cell(c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
     if fr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("recursion", "inlining too deep")
     locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))
     self_var = args[0] if args else None
     child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
-    result = child.run()
-    return result if child.yields is None else IterVar(child.yields)
+    if child.yields is not None:  # a generator runs nothing until its first item is asked for
+        return IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child), py_type=types.GeneratorType)
+    return child.run()
+
+
+def _resume_generator(frame) -> bool:
+    if frame.done:
+        return False
+    frame.run()
+    return not frame.done
 
 
 def bind_arguments(code, defaults, kwdefaults, args, kwargs) -> dict:
@@ -306,7 +331,7 @@ def construct(fr, cls, args, kwargs) -> Var:
             return ConstVar(cls)
         return ConstVar(cls(*[a.value for a in args]))
     if issubclass(cls, torch.nn.Module):
-        return _new_module(fr, cls, args, kwargs)
+        return construct_module(fr, cls, args, kwargs)
     obj = _new_instance(cls)
     if obj is not None:
         init = getattr(cls, "__init__")
@@ -351,19 +376,29 @@ def _new_instance(cls):
     return None
 
 
-def _new_module(fr, cls, args, kwargs) -> Var:
-    """An ``nn.Module`` built inside forward (``nn.ReLU()``, ``nn.Dropout(p)``, a loss): made once at
-    trace time, with constant arguments, and reused by every call of the entry. Sound only for a
-    module of torch.nn with no parameters, buffers or submodules: eager builds an equal one on each
-    call (a module with parameters would be freshly initialized on each call: not captured)."""
-    if not cls.__module__.startswith("torch.nn."):
-        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} module in traced code")
-    values = [const_value(a, "a module's arguments") for a in args]
-    kw = {k: const_value(v, "a module's arguments") for k, v in kwargs.items()}
-    module = cls(*values, **kw)
-    if module._modules or any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
-        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} with state in traced code")
-    return wrap(fr.tr, module, None)
+def construct_module(fr, cls, args, kwargs) -> Var:
+    """``torch.nn.CrossEntropyLoss()`` inside a compiled function: a torch.nn layer built from
+    constants that owns no parameters, buffers or submodules (a loss, an activation) is built
+    at trace time, once per compile. The graph reads only its constant attributes, so a fresh
+    instance per call computes the same; it is held by reference (guards and rebuilt values use
+    that one instance), which is the same object only for code that keeps it past the call."""
+    if not cls.__module__.startswith("torch.nn.modules."):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} (only stateless torch.nn layers are built while tracing)")
+    values = [const_value(a, f"{cls.__qualname__}()") for a in args]
+    named = {k: const_value(v, f"{cls.__qualname__}()") for k, v in kwargs.items()}
+    if any(isinstance(v, torch.Tensor) for v in values + list(named.values())):
+        raise Unsupported("unsupported_call", f"creating a {cls.__qualname__} from tensors")
+    try:
+        with torch.device("meta"):  # a layer with parameters is found without touching the RNG
+            probe = cls(*values, **named)
+        if not stateless_module(probe):
+            raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}, which owns parameters or buffers")
+        module = cls(*values, **named)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported("trace_error", f"{cls.__qualname__}() raised {type(e).__name__}: {e}") from None
+    return ObjVar(module, fr.tr.ns.ref(module))
 
 
 # -- methods of symbolic receivers -------------------------------------------------------
@@ -416,12 +451,8 @@ def _tuple_method(fr, tup, name, args, kwargs):
 @_methods(DictVar)
 def _dict_method(fr, d, name, args, kwargs):
     items = d.items
-    if name == "items":
-        return ListVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
-    if name == "keys":
-        return ListVar([ConstVar(k) for k in items])
-    if name == "values":
-        return ListVar(list(items.values()))
+    if name in ("items", "keys", "values") and not args and not kwargs:
+        return DictViewVar(d, name)
     if name == "get":
         key = const_value(args[0])
         return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
@@ -443,8 +474,16 @@ def _dict_method(fr, d, name, args, kwargs):
     return ConstVar(None)
 
 
+_SET_QUERIES = frozenset({"copy", "union", "intersection", "difference", "symmetric_difference",
+                          "issubset", "issuperset", "isdisjoint", "__len__", "__contains__"})
+
+
 @_methods(SetVar)
 def _set_method(fr, s, name, args, kwargs):
+    if name in _SET_QUERIES:
+        return from_python(getattr(set(const_value(i) for i in s.items), name)(*[const_value(a) for a in args]))
+    if s.source is not None:
+        raise Unsupported("side_effect", f"set.{name} on a set from the inputs")
     if name == "add":
         s.items = dedupe(s.items + [args[0]])
         return ConstVar(None)

@@ -22,7 +22,8 @@ import types
 import torch
 
 from .variables import (
-    NULL, BoundVar, CellVar, ConstVar, DictVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
+    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
+    TensorVar, TupleVar,
     Var,
 )
 
@@ -44,6 +45,8 @@ def collect_tensors(vars_, out: dict):
             collect_tensors(v.items, out)
         elif isinstance(v, DictVar):
             collect_tensors(v.items.values(), out)
+        elif isinstance(v, DictViewVar):
+            collect_tensors([v.dict], out)
         elif isinstance(v, NewObjVar):
             collect_tensors(list(v.attrs.values()) + ([v.storage] if v.storage is not None else []), out)
         elif isinstance(v, MethodVar):
@@ -68,7 +71,7 @@ class Rebuilder:
         self._temps: dict[int, str] = {}
 
     def expr(self, v: Var) -> str:
-        if isinstance(v, (ListVar, TupleVar, DictVar)) and v.source is not None:
+        if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
             # A container from the inputs is never mutated by a trace (that is a break), so the
             # real object is still equal to it: pass the object itself, keeping its identity.
             return v.source
@@ -111,6 +114,8 @@ class Rebuilder:
             return literal
         if isinstance(v, SetVar):
             return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
+        if isinstance(v, DictViewVar):
+            return f"{self.expr(v.dict)}.{v.kind}()"
         if isinstance(v, BoundVar):
             return f"{self.ns.ref(types.MethodType)}({self.expr(v.func)}, {self.expr(v.self_var)})"
         if isinstance(v, NewObjVar):

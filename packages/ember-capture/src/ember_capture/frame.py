@@ -61,8 +61,10 @@ class Frame:
     def __init__(self, tr, code, globals_, locals_: dict, freevars: dict, parent=None, self_var=None):
         if code.co_flags & CO_ASYNC:
             raise Unsupported("generator", f"{code.co_name} is a coroutine")
-        # Note: a generator is run to completion when called; its yields become a list.
+        # A generator's frame runs up to each yield when its next item is asked for, and
+        # pauses there (Note [lazy iterators]); its yields are kept in a list.
         self.yields = [] if code.co_flags & CO_GENERATOR else None
+        self.paused = False
         self.tr = tr
         self.code = code
         self.info = CodeInfo.of(code)
@@ -155,6 +157,9 @@ class Frame:
                                       f"{inst.opname}: {e}").with_location(self.code.co_filename, lineno) from e
                 raise Unsupported("trace_error", f"{type(e).__name__} while tracing {inst.opname}: {e}").with_location(
                     self.code.co_filename, lineno, self.code.co_qualname) from e
+            if self.paused:
+                self.paused = False
+                return None
         return self.result
 
 

@@ -78,16 +78,7 @@ class OutputGraph:
         name = re.sub(r"\W+", "_", name_hint).strip("_") or "input"
         if not name[0].isalpha():
             name = "i_" + name
-        base, k = name, 1
-        while name in self._names:
-            name, k = f"{base}_{k}", k + 1
-        self._names.add(name)
-        if self._last_placeholder is None:
-            ctx = self.graph.inserting_before(None)
-        else:
-            ctx = self.graph.inserting_after(self._last_placeholder)
-        with ctx:
-            node = self.graph.placeholder(name)
+        node = self._placeholder(name)
         self._last_placeholder = node
         with warnings.catch_warnings():  # converting a non-leaf reads .grad, which warns
             warnings.simplefilter("ignore")
@@ -100,6 +91,26 @@ class OutputGraph:
         self.by_source[source] = var
         self.inputs.append((source, real))
         return var
+
+    def _placeholder(self, base: str) -> fx.Node:
+        """A placeholder whose target (the forward's parameter) is its node name.
+
+        Note [placeholder names]: FX renames a node whose name is taken or shadows a builtin
+        (`input` becomes `input_1`) but keeps the target as the parameter name, and its
+        generated forward then starts with `input_1 = input`; a second placeholder whose target
+        is `input_1` would then read the first input. The target is set to the name FX chose."""
+        name, k = base, 1
+        while name in self._names:
+            name, k = f"{base}_{k}", k + 1
+        if self._last_placeholder is None:
+            ctx = self.graph.inserting_before(None)
+        else:
+            ctx = self.graph.inserting_after(self._last_placeholder)
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.target = node.name
+        self._names.update((name, node.name))
+        return node
 
     # -- calls ----------------------------------------------------------------------------
     def call(self, kind: str, target, args, kwargs) -> Var:
@@ -233,6 +244,11 @@ def _lower(x):
         return x.node, x.fake
     if isinstance(x, ConstVar):
         v = x.value
+        if isinstance(v, (int, float, complex)) and type(v) not in (bool, int, float, complex):
+            # a subclass (numpy.float64) is its Python value in a graph: FX prints its repr
+            # (`np.float64(2.0)`) into the generated code, where `np` is not defined
+            v = next(t for t in (int, float, complex) if isinstance(v, t))(v)
+            return v, v
         if isinstance(v, slice) or isinstance(v, METADATA_TYPES) or v is Ellipsis or isinstance(v, (tuple, list, range)):
             return v, v
         if callable(v) or isinstance(v, torch.finfo):

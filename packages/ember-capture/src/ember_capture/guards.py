@@ -35,11 +35,12 @@ class Guards:
         t = type(value)
         if isinstance(value, _IDENTITY_CONST):
             self.add(source, f"X is {value!r}")
-        elif t in _PLAIN_EQ:
+        elif isinstance(value, _PLAIN_EQ):  # numpy.float64 too: by type and value, not identity
+            name = t.__name__ if t in _PLAIN_EQ else self.ns.ref(t)
             if value != value:  # NaN is never equal to itself: guard on the type only
-                self.add(source, f"type(X) is {t.__name__}")
+                self.add(source, f"type(X) is {name}")
             else:
-                self.add(source, f"type(X) is {t.__name__} and X == {self.ns.ref(value)}")
+                self.add(source, f"type(X) is {name} and X == {self.ns.ref(value)}")
         elif isinstance(value, torch.dtype) or isinstance(value, type) or callable(value):
             self.add(source, f"X is {self.ns.ref(value)}")
         elif isinstance(value, (tuple, torch.Size, range, torch.device, slice, frozenset)):

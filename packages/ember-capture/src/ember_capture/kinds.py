@@ -54,6 +54,12 @@ class BreakKind(enum.StrEnum):
                          "subclass, sparse layout); pass a plain dense tensor")
     UNSUPPORTED_ARG = ("unsupported_arg", "an argument a torch op cannot take in a graph; pass a tensor "
                        "or a constant")
+    UNSUPPORTED_PYTHON = ("unsupported_python", "this CPython version's bytecode is not supported by "
+                          "capture; run on a supported version (see ember-capture's README)")
+    OPTIMIZER_STATE = ("optimizer_state", "optimizer state the step would replace or that is not "
+                       "tensors runs natively (Note [optimizer steps]); keep state in tensors")
+    OPTIMIZER_HOOKS = ("optimizer_hooks", "an optimizer with step hooks steps natively; remove the "
+                       "hooks to capture its step")
     GENERATOR = ("generator", "generators and coroutines are run natively; return a list instead")
     UNBOUND_LOCAL = ("unbound_local", "a local variable read before it is assigned on this path")
     NAME_ERROR = ("name_error", "a name that is not defined when the function is compiled")

@@ -72,9 +72,8 @@ def _for_iter(fr, inst):
     it = fr.stack[-1]
     if not isinstance(it, IterVar):
         raise Unsupported("unsupported_iter", f"iterating over {type(it).__name__}")
-    if it.pos < len(it.items):
-        fr.push(it.items[it.pos])
-        it.pos += 1
+    if it.more():
+        fr.push(it.take())
         return
     _FOR_ITER_EXHAUSTED[fr.tr.version](fr, inst)
 
@@ -137,6 +136,7 @@ def _yield_value(fr, inst):
         raise Unsupported("generator", "yield outside a generator")
     fr.yields.append(fr.pop())
     fr.push(ConstVar(None))  # the value sent back into the generator
+    fr.paused = True  # Note [lazy iterators]: the consumer resumes the frame for the next item
 
 
 @op("GET_YIELD_FROM_ITER")
@@ -146,14 +146,13 @@ def _get_yield_from_iter(fr, inst):
 
 @op("SEND")
 def _send(fr, inst):
-    # ``yield from`` an iterator known at trace time: all of its items are yielded at once
-    # (Note: generators run to completion), then the loop exits with the result None.
+    # ``yield from`` an iterator known at trace time: all of its items are yielded at once,
+    # then the loop exits with the result None.
     value = fr.pop()
     it = fr.stack[-1]
     if fr.yields is None or not isinstance(it, IterVar) or not S.is_same(value, ConstVar(None)):
         raise Unsupported("generator", "yield from / await on an unknown iterator")
-    fr.yields.extend(it.items[it.pos:])
-    it.pos = len(it.items)
+    fr.yields.extend(it.drain())
     _SEND_DONE[fr.tr.version](fr)
     fr.jump(inst.argval)
 

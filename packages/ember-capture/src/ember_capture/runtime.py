@@ -158,7 +158,21 @@ class FrameState:
             self.session.stats.recompiles += 1
             log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
                 f"{self.code.co_firstlineno}): {failed_guard(self.entries[-1], L)}")
-        entry = self.compile(L)
+        try:
+            entry = self.compile(L)
+        except Exception as exc:  # Note [internal errors]: capture's own bug, outside a handler
+            if isinstance(exc, Unsupported) or getattr(exc, "_ember_from_backend", False) \
+                    or config.raise_internal:
+                raise  # a fullgraph break, or the backend's own error: the backend's policy
+            if config.fullgraph:
+                raise Unsupported("internal", f"{type(exc).__name__} while capturing {self.name}: {exc} "
+                                  f"({BreakKind.INTERNAL.hint})",
+                                  (self.code.co_filename, self.code.co_firstlineno)) from exc
+            self.eager_forever = True
+            self.session.warn_once(("internal", self.code), f"ember: internal error while capturing {self.name} "
+                                   f"({type(exc).__name__}: {exc}); {BreakKind.INTERNAL.hint}; running it "
+                                   "eagerly", 3)
+            return self.eager(*args, **kwargs)
         self.entries.append(entry)
         result = entry(L, args, kwargs)
         if result is MISS:  # guards that do not hold on the inputs they were made from: a bug
@@ -224,6 +238,7 @@ class FrameState:
             fr = plan.frame
             roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
+        side_values += [a for _, args in tr.call_effects for a in args]
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
@@ -232,7 +247,11 @@ class FrameState:
             example_inputs = [real for _, real in tr.graph.inputs]
             session.stats.graphs.append(gm)
             log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
-            compiled = session.backend(gm, example_inputs)
+            try:
+                compiled = session.backend(gm, example_inputs)
+            except Exception as exc:
+                exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
+                raise
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
         effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
@@ -240,6 +259,7 @@ class FrameState:
             # A break inside a grad-mode block: the native part and the resume run in that mode.
             effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
         effects += [f"{tr.ns.ref(g)}[{name!r}] = {rb.expr(v)}" for g, name, v in tr.global_write_list]
+        effects += [f"{tr.ns.ref(fn)}({', '.join(rb.expr(a) for a in args)})" for fn, args in tr.call_effects]
         if plan.kind == "return":
             tail = f"return {rb.expr(plan.value)}"
         else:
@@ -378,17 +398,20 @@ def make_binder(func, self_obj):
     names = list(code.co_varnames[:argc + kwonly])
     varargs = code.co_varnames[argc + kwonly] if code.co_flags & 0x04 else None
     varkw = code.co_varnames[argc + kwonly + (1 if varargs else 0)] if code.co_flags & 0x08 else None
-    scope = {"_self": self_obj}
+    # Defaults are read from the function at each call, as Python does (`fn.__defaults__` may
+    # be reassigned after capture): an omitted argument binds the marker `_ember_D`, replaced below.
+    scope = {"_ember_self": self_obj, "_ember_D": _DEFAULT, "_ember_f": func}
     defaults = func.__defaults__ or ()
     kwdefaults = func.__kwdefaults__ or {}
     params = []
     first_default = argc - len(defaults)
+    value_of = {n: n for n in names}
     for i, n in enumerate(names[:argc]):
         if self_obj is not None and i == 0:
             continue
         if i >= first_default:
-            scope[f"_d{i}"] = defaults[i - first_default]
-            params.append(f"{n}=_d{i}")
+            params.append(f"{n}=_ember_D")
+            value_of[n] = f"({n} if {n} is not _ember_D else _ember_f.__defaults__[{i - argc} + len(_ember_f.__defaults__)])"
         else:
             params.append(n)
         if i == posonly - 1:
@@ -399,15 +422,15 @@ def make_binder(func, self_obj):
         params.append("*")
     for n in names[argc:]:
         if n in kwdefaults:
-            scope[f"_k_{n}"] = kwdefaults[n]
-            params.append(f"{n}=_k_{n}")
+            params.append(f"{n}=_ember_D")
+            value_of[n] = f"({n} if {n} is not _ember_D else _ember_f.__kwdefaults__[{n!r}])"
         else:
             params.append(n)
     if varkw:
         params.append("**" + varkw)
     if params and params[0] == "/":
         params.pop(0)
-    values = (["_self"] if self_obj is not None else []) + names[1 if self_obj is not None else 0:]
+    values = (["_ember_self"] if self_obj is not None else []) + [value_of[n] for n in names[1 if self_obj is not None else 0:]]
     values += [v for v in (varargs, varkw) if v]
     arg_names = tuple(names + [v for v in (varargs, varkw) if v])
     if not all(n.isidentifier() for n in arg_names):  # resume functions: called positionally only
@@ -424,6 +447,9 @@ def _with_cells(func, n):
     def run(*args):
         return types.FunctionType(code, globals_, name, None, tuple(args[:n]))(*args[n:])
     return run
+
+
+_DEFAULT = type("_Default", (), {"__repr__": lambda self: "<default>"})()
 
 
 def _positional_binder(n, self_obj):

@@ -20,7 +20,7 @@ from .library import inlinable_file
 from .graph import SliceParts
 from .tables import registrar
 from .variables import (
-    NULL, BoundVar, ConstVar, DictVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar,
+    NULL, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar,
     NewObjVar, ObjVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
 )
 
@@ -54,11 +54,36 @@ def const_value(v: Var, what="this operation"):
         return tuple(const_value(i, what) for i in v.items)
     if isinstance(v, ListVar):
         return [const_value(i, what) for i in v.items]
+    if isinstance(v, SetVar):
+        return {const_value(i, what) for i in v.items}
+    if isinstance(v, DictViewVar):  # a real view of an equal dict: set operations, comparisons
+        if v.kind == "keys":
+            return dict.fromkeys(v.dict.items).keys()
+        return getattr({k: const_value(i, what) for k, i in v.dict.items.items()}, v.kind)()
     if isinstance(v, ObjVar):
+        if is_data_object(v.value):
+            raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
+                              "which can change between calls")
         return v.value
     if isinstance(v, TensorVar):
         raise Unsupported("data_dependent", f"{what} needs the value of a tensor")
     raise Unsupported("unsupported_value", f"{what} needs a constant, got {describe(v)}")
+
+
+_MUTABLE_DATA = (list, dict, set, bytearray, collections.deque, collections.abc.MutableSequence,
+                 collections.abc.MutableMapping, collections.abc.MutableSet)
+
+
+def is_data_object(value) -> bool:
+    """Note [data objects]: an object whose contents are data that may change between calls
+    (a mutable container, a numpy array). Computing with it at trace time would bake the
+    contents of the first call into the entry, with no guard to notice a change; an operation
+    that needs its value is a graph break instead (it runs natively, on the current contents)."""
+    if isinstance(value, (type, torch.nn.Module)):
+        return False
+    if isinstance(value, _MUTABLE_DATA):
+        return True
+    return type(value).__module__ == "numpy" and type(value).__name__ in ("ndarray", "matrix", "memmap")
 
 
 def from_python(value) -> Var:
@@ -104,10 +129,10 @@ def unpack(fr, v: Var) -> list[Var]:
         return list(v.items)
     if isinstance(v, DictVar):
         return [ConstVar(k) for k in v.items]
+    if isinstance(v, DictViewVar):
+        return v.view_items()
     if isinstance(v, IterVar):
-        items = v.items[v.pos:]
-        v.pos = len(v.items)
-        return items
+        return v.drain()
     if isinstance(v, ConstVar) and isinstance(v.value, (tuple, list, range, str, torch.Size, dict, set, frozenset)):
         return [ConstVar(i) for i in v.value]
     if isinstance(v, TensorVar):
@@ -168,7 +193,11 @@ def _tensor_attr(fr, t: TensorVar, name):
     if name in TENSOR_VIEW_ATTRS:
         return fr.tr.graph.call("call_function", getattr, [t, ConstVar(name)], {})
     if name == "grad" and t.source is not None:
-        return wrap(fr.tr, fr.tr.eval_source(t.source).grad, f"{t.source}.grad", "grad")
+        real = fr.tr.eval_source(t.source)
+        written = fr.tr.attr_writes.get((id(real), "grad"))  # optimizer.zero_grad() earlier in the trace
+        if written is not None:
+            return written
+        return wrap(fr.tr, real.grad, f"{t.source}.grad", "grad")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(t, name)
     raise Unsupported("unsupported_attr", f"Tensor attribute {name!r}")
@@ -189,7 +218,7 @@ def _tuple_attr(fr, t: TupleVar, name):
     return MethodVar(t, name)
 
 
-@_getattr_for(ListVar, DictVar, SetVar)
+@_getattr_for(ListVar, DictVar, SetVar, DictViewVar)
 def _container_attr(fr, c, name):
     return MethodVar(c, name)
 
@@ -236,6 +265,8 @@ def _obj_attr(fr, o: ObjVar, name):
     if isinstance(value, types.ModuleType):
         attr = getattr(value, name)
         if is_stable_module(value):
+            if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
+                return wrap(tr, attr, f"{o.source if o.source is not None else tr.ns.ref(value)}.{name}", name)
             return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
         return wrap(tr, attr, attr_source(o.source, name), name)
     if isinstance(value, type):
@@ -385,7 +416,8 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
     if isinstance(a, ConstVar) and isinstance(b, ConstVar):
         return ConstVar(fn(a.value, b.value))
     if fn in _SEQ_OPS and isinstance(a, (ListVar, TupleVar)):
-        if isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd):
+        if (isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd)
+                and (type(a) is type(b) or (fn is operator.iadd and isinstance(a, ListVar)))):
             if fn is operator.iadd and isinstance(a, ListVar):
                 mutable_items(fr, a).extend(unpack(fr, b))
                 return a
@@ -396,7 +428,7 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
         same = is_same(a, b)
         return ConstVar(same if fn is operator.eq else not same)
     try:
-        return ConstVar(fn(const_value(a), const_value(b)))
+        return from_python(fn(const_value(a), const_value(b)))
     except Unsupported:
         raise
     except Exception as e:
@@ -464,8 +496,16 @@ def _registry_getitem(fr, m: ObjVar, key: ConstVar) -> Var:
 
 
 def contains(fr, container: Var, item: Var) -> bool:
-    if isinstance(container, DictVar):
-        return const_key(item) in container.items
+    if isinstance(container, ConstVar) and isinstance(item, ConstVar):
+        return operator.contains(container.value, item.value)  # Python's own `in`: substrings, ranges
+    if isinstance(container, DictVar) or (isinstance(container, DictViewVar) and container.kind == "keys"):
+        d = container if isinstance(container, DictVar) else container.dict
+        return const_key(item) in d.items
+    if isinstance(container, DictViewVar) and container.kind == "items":
+        pair = unpack(fr, item) if isinstance(item, (TupleVar, ListVar, ConstVar)) else None
+        if pair is None or len(pair) != 2 or const_key(pair[0]) not in container.dict.items:
+            return False
+        return contains(fr, TupleVar([container.dict.items[const_key(pair[0])]]), pair[1])
     if _registry(container, item):
         return _registry_contains(fr, container, item)
     if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
@@ -488,6 +528,8 @@ def truthy(fr, v: Var) -> bool:
         raise Unsupported("data_dependent", "branch on a tensor's value (data-dependent control flow)")
     if isinstance(v, (ListVar, TupleVar, SetVar, DictVar)):
         return len(v.items) > 0
+    if isinstance(v, DictViewVar):
+        return len(v.dict.items) > 0
     if isinstance(v, ObjVar):
         value = v.value
         cls = type(value)

@@ -41,10 +41,12 @@ class Tracer:
         self.guards = Guards(self.ns)
         self.graph = OutputGraph()
         self.builtins = BUILTINS
+        self.containers: dict = {}  # id(list, dict or set read from the inputs) -> (object, Var)
         self.attr_writes: dict = {}
         self.attr_write_list: list = []  # (object Var, name, value Var)
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
+        self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell
         self.open_contexts: list = []  # autocast regions entered for fake tensors, left in run()
@@ -82,6 +84,11 @@ class Tracer:
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
         self.attr_writes[(id(obj.value), name)] = value
         self.attr_write_list.append((obj, name, value))
+
+    def record_call_effect(self, fn, args: list):
+        """Call ``fn(*args)`` after the graph, on the rebuilt values (a side effect on an object
+        that the trace modelled, such as optimizer state created by a first step)."""
+        self.call_effects.append((fn, list(args)))
 
     def record_global_write(self, g, name, value: Var):
         self.global_writes[(id(g), name)] = value

@@ -83,17 +83,60 @@ class DictVar(Var):
         self.cls = cls
 
 
+class DictViewVar(Var):
+    """``d.keys()``, ``d.values()`` or ``d.items()``: a live view, so it reads its dict when
+    used (its length, membership, iteration), not when it was made."""
+
+    def __init__(self, dict_var: "DictVar", kind: str):
+        self.dict = dict_var
+        self.kind = kind  # "keys" | "values" | "items"
+
+    def view_items(self) -> list:
+        items = self.dict.items
+        if self.kind == "keys":
+            return [ConstVar(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVar([ConstVar(k), v]) for k, v in items.items()]
+
+
 class SetVar(Var):
-    def __init__(self, items):
+    def __init__(self, items, source=None):
         self.items = list(items)
+        self.source = source
 
 
 class IterVar(Var):
-    """An iterator over a list of values known at trace time."""
+    """An iterator over values known at trace time.
 
-    def __init__(self, items, live=False):
+    Note [lazy iterators]: a generator, map() or filter() produces its items when asked
+    (``pull`` appends the next one to ``items``, or returns False when exhausted), as Python
+    does: a generator's side effects (an in-place op, an append) happen only for the items
+    consumed, in the order they are consumed."""
+
+    def __init__(self, items, live=False, pull=None, py_type=type(iter([]))):
         self.items = items if live else list(items)
         self.pos = 0
+        self.pull = pull
+        self.py_type = py_type  # what type() says: list_iterator, generator, map, zip, ...
+
+    def more(self) -> bool:
+        """Whether a next item exists (producing it if needed)."""
+        while self.pos >= len(self.items) and self.pull is not None:
+            if not self.pull(self):
+                self.pull = None
+        return self.pos < len(self.items)
+
+    def take(self):
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def drain(self) -> list:
+        """The remaining items, all produced and consumed."""
+        out = []
+        while self.more():
+            out.append(self.take())
+        return out
 
 
 class CellVar(Var):

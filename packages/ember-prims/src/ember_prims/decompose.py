@@ -173,15 +173,18 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
     return fx.GraphModule(root, graph)
 
 
-def verify(gm: fx.GraphModule) -> None:
+def verify(gm: fx.GraphModule, also_allowed: Callable[[object], bool] | None = None) -> None:
     """Raise `SpecError` if `gm` is not prims-level: only ember_prims ops, EXTERN_OPS and getitem
-    on their tuples, and `meta["val"]` on every placeholder, get_attr and call_function node."""
+    on their tuples, and `meta["val"]` on every placeholder, get_attr and call_function node.
+    `also_allowed(target)`: other targets a consumer accepts (the inductor runs any functional
+    ATen op as a library call)."""
     problems = []
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "call_function") and "val" not in node.meta:
             problems.append(f"{node.format_node()}: no meta['val']")
         if node.op == "call_function" and not (
-                is_prim(node.target) or node.target in EXTERN_OPS or node.target is operator.getitem):
+                is_prim(node.target) or node.target in EXTERN_OPS or node.target is operator.getitem
+                or (also_allowed is not None and also_allowed(node.target))):
             problems.append(f"{node.format_node()}: {node.target} is neither a prim nor an extern "
                             f"(at {_user_line(node.meta.get('stack_trace'))})")
         if node.op in ("call_module", "call_method"):

@@ -7,12 +7,12 @@
 See docs/quickstart.md.
 """
 from ember.__about__ import __version__
-from ember.api import compile, disable, explain, reset
+from ember.api import compile, compile_record, disable, explain, reset
 from ember.backends import list_backends, register_backend
 from ember.errors import BackendCompilerFailed, BackendUnavailable, EmberError, InvalidArgument, SpecError
 from ember.module import OptimizedModule
 
 __all__ = [
     "BackendCompilerFailed", "BackendUnavailable", "EmberError", "InvalidArgument", "OptimizedModule", "SpecError",
-    "__version__", "compile", "disable", "explain", "list_backends", "register_backend", "reset",
+    "__version__", "compile", "compile_record", "disable", "explain", "list_backends", "register_backend", "reset",
 ]

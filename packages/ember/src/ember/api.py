@@ -1,6 +1,7 @@
 """The user-facing verbs: compile, disable, reset, explain."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import ember_capture
 from ember.backends import build_compiler
 from ember.errors import InvalidArgument
 from ember.module import OptimizedModule
+from ember.record import CompileRecord
 from ember.settings import CAPTURE_LOGS, make_settings
 
 
@@ -42,7 +44,8 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not callable(model):
         raise InvalidArgument(f"ember.compile: expected a function, method or nn.Module, "
                               f"got {type(model).__name__}")
-    prepared = _prepare(backend, fullgraph, dynamic, mode, options, disable)
+    record = CompileRecord()
+    prepared = _prepare(backend, fullgraph, dynamic, mode, options, disable, record)
     if prepared is None:
         return model
     compiler, config = prepared
@@ -50,14 +53,33 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         # Pickling or deep-copying the wrapper compiles the copied module again with these arguments.
         recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                       mode=mode, options=options)
-        return OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
+        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
+        object.__setattr__(compiled, "_ember_record", record)
+        return compiled
     compiled = ember_capture.capture(model, compiler, config)
     if inspect.isfunction(model):
         functools.update_wrapper(compiled, model)
+    compiled._ember_record = record
     return compiled
 
 
-def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any, disable: Any):
+def compile_record(compiled: Any) -> CompileRecord:
+    """What compiling did so far (Note [compile record]): each layer's passes per graph, with
+    seconds and artifacts. `compiled` is what `ember.compile` returned::
+
+        import torch, ember
+        f = ember.compile(lambda x: torch.sin(x) * 2)
+        f(torch.randn(8))
+        print(ember.compile_record(f))  # capture, autograd and inductor passes of graph 0
+    """
+    record = getattr(compiled, "_ember_record", None)
+    if not isinstance(record, CompileRecord):
+        raise InvalidArgument(f"ember.compile_record: {type(compiled).__name__} was not made by ember.compile")
+    return record
+
+
+def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any, disable: Any,
+             record: CompileRecord | None = None):
     if not isinstance(disable, bool):
         raise InvalidArgument(f"ember.compile: disable={disable!r}; valid: True or False")
     if not (isinstance(backend, str) or callable(backend)):
@@ -66,7 +88,7 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
     settings = make_settings(backend_name=name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                              options=options)
-    compiler = build_compiler(backend, settings)
+    compiler = build_compiler(backend, settings, record)
     if disable:
         return None
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,
@@ -93,12 +115,33 @@ def reset() -> None:
     ember_capture.reset()
 
 
-def explain(fn: Callable) -> Callable[..., Any]:
-    """`ember.explain(fn)(*args)` runs fn once and reports its graphs and graph breaks."""
+@dataclasses.dataclass
+class ExplainOutput(ember_capture.ExplainOutput):
+    """Capture's report (graphs, breaks with their kinds, hints and lines), and with a backend,
+    what compiling each graph did (Note [compile record])."""
+
+    compile_record: CompileRecord | None = None
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text if self.compile_record is None else f"{text}\n{self.compile_record}"
+
+
+def explain(fn: Callable, *, backend: str | Callable | None = None) -> Callable[..., Any]:
+    """`ember.explain(fn)(*args)` runs fn once and reports its graphs and graph breaks; with
+    `backend` (say "inductor"), fn runs a second time, compiled by it, and the report adds the
+    compile record: each layer's passes per graph, with their times."""
     if not callable(fn):
         raise InvalidArgument(f"ember.explain: expected a callable, got {type(fn).__name__}")
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        return ember_capture.explain(fn, *args, **kwargs)
+        out = ember_capture.explain(fn, *args, **kwargs)
+        record = None
+        if backend is not None:
+            compiled = compile(fn, backend=backend)
+            compiled(*args, **kwargs)
+            record = compile_record(compiled)
+        fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+        return ExplainOutput(**fields, compile_record=record)
 
     return run

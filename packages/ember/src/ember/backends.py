@@ -13,6 +13,7 @@ The compositions (the brief: "composition lives in the facade"):
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,9 +24,10 @@ import ember_autograd
 import ember_inductor
 import ember_prims
 from ember.cudagraphs import CUDAGraphs, Logger
-from ember.checks import check_captured
+from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, site_of
+from ember.record import CompileRecord
 from ember.settings import INDUCTOR_LOGS, Settings, make_settings
 
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
@@ -87,8 +89,9 @@ def lookup(name: str) -> BackendEntry:
     return entry
 
 
-def build_compiler(backend: str | Callable, settings: Settings) -> CompilerFn:
-    """The compiler that capture will call for each graph, with the facade's fallback around it."""
+def build_compiler(backend: str | Callable, settings: Settings, record: CompileRecord | None = None) -> CompilerFn:
+    """The compiler that capture will call for each graph, with the facade's fallback around it;
+    what it does is added to `record` (Note [compile record])."""
     if callable(backend):
         if settings.options:
             raise InvalidArgument("ember.compile: options and mode apply to named backends that take "
@@ -100,10 +103,10 @@ def build_compiler(backend: str | Callable, settings: Settings) -> CompilerFn:
             raise InvalidArgument(f"ember.compile: backend {backend!r} takes no options or mode; "
                                   f"backends that do: {sorted(n for n, e in _REGISTRY.items() if e.takes_options)}")
         compiler = entry.build(settings)
-    return _with_fallback(compiler, settings)
+    return _with_fallback(compiler, settings, record if record is not None else CompileRecord())
 
 
-def _with_fallback(compiler: CompilerFn, settings: Settings) -> CompilerFn:
+def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileRecord) -> CompilerFn:
     # Note [one failure path] (fallback.py): a backend that cannot compile a graph must not lose
     # the user's program. Without fullgraph the graph runs as captured (eagerly, by torch), with
     # one warning at the user's line; with fullgraph=True the failure is raised. An
@@ -115,11 +118,16 @@ def _with_fallback(compiler: CompilerFn, settings: Settings) -> CompilerFn:
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         if settings.check:
             check_captured(gm, example_inputs)
+        graph = record.new_graph(gm)
         fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
+        start = time.perf_counter()
         if isinstance(compiler, AotComposition):
-            return fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback), gm, example_inputs,
-                                    "forward", boxed=False)
-        return fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+            compiled = fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback, record=record, graph=graph),
+                                        gm, example_inputs, "forward", boxed=False)
+        else:
+            compiled = fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+        record.add(graph, "backend", f"compile ({settings.backend_name})", time.perf_counter() - start, compiled)
+        return compiled
 
     return compile_one
 
@@ -159,13 +167,27 @@ class AotComposition:
     def __name__(self) -> str:
         return self.name
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list,
-                 fallback: Fallback | None = None) -> Callable:
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list, fallback: Fallback | None = None,
+                 record: CompileRecord | None = None, graph: int = 0) -> Callable:
         if fallback is None:  # called through the plain backend protocol (torch.compile)
             fallback = Fallback(self.name, False, site_of(gm))
+        record = record if record is not None else CompileRecord()
+
+        def compile_graph(compiler: CompilerFn, g: torch.fx.GraphModule, ex: list, stage: str) -> Callable:
+            start = time.perf_counter()
+            compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            if self.config is not None and self.config.verify:  # Note [checked boundaries]
+                compiled = check_outputs(g, compiled)
+            record.add(graph, "autograd", f"{stage}_compile", time.perf_counter() - start, g)
+            inner = getattr(compiled, "compiled_graph", None)  # the inductor's, with its passes
+            if isinstance(getattr(inner, "timings", None), dict):
+                record.add_timings(graph, "inductor", inner.timings, inner)
+            return compiled
+
         fw, bw = self.fw_compiler, self.bw_compiler or self.fw_compiler
-        fw_compiler = lambda g, ex: fallback.compile(fw, g, ex, "forward", boxed=True)  # noqa: E731
-        bw_compiler = lambda g, ex: fallback.compile(bw, g, ex, "backward", boxed=True)  # noqa: E731
+        first_step = len(record.steps)
+        fw_compiler = lambda g, ex: compile_graph(fw, g, ex, "forward")  # noqa: E731
+        bw_compiler = lambda g, ex: compile_graph(bw, g, ex, "backward")  # noqa: E731
         if self.cudagraphs is not None:  # outside the fallback: what it falls back to replays too
             fw_compiler, bw_compiler = self.cudagraphs(gm, example_inputs, fw_compiler, bw_compiler)
         compiled = ember_autograd.aot(
@@ -174,6 +196,10 @@ class AotComposition:
             bw_compiler=bw_compiler,
             decompositions=self.decompositions() if self.decompositions else None,
             partition=self.partition, config=self.config)
+        artifacts = compiled.artifacts
+        if artifacts is not None:
+            record.add_timings(graph, "autograd", {k: v for k, v in artifacts.timings.items()
+                                                   if k in ("trace", "partition")}, artifacts, at=first_step)
         return fallback.every_call(compiled, gm.forward)
 
 

@@ -108,8 +108,9 @@ class Fallback:
         return self.first_call(compiled, gm.forward, f"first call of the compiled {stage}", boxed)
 
     def first_call(self, compiled: Callable, eager: Callable, stage: str, boxed: bool) -> Callable:
-        """`compiled`, except that if its first call raises, that call and every later one run
-        `eager` instead (called `f(*args)`). With boxed, the result is called `f(list)`, and calls
+        """`compiled`, except that if its first call raises and `eager` does not on the same
+        inputs, that call and every later one run `eager` (called `f(*args)`); if eager raises
+        too, the error is the user's and propagates, with no warning. With boxed, the result is called `f(list)`, and calls
         `compiled` that way if it says so (`_boxed_call`)."""
         inner_boxed = getattr(compiled, "_boxed_call", False)
         direct = compiled if inner_boxed else (lambda a: compiled(*a))
@@ -119,9 +120,10 @@ class Fallback:
             try:
                 out = direct(list(args))  # a copy: a boxed callee may clear the list it gets
             except Exception as exc:  # noqa: BLE001 - reported by fail(), never hidden
-                self.fail(stage, exc)
+                out = eager(*args)  # raises the user's own error (bad input), if it is one
                 state[0] = lambda a: eager(*a)
-                return eager(*args)
+                self.fail(stage, exc)
+                return out
             state[0] = direct
             return out
 

@@ -90,6 +90,11 @@ def new_empty_strided(a, size, stride, *, dtype=None, layout=None, device=None, 
     return P.empty_strided(list(size), list(stride), dtype=dtype or a.dtype, device=_device(device, a))
 
 
+@register(aten.zero.default)
+def zero(a):
+    return full(a.shape, 0, a.dtype, a.device)
+
+
 @register(aten.fill.Scalar, aten.fill.Tensor)
 def fill(a, value):
     if isinstance(value, torch.Tensor):

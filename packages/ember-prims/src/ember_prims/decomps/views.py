@@ -205,6 +205,34 @@ def select_scatter(a, src, dim, index):
     return slice_scatter(a, unsqueeze(src, d), d, index, index + 1)
 
 
+@register(aten.as_strided_scatter.default)
+def as_strided_scatter(a, src, size, stride, storage_offset=None):
+    # ATen writes `src` into `a.clone().as_strided(...)`: positions count in a contiguous copy
+    # of `a`, a flat index per element of `src`.
+    if src.numel() == 0:
+        return P.clone(a)
+    size = list(size)
+    pos = full(size, storage_offset or 0, torch.int64, a.device)
+    for d, st in enumerate(stride):
+        pos = P.add(pos, _dim_iota(size, d, a.device, 0, st))
+    flat = P.scatter(reshape(a, [a.numel()]), 0, reshape(pos, [src.numel()]),
+                     reshape(convert(src, a.dtype), [src.numel()]))
+    return reshape(flat, a.shape)
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
+    # the diagonal's size and strides in a contiguous `a`, then as_strided_scatter
+    d1, d2 = canon_dim(dim1, a.dim()), canon_dim(dim2, a.dim())
+    strides = [1] * a.dim()
+    for d in range(a.dim() - 2, -1, -1):
+        strides[d] = strides[d + 1] * a.shape[d + 1]
+    rest = [d for d in range(a.dim()) if d not in (d1, d2)]
+    start = offset * strides[d2] if offset >= 0 else -offset * strides[d1]
+    return as_strided_scatter(a, src, list(src.shape), [strides[d] for d in rest] + [strides[d1] + strides[d2]],
+                              start)
+
+
 @register(aten.slice_backward.default)
 def slice_backward(grad, input_sizes, dim, start, end, step):
     zeros = full(input_sizes, 0, grad.dtype, grad.device)
