@@ -36,12 +36,13 @@ SKIPPED_PACKAGES = frozenset({
     "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
 })
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-# Torch's own Python that is inlined like user code: model code (torch.nn), the Tensor operator
-# wrappers (Tensor.__rsub__, ...), masked ops, and the context decorators (@torch.no_grad()
-# on a forward: its wrapper is `with ctx_factory(): return func(...)`). The rest of torch
-# stays native: dispatch, devices, RNG, distributed and tracing machinery manage global state,
-# and autograd.Function needs its own forward/backward.
-TORCH_INLINED = ("nn/", "masked/", "_tensor.py", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py")
+# Torch's own Python that is inlined like user code: model code (torch.nn), masked ops, and the
+# context decorators (@torch.no_grad() on a forward: its wrapper is `with ctx_factory(): return
+# func(...)`). The rest of torch stays native: dispatch, devices, RNG, distributed and tracing
+# machinery manage global state, autograd.Function needs its own forward/backward, and the
+# Tensor methods written in Python (torch/_tensor.py: backward, register_hook, ...) act on
+# autograd state.
+TORCH_INLINED = ("nn/", "masked/", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py")
 _TORCH_INLINE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_INLINED)
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep  # ember_capture itself
 
