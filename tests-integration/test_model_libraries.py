@@ -1,8 +1,8 @@
 """Models from torchvision, timm and transformers (plain Python over torch, installed in
 site-packages) capture into few graphs and equal eager. Skipped where a library is missing (this
 CPU machine has none of them; the GPU machines have all three). Small configs, random weights,
-no downloads. HF models capture into 3 graphs (measured on torch 2.11 / transformers 5.17:
-the attention-implementation lookup breaks the graph twice); the torchvision and timm models into 1.
+no downloads. Each captures into 1 graph (HF models: measured on torch 2.13 / transformers 5.23;
+tests-integration/zoo.py measures 34 HF architectures).
 
 float32 tolerances: eager backend rtol=1e-5, atol=1e-5; inductor rtol=1e-3, atol=1e-4 (deep
 conv stacks accumulate reordering differences).
@@ -49,7 +49,7 @@ def test_transformers_bert(backend, recorder):
     config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=64, max_position_embeddings=64)
     model = transformers.BertModel(config)
-    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=3)
+    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=1)
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
@@ -57,7 +57,7 @@ def test_transformers_gpt2(backend, recorder):
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64)
     model = transformers.GPT2Model(config)
-    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=3)
+    check(model, [lambda: (torch.randint(0, 100, (2, 16)),)] * 2, backend, recorder, max_graphs=1)
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])

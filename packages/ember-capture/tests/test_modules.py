@@ -240,13 +240,15 @@ def test_training_flag_recompiles_and_batchnorm_stats():
     assert len(rec.graphs) == 2  # train and eval
 
 
-def test_module_with_hook_runs_eagerly_but_right():
+def test_module_with_hook_is_right():
     m = Sequential3()
     calls = []
     m.net[0].register_forward_hook(lambda mod, i, o: calls.append(o.shape))
     compiled = ember_capture.capture(m, Recorder())
     x = r(2, 4)
-    with pytest.warns(UserWarning, match="has hooks"):
+    # The hook is traced; its append to a list it closes over is a side effect on an input (a
+    # break, here inside Sequential's loop: that frame runs eagerly, with a warning).
+    with pytest.warns(UserWarning, match="mutating a list"):
         torch.testing.assert_close(compiled(x), m(x))
     assert len(calls) == 2  # the hook ran for the captured call too
 

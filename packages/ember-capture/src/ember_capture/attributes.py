@@ -22,6 +22,7 @@ checked against the instance dict.
 """
 from __future__ import annotations
 
+import collections
 import types
 
 import torch
@@ -29,6 +30,16 @@ import torch
 from .builder import wrap
 from .config import Unsupported
 from .variables import BoundVar, ConstVar, NewObjVar, ObjVar
+
+# Builtin container classes whose C methods are modelled (Note [Builtin methods on subclasses]).
+CONTAINER_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, list, tuple, set, frozenset})
+
+
+def is_container_method(value) -> bool:
+    """A method descriptor of a builtin container class (``dict.get``, ``OrderedDict.__setitem__``)."""
+    return (isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType))
+            and getattr(value, "__objclass__", None) in CONTAINER_TYPES)
+
 
 _ABSENT = object()
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and C types
@@ -160,7 +171,8 @@ def bind_class_attr(fr, obj, raw, name):
         return _python_getter(fr, obj, get, [wrap(tr, raw, None), obj, ObjVar(owner)], name)
     if isinstance(obj, ObjVar) and not callable(raw):  # a slot, a C getset
         return _native(fr, obj, name)
-    if callable(raw) and _modelled(tr, raw):  # a C method the tracer models (object.__getattribute__)
+    if callable(raw) and (_modelled(tr, raw) or is_container_method(raw)):
+        # a C method the tracer models (object.__getattribute__, dict.get: Note [Builtin methods on subclasses])
         return BoundVar(ObjVar(raw), obj)
     raise Unsupported("unsupported_attr", f"attribute {name!r} ({type(raw).__name__}) of {owner.__name__}")
 

@@ -19,11 +19,9 @@ native = registrar(NATIVE)
 
 def why_no_break(code, inst) -> str | None:
     """Why the frame cannot split at ``inst`` (None: it can). A break needs a native rule for
-    the instruction, no loop around it (the resume would re-enter the loop), no cell variables."""
+    the instruction, no loop around it (the resume would re-enter the loop)."""
     if inst.opname not in NATIVE:
         return f"{inst.opname} cannot run natively at a break"
-    if code.co_cellvars:
-        return "the function has variables captured by inner functions"
     if CodeInfo.of(code).in_loop(inst.offset):
         return "it is inside a loop"
     return None
@@ -40,11 +38,11 @@ class BreakAction:
         self.unbound = tuple(n for n in frame.code.co_varnames if n not in frame.locals)
         self.handler = NATIVE[inst.opname]
 
-    def __call__(self, stack, locals_):
+    def __call__(self, stack, locals_, cells=()):
         target = self.handler(self, stack, RUNTIME_NULL)
         null_mask = tuple(v is RUNTIME_NULL for v in stack)
         fn = self.state.resume_function(target, null_mask, self.unbound)
-        return fn(*locals_, *[v for v in stack if v is not RUNTIME_NULL])
+        return fn(*cells, *locals_, *[v for v in stack if v is not RUNTIME_NULL])
 
 
 @native("CALL")

@@ -126,12 +126,16 @@ def _wrap_module(tr, value, source, name):
     models build `CrossEntropyLoss()` on every call: an identity guard missed every time and
     recompiled the frame until the recompile limit."""
     if source is not None:
-        if stateless_module(value):
+        if stateless_module(value) and not _has_hooks(value):
             tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
                           f"{source}: a stateless {type(value).__name__} without hooks")
         else:
             tr.guards.identity(source, value)
     return ObjVar(value, source)
+
+
+def _has_hooks(m: torch.nn.Module) -> bool:
+    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
 
 
 def stateless_module(module: torch.nn.Module) -> bool:

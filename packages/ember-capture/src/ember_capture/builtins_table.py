@@ -1,7 +1,9 @@
 """Python builtins (and a few stdlib callables) on symbolic values: one entry per callable."""
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import inspect
 import math
 import operator
@@ -63,11 +65,33 @@ def _len(fr, args, kwargs):
         return ConstVar(v.fake.shape[0])
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return ConstVar(len(v.value))
+    if isinstance(v, NewObjVar):
+        return S.call_dunder(fr, v, "__len__", []) if S.class_dunder(v, "__len__") else _no_len(v)
     if isinstance(v, ObjVar) and v.source is not None and not isinstance(v.value, _STABLE_TEXT):
         n = len(v.value)  # asked natively, and asked again by a guard on each call
         fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
         return ConstVar(n)
     return ConstVar(len(S.const_value(v)))
+
+
+def _no_len(v):
+    raise Unsupported("trace_error", f"object of type {v.cls.__name__} has no len()")
+
+
+@builtin(object.__dict__["__setattr__"])
+def _object_setattr(fr, args, kwargs):
+    obj, name, value = args
+    if not isinstance(obj, NewObjVar):
+        raise Unsupported("side_effect", f"object.__setattr__ on {S.describe(obj)}")
+    S.object_setattr(fr, obj, S.const_value(name), value)
+    return ConstVar(None)
+
+
+@builtin(object.__dict__["__init__"])
+def _object_init(fr, args, kwargs):
+    if len(args) > 1 or kwargs:
+        raise Unsupported("trace_error", "object.__init__() takes exactly one argument")
+    return ConstVar(None)
 
 
 @builtin(isinstance)
@@ -241,6 +265,76 @@ def _dict(fr, args, kwargs):
                 items[S.const_key(k)] = v
     items.update(kwargs)
     return DictVar(items)
+
+
+@builtin(collections.defaultdict)
+def _defaultdict(fr, args, kwargs):
+    d = _dict(fr, list(args[1:]), kwargs)
+    d.cls = collections.defaultdict
+    d.default_factory = args[0] if args else ConstVar(None)
+    return d
+
+
+# itertools: each builds the whole sequence at trace time, as zip() and enumerate() do.
+@builtin(itertools.product)
+def _product(fr, args, kwargs):
+    repeat = S.const_value(kwargs.get("repeat", ConstVar(1)))
+    return IterVar([TupleVar(list(t)) for t in itertools.product(*[S.unpack(fr, a) for a in args], repeat=repeat)])
+
+
+@builtin(itertools.chain)
+def _chain(fr, args, kwargs):
+    return IterVar([v for a in args for v in S.unpack(fr, a)])
+
+
+@builtin(itertools.chain.from_iterable)
+def _chain_from_iterable(fr, args, kwargs):
+    return IterVar([v for a in S.unpack(fr, args[0]) for v in S.unpack(fr, a)])
+
+
+@builtin(itertools.zip_longest)
+def _zip_longest(fr, args, kwargs):
+    fill = kwargs.get("fillvalue", ConstVar(None))
+    return IterVar([TupleVar(list(t)) for t in itertools.zip_longest(*[S.unpack(fr, a) for a in args], fillvalue=fill)])
+
+
+@builtin(itertools.accumulate)
+def _accumulate(fr, args, kwargs):
+    items = S.unpack(fr, args[0])
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    initial = kwargs.get("initial")
+    out = [] if initial is None or S.is_same(initial, ConstVar(None)) else [initial]
+    for v in items:
+        if not out:
+            out.append(v)
+        elif func is None or S.is_same(func, ConstVar(None)):
+            out.append(S.binary(fr, operator.add, out[-1], v))
+        else:
+            out.append(call(fr, func, [out[-1], v], {}))
+    return IterVar(out)
+
+
+@builtin(itertools.islice)
+def _islice(fr, args, kwargs):
+    return IterVar(S.unpack(fr, args[0])[slice(*_consts(args[1:]))])
+
+
+@builtin(itertools.starmap)
+def _starmap(fr, args, kwargs):
+    return IterVar([call(fr, args[0], S.unpack(fr, t), {}) for t in S.unpack(fr, args[1])])
+
+
+@builtin(itertools.repeat)
+def _repeat(fr, args, kwargs):
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        raise Unsupported("unsupported_call", "itertools.repeat without times (endless)")
+    return IterVar([args[0]] * S.const_value(times))
+
+
+if hasattr(itertools, "pairwise"):
+    builtin(itertools.pairwise)(lambda fr, args, kwargs: IterVar(
+        [TupleVar(list(p)) for p in itertools.pairwise(S.unpack(fr, args[0]))]))
 
 
 def _lazy(fr, its, step, py_type):

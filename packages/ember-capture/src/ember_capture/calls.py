@@ -1,28 +1,27 @@
 """Calls: torch ops become graph nodes, user functions are inlined, builtins follow a table.
 
-Note [Inlining]: a Python function is inlined (interpreted in a child frame) when its code is
-the user's or an installed model library's (torchvision, timm, transformers: plain Python over
-torch): not in the standard library, not torch's own code except ``torch.nn`` module code (whose
-``forward`` methods are plain Python), and not one of SKIPPED_PACKAGES (numpy, scipy, ...). Torch functions (``torch.*``,
-``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
+Which Python functions are inlined is decided in ``library.py`` (Note [Inlining]). Torch
+functions (``torch.*``, ``torch.nn.functional.*``, Tensor methods) are leaves: one graph node each.
 """
 from __future__ import annotations
 
+import collections
 import functools
-import os
-import sysconfig
 import types
 import weakref
 
 import torch
 import torch.nn.modules.module as _module_mod
 
-from .attributes import MODULE_CALLS, bind_class_attr, class_lookup
+from .attributes import CONTAINER_TYPES, MODULE_CALLS, bind_class_attr, class_lookup, is_container_method
 from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
+from .library import inlinable_file
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import registrar
+from .containers import call_container_method
+from . import semantics as S
 from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
     BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
@@ -38,37 +37,6 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 # Functions of these modules are pure: calls on constants are computed at trace time.
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
 MAX_INLINE_DEPTH = 48
-_STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-_SITE_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
-# Installed packages are inlined (model libraries such as torchvision, timm and transformers are
-# plain Python over torch, as user code is), except these, whose functions are not model code
-# and run natively: a call into one is a graph break.
-SKIPPED_PACKAGES = frozenset({
-    "numpy", "scipy", "sympy", "triton", "pytest", "_pytest", "pluggy", "typing_extensions",
-    "ember", "ember_capture", "ember_autograd", "ember_prims", "ember_inductor", "tqdm", "PIL",
-    "matplotlib", "pandas", "jax", "jaxlib", "cupy", "filelock", "fsspec", "huggingface_hub",
-    "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
-})
-_TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-_TORCH_INLINE_DIRS = tuple(_TORCH_DIR + d for d in (os.path.join("nn", "modules", ""), os.path.join("nn", "utils", ""),
-                                                    os.path.join("nn", "functional.py")))
-_OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
-
-
-@functools.lru_cache(maxsize=4096)
-def inlinable_file(filename: str) -> bool:
-    path = os.path.realpath(filename) if not filename.startswith("<") else filename
-    if path.startswith(_OWN_DIR):
-        return False
-    if path.startswith(_TORCH_DIR):
-        return path.startswith(_TORCH_INLINE_DIRS)
-    for site in _SITE_DIRS:
-        if path.startswith(site):
-            top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
-            return top not in SKIPPED_PACKAGES
-    return not path.startswith(_STDLIB_DIR)
-
-
 def is_torch_op(value) -> bool:
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
@@ -150,6 +118,9 @@ def _call_obj(fr, fn, args, kwargs):
         return scheduled_step(fr, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
+    if is_container_method(value):
+        return call_container_method(fr, value, args, kwargs,
+                                     lambda r, name, a, k: _call_method(fr, MethodVar(r, name), a, k))
     if isinstance(value, torch.nn.Module):
         return call_module(fr, fn, args, kwargs)
     if isinstance(value, types.FunctionType):
@@ -209,20 +180,55 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
     """Module.__call__ without hooks: `self.forward(...)`, with forward looked up as Python does
     (a forward set on the instance wins over the class's)."""
     m = mvar.value
-    if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-            or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
-            or _module_mod._global_backward_hooks):
-        raise Unsupported("module_hooks", f"{type(m).__name__} has hooks")
-    return call(fr, getattr_var(fr, mvar, "forward"), args, kwargs)
+    if (m._backward_hooks or m._backward_pre_hooks or _module_mod._global_forward_hooks
+            or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
+            or getattr(m, "_forward_hooks_always_called", None)):
+        raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
+    forward = getattr_var(fr, mvar, "forward")
+    if not (m._forward_hooks or m._forward_pre_hooks):
+        return call(fr, forward, args, kwargs)
+    return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
+
+
+def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):
+    """``Module._call_impl`` with forward pre-hooks and hooks: each hook is called as eager calls
+    it (and inlined like any function); the hooks and their kinds are guarded by identity."""
+    m, tr = mvar.value, fr.tr
+    if mvar.source is None:
+        raise Unsupported("module_hooks", f"hooks of a {type(m).__name__} without a source")
+    for store, flags in (("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"),
+                         ("_forward_hooks", "_forward_hooks_with_kwargs")):
+        hooks = tuple(getattr(m, store).values())
+        tr.guards.add(mvar.source, f"len(X.{store}) == {len(hooks)} and all(a is b for a, b in zip(X.{store}.values(), "
+                      f"{tr.ns.ref(hooks)})) and X.{flags} == {tr.ns.ref(dict(getattr(m, flags)))}",
+                      f"{mvar.source}.{store} holds the same {len(hooks)} hooks")
+    for hook_id, hook in m._forward_pre_hooks.items():
+        if hook_id in m._forward_pre_hooks_with_kwargs:
+            result = call(fr, wrap(tr, hook, None), [mvar, TupleVar(args), DictVar(kwargs)], {})
+            if not S.is_same(result, ConstVar(None)):
+                new_args, new_kwargs = unpack(fr, result)
+                args, kwargs = unpack(fr, new_args), dict(new_kwargs.items)
+        else:
+            result = call(fr, wrap(tr, hook, None), [mvar, TupleVar(args)], {})
+            if not S.is_same(result, ConstVar(None)):
+                args = unpack(fr, result) if isinstance(result, TupleVar) else [result]
+    output = call(fr, forward, args, kwargs)
+    for hook_id, hook in m._forward_hooks.items():
+        hook_args = [mvar, TupleVar(args)] + ([DictVar(kwargs)] if hook_id in m._forward_hooks_with_kwargs else [])
+        result = call(fr, wrap(tr, hook, None), hook_args + [output], {})
+        if not S.is_same(result, ConstVar(None)):
+            output = result
+    return output
 
 
 class RealCell(CellVar):
     """A closure cell of a real function: its contents are wrapped (and guarded) when read."""
 
-    def __init__(self, tr, cell, name):
+    def __init__(self, tr, cell, name, cell_source=None):
         self.tr = tr
         self.real_cell = cell
         self.name = name
+        self.cell_source = cell_source or tr.ns.ref(cell)  # where the entry finds this cell
         self._contents = None
 
     @property
@@ -232,7 +238,7 @@ class RealCell(CellVar):
                 value = self.real_cell.cell_contents
             except ValueError:
                 return None
-            self._contents = wrap(self.tr, value, f"{self.tr.ns.ref(self.real_cell)}.cell_contents", self.name)
+            self._contents = wrap(self.tr, value, f"{self.cell_source}.cell_contents", self.name)
         return self._contents
 
     @contents.setter
@@ -259,7 +265,7 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
         defaults = tuple(wrap(tr, d, f"{src}.__defaults__[{i}]", code.co_varnames[code.co_argcount - len(f.__defaults__) + i])
                          for i, d in enumerate(f.__defaults__ or ()))
         kwdefaults = {k: wrap(tr, d, f"{src}.__kwdefaults__[{k!r}]", k) for k, d in (f.__kwdefaults__ or {}).items()}
-        freevars = {n: RealCell(tr, c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
+        freevars = {n: tr.real_cell(c, n) for n, c in zip(code.co_freevars, f.__closure__ or ())}
     if fr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("recursion", "inlining too deep")
     locals_ = bind_arguments(code, defaults, kwdefaults, list(args), dict(kwargs))
@@ -320,21 +326,54 @@ def construct(fr, cls, args, kwargs) -> Var:
         bound = bind_arguments(cls.__new__.__code__, tuple(wrap(fr.tr, d, None) for d in (cls.__new__.__defaults__ or ())),
                                {}, [ObjVar(cls)] + list(args), kwargs)
         return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
-    if issubclass(cls, BaseException):
-        return ConstVar(cls)
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
-    if cls.__new__ is object.__new__ and not issubclass(cls, torch.nn.Module) and type(cls) is type:
+    if issubclass(cls, BaseException):  # made here, raised (and caught) by traced code
+        if kwargs or not all(isinstance(a, ConstVar) for a in args):
+            return ConstVar(cls)
+        return ConstVar(cls(*[a.value for a in args]))
+    if issubclass(cls, torch.nn.Module):
+        return construct_module(fr, cls, args, kwargs)
+    obj = _new_instance(cls)
+    if obj is not None:
+        init = getattr(cls, "__init__")
         if isinstance(init, types.FunctionType):
-            obj = NewObjVar(cls, {})
             inline(fr, ObjVar(init), [obj] + list(args), kwargs)
             return obj
         if init is object.__init__ and not args and not kwargs:
-            return NewObjVar(cls, {})
-    if issubclass(cls, torch.nn.Module):
-        return construct_module(fr, cls, args, kwargs)
+            return obj
+        if obj.storage is not None and init is getattr(obj.base, "__init__"):  # dict(...) / list(...)
+            S.container_dunder(fr, obj.storage, "__init__", list(args))
+            if kwargs and isinstance(obj.storage, DictVar):
+                obj.storage.items.update(kwargs)
+            elif kwargs:
+                raise Unsupported("trace_error", f"{cls.__name__}() takes no keyword arguments")
+            return obj
     if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
         return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")
+
+
+# Builtin bases whose instances are modelled with their contents (NewObjVar.storage).
+_INSTANCE_BASES = {dict: DictVar, collections.OrderedDict: DictVar, list: ListVar}
+_TYPE_CALL = type.__dict__["__call__"]
+
+
+def _new_instance(cls):
+    """A fresh instance of a user class as Python's ``cls.__new__(cls)`` would make it, when
+    the class is made the ordinary way: a metaclass that does not override ``__call__``
+    (``type``, ``abc.ABCMeta``), no abstract methods left, ``__new__`` from object or from a
+    builtin dict/OrderedDict/list base (the instance then holds that base's contents). None
+    when capture does not model the class."""
+    if issubclass(cls, torch.nn.Module) or getattr(cls, "__abstractmethods__", None):
+        return None
+    meta_call = next(k.__dict__["__call__"] for k in type(cls).__mro__ if "__call__" in k.__dict__)
+    if meta_call is not _TYPE_CALL:
+        return None
+    base = next((b for b in cls.__mro__ if b in CONTAINER_TYPES), None)
+    if base is None:
+        return NewObjVar(cls, {}) if cls.__new__ is object.__new__ else None
+    if base in _INSTANCE_BASES and cls.__new__ is base.__new__ and "__slots__" not in cls.__dict__:
+        return NewObjVar(cls, {}, base, _INSTANCE_BASES[base]({}) if base is not list else ListVar([]))
+    return None
 
 
 def construct_module(fr, cls, args, kwargs) -> Var:

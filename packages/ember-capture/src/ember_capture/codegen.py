@@ -22,7 +22,8 @@ import types
 import torch
 
 from .variables import (
-    NULL, BoundVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar,
+    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
+    TensorVar, TupleVar,
     Var,
 )
 
@@ -47,13 +48,15 @@ def collect_tensors(vars_, out: dict):
         elif isinstance(v, DictViewVar):
             collect_tensors([v.dict], out)
         elif isinstance(v, NewObjVar):
-            collect_tensors(v.attrs.values(), out)
+            collect_tensors(list(v.attrs.values()) + ([v.storage] if v.storage is not None else []), out)
         elif isinstance(v, MethodVar):
             collect_tensors([v.receiver], out)
         elif isinstance(v, BoundVar):
             collect_tensors([v.self_var], out)
         elif isinstance(v, FunctionVar):
-            collect_tensors(list(v.defaults) + list(v.kwdefaults.values()), out)
+            collect_tensors(list(v.defaults) + list(v.kwdefaults.values()) + list(v.closure or ()), out)
+        elif isinstance(v, CellVar) and getattr(v, "real_cell", None) is None and v.contents is not None:
+            collect_tensors([v.contents], out)
     return out
 
 
@@ -72,7 +75,9 @@ class Rebuilder:
             # A container from the inputs is never mutated by a trace (that is a break), so the
             # real object is still equal to it: pass the object itself, keeping its identity.
             return v.source
-        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar)):
+        if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
+            return v.cell_source  # a cell the frame was given: the same cell object
+        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
             if name is None:
@@ -102,7 +107,11 @@ class Rebuilder:
                 return f"{self.ns.ref(v.cls)}(*{inner})"
             return f"{self.ns.ref(v.cls)}({inner})"
         if isinstance(v, DictVar):
-            return "{" + "".join(f"{self.ns.ref(k)}: {self.expr(i)}, " for k, i in v.items.items()) + "}"
+            literal = "{" + "".join(f"{self.ns.ref(k)}: {self.expr(i)}, " for k, i in v.items.items()) + "}"
+            factory = getattr(v, "default_factory", None)
+            if factory is not None:
+                return f"{self.ns.ref(v.cls)}({self.expr(factory)}, {literal})"
+            return literal
         if isinstance(v, SetVar):
             return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, DictViewVar):
@@ -111,12 +120,20 @@ class Rebuilder:
             return f"{self.ns.ref(types.MethodType)}({self.expr(v.func)}, {self.expr(v.self_var)})"
         if isinstance(v, NewObjVar):
             attrs = "{" + "".join(f"{k!r}: {self.expr(i)}, " for k, i in v.attrs.items()) + "}"
-            return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
-        if isinstance(v, FunctionVar) and not v.closure:
+            if v.storage is None:
+                return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs})"
+            return (f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {attrs}, {self.ns.ref(v.base)}, "
+                    f"{self._expr(v.storage)})")
+        if isinstance(v, CellVar):  # a cell of the traced frame: one real cell, shared by its users
+            if v.contents is None:
+                return f"{self.ns.ref(types.CellType)}()"
+            return f"{self.ns.ref(types.CellType)}({self.expr(v.contents)})"
+        if isinstance(v, FunctionVar):
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
             kwdefaults = "{" + "".join(f"{k!r}: {self.expr(d)}, " for k, d in v.kwdefaults.items()) + "}"
+            closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
             return (f"{self.ns.ref(_make_function)}({self.ns.ref(v.code)}, {self.ns.ref(v.globals)}, "
-                    f"{defaults}, {kwdefaults})")
+                    f"{defaults}, {kwdefaults}, {closure})")
         if isinstance(v, MethodVar) and isinstance(v.receiver, (TensorVar, ConstVar, ListVar, DictVar, SetVar, TupleVar)):
             return f"{self.expr(v.receiver)}.{v.name}"
         if isinstance(v, ExitVar) and v.context is None:
@@ -138,14 +155,24 @@ class GradModeExit:
         return None
 
 
-def _new_object(cls, attrs):
-    obj = object.__new__(cls)
+def _new_object(cls, attrs, base=None, contents=None):
+    """An instance made without running its class's code: the builtin base's contents are
+    written through the base's own C methods (a subclass's overrides are not called)."""
+    if base is None:
+        obj = object.__new__(cls)
+    else:
+        obj = base.__new__(cls)
+        if isinstance(contents, dict):
+            for k, v in contents.items():
+                base.__setitem__(obj, k, v)
+        else:
+            base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
 
 
-def _make_function(code, globals_, defaults, kwdefaults):
-    fn = types.FunctionType(code, globals_, code.co_name, defaults or None)
+def _make_function(code, globals_, defaults, kwdefaults, closure=None):
+    fn = types.FunctionType(code, globals_, code.co_name, defaults or None, closure)
     fn.__kwdefaults__ = kwdefaults or None
     return fn
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import types
 
-from .calls import inlinable_file
+from .library import inlinable_file
 
 
 def disable(fn=None, recursive: bool = True):

@@ -11,7 +11,8 @@ import os
 import sys
 
 from .config import Unsupported
-from .variables import CellVar, Var
+from .resume import parse_exception_table
+from .variables import CellVar, ConstVar, Var
 
 VERSION = sys.version_info[:2]
 SUPPORTED_VERSIONS = ((3, 11), (3, 12))
@@ -41,6 +42,9 @@ class CodeInfo:
         self.index = {inst.offset: k for k, inst in enumerate(self.insts)}
         self.loops = [(i.argval, i.offset) for i in self.insts
                       if i.opcode in dis.hasjrel and isinstance(i.argval, int) and i.argval < i.offset]
+        # (start, end, target, depth, lasti) in byte offsets: where an exception at an offset goes
+        self.handlers = [(2 * start, 2 * (start + length), 2 * target, dl >> 1, bool(dl & 1))
+                         for start, length, target, dl in parse_exception_table(code.co_exceptiontable)]
 
     @classmethod
     def of(cls, code) -> "CodeInfo":
@@ -134,6 +138,14 @@ class Frame:
                 raise e.with_location(self.code.co_filename, lineno, self.code.co_qualname)
             except StopAtBreak:
                 raise
+            except TracedRaise as e:
+                if not self.unwind(e):
+                    if self.parent is None or self.yields is not None:
+                        # Not caught in the traced frames (or escaping a generator, which runs
+                        # to completion when called): the raise is not traced.
+                        raise Unsupported("raise", f"{type(e.exc).__name__} raised and not caught in the traced "
+                                          "code").with_location(self.code.co_filename, lineno) from None
+                    raise
             except RecursionError:
                 raise Unsupported("recursion", "recursion too deep while tracing").with_location(
                     self.code.co_filename, lineno, self.code.co_qualname) from None
@@ -149,6 +161,20 @@ class Frame:
                 self.paused = False
                 return None
         return self.result
+
+
+    def unwind(self, e: "TracedRaise") -> bool:
+        """Python's exception table: go to the handler that covers the current instruction."""
+        offset = self.inst.offset
+        for start, end, target, depth, lasti in self.info.handlers:
+            if start <= offset < end:
+                del self.stack[depth:]
+                if lasti:
+                    self.push(ConstVar(offset))
+                self.push(ConstVar(e.exc))
+                self.jump(target)
+                return True
+        return False
 
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -167,6 +193,18 @@ def raised_by_capture(exc: BaseException) -> bool:
     return tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR)
 
 
+class TracedRaise(Exception):
+    """Note [Traced exceptions]: an exception that the traced code raises with ``raise`` (its
+    condition is decided by guarded values, so it is raised on every call the entry serves).
+    It unwinds through the exception tables of the traced frames, innermost first, to a
+    handler (``except IndexError:``, the loop of ``Sequence.__iter__``); uncaught at the root,
+    it is not traced (a graph break at the call that raised, or an eager frame). Exceptions of
+    capture itself and of native trace-time calls are never caught by traced handlers."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
 class StopAtBreak(Exception):
     """The root frame reached an instruction marked as a graph break."""
 
@@ -175,4 +213,4 @@ class StopAtBreak(Exception):
         self.inst = inst
 
 
-__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "CodeInfo", "VERSION"]
+__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "TracedRaise", "CodeInfo", "VERSION"]

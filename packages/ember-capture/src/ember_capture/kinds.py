@@ -41,7 +41,7 @@ class BreakKind(enum.StrEnum):
     UNSUPPORTED_OPERATOR = ("unsupported_operator", "a Python operator on values capture cannot model; "
                             "convert the operands to tensors or constants first")
     UNSUPPORTED_OPCODE = ("unsupported_opcode", "a bytecode construct capture does not support yet "
-                          "(try/except, async, ...); move it out of the compiled function")
+                          "(async, a class body, an exception inside a with-block, ...); move it out of the compiled function")
     UNSUPPORTED_ITER = ("unsupported_iter", "iteration over an object capture cannot model; iterate over "
                         "a list, tuple, dict, range or tensor")
     UNSUPPORTED_SUBSCRIPT = ("unsupported_subscript", "indexing capture cannot model; index a list, "
@@ -64,12 +64,14 @@ class BreakKind(enum.StrEnum):
     UNBOUND_LOCAL = ("unbound_local", "a local variable read before it is assigned on this path")
     NAME_ERROR = ("name_error", "a name that is not defined when the function is compiled")
     IMPORT = ("import", "an import of a module not imported yet; import it at the top of the file")
+    RAISE = ("raise", "an exception the traced code raises and does not catch: the call or operation "
+             "that raises it runs natively (a graph break), and the exception reaches your code as in eager")
     RECURSION = ("recursion", "recursion too deep to inline; compile the recursive function's callers "
                  "only, or make it iterative")
     MODULE_HOOKS = ("module_hooks", "a module with hooks runs through Module.__call__; remove the hooks "
                     "to capture its forward")
-    CANNOT_RESUME = ("cannot_resume", "capture could not continue after a break here (a loop around it, "
-                     "or variables captured by inner functions); the function runs eagerly")
+    CANNOT_RESUME = ("cannot_resume", "capture could not continue after a break here (a loop or an autocast "
+                     "block around it); the function runs eagerly")
     TOO_MANY_BREAKS = ("too_many_breaks", "too many graph breaks in one function; remove the breaks "
                        "explain() lists")
     TRACE_ERROR = ("trace_error", "the code raised while capture traced it; check that it runs eagerly "

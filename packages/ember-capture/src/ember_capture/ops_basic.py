@@ -116,9 +116,10 @@ def _load_deref(fr, inst):
 @op("STORE_DEREF")
 def _store_deref(fr, inst):
     cell = fr.cells[inst.argval]
-    if getattr(cell, "real_cell", None) is not None:
-        raise Unsupported("side_effect", f"writing nonlocal {inst.argval!r} of an outer function")
-    cell.contents = fr.pop()
+    value = fr.pop()
+    if getattr(cell, "real_cell", None) is not None:  # a real cell: written after the graph runs
+        fr.tr.record_attr_write(ObjVar(cell.real_cell, cell.cell_source), "cell_contents", value)
+    cell.contents = value
 
 
 @op("LOAD_CLOSURE")

@@ -6,11 +6,12 @@ table, which the interpreter never takes; an exception while tracing stops the c
 from __future__ import annotations
 
 import sys
+import types
 
 from . import semantics as S
 from .config import Unsupported
-from .frame import op
-from .variables import NULL, AutocastVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
+from .frame import TracedRaise, op
+from .variables import NULL, AutocastVar, BoundVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
 V311 = ((3, 11),)
 V312 = ((3, 12),)
@@ -103,6 +104,13 @@ def _before_with(fr, inst):
         fr.push(fr.tr.graph.enter_autocast(ctx.args, fr.tr))
         fr.push(ConstVar(None))
         return
+    enter, exit_ = S.class_dunder(ctx, "__enter__"), S.class_dunder(ctx, "__exit__")
+    if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+        # A context manager written in Python: its __exit__ is called at the end of the block
+        # (the normal path; an exception inside the block is not traced).
+        fr.push(BoundVar(ObjVar(exit_), ctx))
+        fr.push(S.call_dunder(fr, ctx, "__enter__", []))
+        return
     if not isinstance(ctx, GradModeVar):
         raise Unsupported("unsupported_context", f"with-block over {S.describe(ctx)}")
     graph = fr.tr.graph
@@ -166,8 +174,47 @@ def _end_send(fr, inst):
     del fr.stack[-2]
 
 
-@op("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
-    "SETUP_ANNOTATIONS", "IMPORT_STAR", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
+@op("RAISE_VARARGS")
+def _raise_varargs(fr, inst):
+    if inst.arg == 0:
+        raise Unsupported("unsupported_opcode", "bare raise is not traced")
+    if inst.arg == 2:
+        fr.pop()  # the cause of `raise ... from ...`
+    exc = S.const_value(fr.pop(), "raise")
+    if isinstance(exc, type) and issubclass(exc, BaseException):
+        exc = exc()
+    if not isinstance(exc, BaseException):
+        raise Unsupported("trace_error", f"exceptions must derive from BaseException, not {type(exc).__name__}")
+    raise TracedRaise(exc)  # Note [Traced exceptions]
+
+
+@op("RERAISE")
+def _reraise(fr, inst):
+    exc = S.const_value(fr.pop(), "raise")
+    if inst.arg:
+        fr.pop()  # the saved offset (lasti)
+    raise TracedRaise(exc)
+
+
+@op("PUSH_EXC_INFO")
+def _push_exc_info(fr, inst):
+    exc = fr.pop()
+    fr.push(ConstVar(None))  # the exception being handled before this one (none is traced)
+    fr.push(exc)
+
+
+@op("POP_EXCEPT")
+def _pop_except(fr, inst):
+    fr.pop()
+
+
+@op("CHECK_EXC_MATCH")
+def _check_exc_match(fr, inst):
+    cls = S.const_value(fr.pop(), "except")
+    fr.push(ConstVar(isinstance(S.const_value(fr.stack[-1]), cls)))
+
+
+@op("WITH_EXCEPT_START", "SETUP_ANNOTATIONS", "IMPORT_STAR", "GET_AWAITABLE", "LOAD_BUILD_CLASS")
 def _unsupported_flow(fr, inst):
     what = {"RAISE_VARARGS": "raise statement", "YIELD_VALUE": "yield"}.get(inst.opname, inst.opname)
     raise Unsupported("unsupported_opcode", f"{what} is not traced")

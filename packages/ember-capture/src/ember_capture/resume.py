@@ -12,8 +12,13 @@ Its code is the original bytecode with a prologue prepended::
 
 Jumps in 3.11/3.12 bytecode are relative, so the original body is valid as is; the exception
 table is shifted by the prologue's length and the line table gets "no location" entries for
-the prologue. Free-variable opargs index "locals plus" and are shifted by the stack names
-added. Frames with cell variables are not resumed (they run eagerly instead).
+the prologue. Free-variable opargs index "locals plus" and are renumbered for the new layout.
+
+Note [Resuming with cells]: a frame with cell variables (captured by inner functions) resumes
+with its cells as *free* variables: the resume code has ``co_freevars = cellvars + freevars``
+and no cellvars, and its function is called with those cells passed first (``cells=True``), so
+that inner functions made before the break and the resumed code share the same cells. The
+cells of a cell-argument keep only their cell: the argument's own slot is renamed and unused.
 """
 from __future__ import annotations
 
@@ -36,11 +41,11 @@ def resume_code(code: types.CodeType, target: int, null_mask: tuple, unbound: tu
     while any(n.startswith(prefix) for n in varnames):
         prefix += "_"
     stack_names = tuple(f"{prefix}{i}" for i, is_null in enumerate(null_mask) if not is_null)
-    if code.co_cellvars:
-        raise CannotResume("frame has cell variables")
+    freevars = code.co_cellvars + code.co_freevars  # Note [Resuming with cells]
+    new_varnames = tuple(f"{prefix}cellarg_{n}" if n in code.co_cellvars else n for n in varnames) + stack_names
     ops = []
-    if code.co_freevars:
-        ops.append((_OP["COPY_FREE_VARS"], len(code.co_freevars)))
+    if freevars:
+        ops.append((_OP["COPY_FREE_VARS"], len(freevars)))
     ops.append((_OP["RESUME"], 0))
     for name in unbound:
         ops.append((_OP["DELETE_FAST"], varnames.index(name)))
@@ -58,11 +63,13 @@ def resume_code(code: types.CodeType, target: int, null_mask: tuple, unbound: tu
     ops += [(_OP["EXTENDED_ARG"], (delta >> 16) & 0xFF), (_OP["EXTENDED_ARG"], (delta >> 8) & 0xFF),
             (_OP["JUMP_FORWARD"], delta & 0xFF)]
     prologue = bytes(b for pair in ops for b in pair)
-    body = _shift_derefs(code.co_code, len(stack_names))
+    body = _renumber_derefs(code, len(new_varnames), freevars)
     units = len(prologue) // 2
     return code.replace(
         co_code=prologue + body,
-        co_varnames=varnames + stack_names,
+        co_varnames=new_varnames,
+        co_cellvars=(),
+        co_freevars=freevars,
         co_argcount=len(varnames) + len(stack_names),
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
@@ -76,15 +83,22 @@ def resume_code(code: types.CodeType, target: int, null_mask: tuple, unbound: tu
     )
 
 
-def _shift_derefs(co_code: bytes, shift: int) -> bytes:
-    if shift == 0:
-        return co_code
-    out = bytearray(co_code)
+def _renumber_derefs(code: types.CodeType, n_locals: int, freevars: tuple) -> bytes:
+    """Deref opargs index "locals plus": old index -> name -> its slot among the new free
+    variables. MAKE_CELL (before any resume target) becomes a NOP."""
+    out = bytearray(code.co_code)
     for i in range(0, len(out), 2):
-        if out[i] in _DEREF_OPS:
-            if i >= 2 and out[i - 2] == _OP["EXTENDED_ARG"] or out[i + 1] + shift > 255:
-                raise CannotResume("free variable index too large")
-            out[i + 1] += shift
+        if out[i] not in _DEREF_OPS:
+            continue
+        if i >= 2 and out[i - 2] == _OP["EXTENDED_ARG"]:
+            raise CannotResume("free variable index too large")
+        if out[i] == _OP.get("MAKE_CELL"):
+            out[i], out[i + 1] = _OP["NOP"], 0
+            continue
+        new = n_locals + freevars.index(code._varname_from_oparg(out[i + 1]))
+        if new > 255:
+            raise CannotResume("free variable index too large")
+        out[i + 1] = new
     return bytes(out)
 
 

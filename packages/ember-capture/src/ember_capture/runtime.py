@@ -20,7 +20,7 @@ import torch.nn.modules.module as _module_mod
 from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
-from .calls import inlinable_file
+from .library import inlinable_file
 from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import run_shallow
@@ -90,7 +90,7 @@ class Session:
 
 
 class FrameState:
-    def __init__(self, session: Session, func: types.FunctionType, self_obj=None, name=None):
+    def __init__(self, session: Session, func: types.FunctionType, self_obj=None, name=None, cell_args=0):
         self.session = session
         self.func = func
         self.code = func.__code__
@@ -99,10 +99,16 @@ class FrameState:
         self.entries: list = []
         self.eager_forever = False
         self.resumes: dict = {}
+        # A resume function of a frame with cells takes its closure cells first (Note [Resuming with cells]).
+        self.cell_args = cell_args
         self.bind, self.arg_names = make_binder(func, self_obj)
+        if cell_args:
+            self.bind = _positional_binder(cell_args + len(self.arg_names), None)
         # A module runs eagerly through Module.__call__, so that its hooks run.
         self.is_module = isinstance(self_obj, torch.nn.Module)
         self.eager = func if self_obj is None else self_obj if self.is_module else types.MethodType(func, self_obj)
+        if cell_args:
+            self.eager = _with_cells(func, cell_args)
         self.wrapper = self._make_wrapper()
         _ALL_STATES.add(self)
 
@@ -191,7 +197,7 @@ class FrameState:
         breaks: dict = {}
         func = self.func
         for _ in range(MAX_RESTARTS):
-            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names)
+            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args)
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
@@ -240,7 +246,7 @@ class FrameState:
             roots = [plan.value]
         else:
             fr = plan.frame
-            roots = list(fr.stack) + list(fr.locals.values())
+            roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
         side_values += [a for _, args in tr.call_effects for a in args]
         outputs = list(collect_tensors(roots + side_values, {}).values())
@@ -272,8 +278,11 @@ class FrameState:
             stack = ", ".join(rb.expr(v) for v in plan.frame.stack)
             local_names = code.co_varnames
             locs = ", ".join(rb.expr(plan.frame.locals[n]) if n in plan.frame.locals else "None" for n in local_names)
+            cells = ""
+            if self.resumes_with_cells():
+                cells = ", ".join(rb.expr(plan.frame.cells[n]) for n in code.co_cellvars + code.co_freevars)
             tr.ns["__brk"] = action
-            tail = f"return __brk([{stack}], [{locs}])"
+            tail = f"return __brk([{stack}], [{locs}], [{cells}])"
             session.stats.breaks.append(reason.to_reason())
             log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
         if "guards" in session.config.logs:
@@ -304,13 +313,22 @@ class FrameState:
         return _guarded_call_entry(tr, "return __native(__target, args, kwargs)")
 
     # -- resume functions ---------------------------------------------------------------------
+    def resumes_with_cells(self) -> bool:
+        return bool(self.code.co_cellvars or self.cell_args)
+
     def resume_function(self, target: int, null_mask: tuple, unbound: tuple):
         key = (target, null_mask, unbound)
         wrapper = self.resumes.get(key)
         if wrapper is None:
             code = resume_code(self.code, target, null_mask, unbound)
-            fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, self.func.__closure__)
-            wrapper = FrameState(self.session, fn, name=f"{self.name} (resumed at offset {target})").wrapper
+            name = f"{self.name} (resumed at offset {target})"
+            if self.resumes_with_cells():  # cells come with each call; these stand in for the signature
+                placeholder = tuple(types.CellType() for _ in code.co_freevars)
+                fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, placeholder)
+                wrapper = FrameState(self.session, fn, name=name, cell_args=len(code.co_freevars)).wrapper
+            else:
+                fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, self.func.__closure__)
+                wrapper = FrameState(self.session, fn, name=name).wrapper
             self.resumes[key] = wrapper
         return wrapper
 
@@ -473,6 +491,15 @@ def make_binder(func, self_obj):
     src = f"def __bind({', '.join(params)}):\n    return ({''.join(v + ', ' for v in values)})"
     exec(src, scope)
     return scope["__bind"], arg_names
+
+
+def _with_cells(func, n):
+    """Run ``func``'s code natively with the first ``n`` arguments as its closure cells."""
+    code, globals_, name = func.__code__, func.__globals__, func.__name__
+
+    def run(*args):
+        return types.FunctionType(code, globals_, name, None, tuple(args[:n]))(*args[n:])
+    return run
 
 
 _DEFAULT = type("_Default", (), {"__repr__": lambda self: "<default>"})()

@@ -4,6 +4,7 @@ Each operation dispatches on the kind of symbolic value through a small table.
 """
 from __future__ import annotations
 
+import collections
 import collections.abc
 import inspect
 import operator
@@ -11,9 +12,11 @@ import types
 
 import torch
 
-from .attributes import attr_source, bind_class_attr, load_attr, mro_lookup, _ABSENT
+from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
+from .frame import TracedRaise
+from .library import inlinable_file
 from .graph import SliceParts
 from .tables import registrar
 from .variables import (
@@ -28,6 +31,10 @@ TENSOR_META_ATTRS = frozenset({
     "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+
+
+def python_name(v: Var) -> str:
+    return "list" if isinstance(v, ListVar) else "tuple"
 
 
 def describe(v: Var) -> str:
@@ -134,6 +141,10 @@ def unpack(fr, v: Var) -> list[Var]:
         return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
     if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
         return module_children(fr, v)
+    if isinstance(v, (NewObjVar, ObjVar)):  # a user class's __iter__ (a Sequence's, from collections.abc)
+        result = call_dunder(fr, v, "__iter__", [])
+        if result is not NO_DUNDER:
+            return unpack(fr, result)
     raise Unsupported("unsupported_iter", f"iterating over {describe(v)}")
 
 
@@ -216,6 +227,12 @@ def _container_attr(fr, c, name):
 def _newobj_attr(fr, o: NewObjVar, name):
     if name in o.attrs:
         return o.attrs[name]
+    if name == "__dict__":  # the instance dict itself: writes through it are the object's
+        d = DictVar({})
+        d.items = o.attrs
+        return d
+    if name == "__class__":
+        return ObjVar(o.cls)
     return _class_attr(fr, o, o.cls, name)
 
 
@@ -281,7 +298,11 @@ def _class_attr(fr, obj: Var, cls, name):
 
 def setattr_var(fr, obj: Var, name: str, value: Var):
     if isinstance(obj, NewObjVar):
-        obj.attrs[name] = value
+        override = class_dunder(obj, "__setattr__")
+        if isinstance(override, types.FunctionType):  # a class's own __setattr__ (ModelOutput's)
+            fr.tr.inline(fr, ObjVar(override), [obj, ConstVar(name), value], {})
+        else:
+            object_setattr(fr, obj, name, value)
         return
     if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, (type, types.ModuleType)):
         m = obj.value
@@ -292,6 +313,97 @@ def setattr_var(fr, obj: Var, name: str, value: Var):
         fr.tr.record_attr_write(obj, name, value)
         return
     raise Unsupported("side_effect", f"setting attribute {name!r} on {describe(obj)}")
+
+
+def object_setattr(fr, obj: NewObjVar, name: str, value: Var):
+    """``object.__setattr__`` on an instance made during tracing: into its ``__dict__``, unless a
+    data descriptor (a property with a setter, a slot) on the class takes the write."""
+    for klass in obj.cls.__mro__:
+        raw = klass.__dict__.get(name)
+        if raw is not None and hasattr(type(raw), "__set__"):
+            raise Unsupported("unsupported_attr", f"setting {name!r} through a {type(raw).__name__} of {obj.cls.__name__}")
+    obj.attrs[name] = value
+
+
+# -- Python's protocols on user-class instances ------------------------------------------
+def class_dunder(obj: Var, name: str):
+    """The class attribute ``name`` (a special method) of a user-class instance, or None."""
+    if isinstance(obj, NewObjVar):
+        cls = obj.cls
+    elif isinstance(obj, ObjVar) and not isinstance(obj.value, (type, types.ModuleType, torch.nn.Module)):
+        cls = type(obj.value)
+    else:
+        return None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+NO_DUNDER = object()
+
+
+def call_dunder(fr, obj: Var, name: str, args: list):
+    """``obj[k]``, ``len(obj)``, ``k in obj``... on a user-class instance: the class's Python
+    method is inlined; a builtin base's C method acts on the instance's builtin contents
+    (Note [Builtin methods on subclasses]). ``NO_DUNDER`` when neither applies."""
+    raw = class_dunder(obj, name)
+    if isinstance(raw, types.FunctionType) and inlinable_file(raw.__code__.co_filename):
+        return fr.tr.inline(fr, ObjVar(raw), [obj] + list(args), {})
+    if isinstance(obj, NewObjVar) and obj.storage is not None and is_container_method(raw):
+        return container_dunder(fr, obj.storage, name, args)
+    return NO_DUNDER
+
+
+_CONTAINER_DUNDERS = {}
+_container_dunder = registrar(_CONTAINER_DUNDERS)
+
+
+def container_dunder(fr, c: Var, name: str, args: list):
+    """A builtin container's special method on a symbolic container; ``NO_DUNDER`` if not one."""
+    fn = _CONTAINER_DUNDERS.get(name)
+    return NO_DUNDER if fn is None else fn(fr, c, *args)
+
+
+_container_dunder("__getitem__")(lambda fr, c, k: getitem(fr, c, k))
+_container_dunder("__contains__")(lambda fr, c, k: ConstVar(contains(fr, c, k)))
+_container_dunder("__len__")(lambda fr, c: ConstVar(len(c.items)))
+_container_dunder("__iter__")(lambda fr, c: iterate(fr, c))
+
+
+@_container_dunder("__setitem__")
+def _c_setitem(fr, c, k, v):
+    setitem(fr, c, k, v)
+    return ConstVar(None)
+
+
+@_container_dunder("__delitem__")
+def _c_delitem(fr, c, k):
+    delitem(fr, c, k)
+    return ConstVar(None)
+
+
+@_container_dunder("__init__")
+def _c_init(fr, c, *args):
+    if isinstance(c, DictVar):
+        if args:
+            src = args[0]
+            pairs = src.items.items() if isinstance(src, DictVar) else [
+                (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
+            for k, v in pairs:
+                c.items[k] = v
+    elif isinstance(c, ListVar):
+        c.items[:] = unpack(fr, args[0]) if args else []
+    else:
+        raise Unsupported("unsupported_call", f"__init__ of {describe(c)}")
+    return ConstVar(None)
+
+
+def _user_protocol(fr, obj, name, args):
+    result = call_dunder(fr, obj, name, args)
+    if result is NO_DUNDER:
+        raise Unsupported("unsupported_call", f"{name} of {describe(obj)}")
+    return result
 
 
 # -- operators ---------------------------------------------------------------------------
@@ -374,8 +486,8 @@ def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
 
 
 def _registry_getitem(fr, m: ObjVar, key: ConstVar) -> Var:
-    if not _registry_contains(fr, m, key):
-        raise Unsupported("unsupported_subscript", f"{key.value!r} is not in {describe(m)}")
+    if not _registry_contains(fr, m, key):  # guarded: raised on every call this entry serves
+        raise TracedRaise(KeyError(key.value))
     value = m.value[key.value]
     ns = fr.tr.ns
     fr.tr.guards.add(m.source, f"X[{ns.ref(key.value)}] is {ns.ref(value)}",
@@ -398,6 +510,8 @@ def contains(fr, container: Var, item: Var) -> bool:
         return _registry_contains(fr, container, item)
     if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
         return const_key(item) in container.value._modules
+    if isinstance(container, NewObjVar):
+        return truthy(fr, _user_protocol(fr, container, "__contains__", [item]))
     items = unpack(fr, container)
     if isinstance(item, TensorVar):
         if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
@@ -426,7 +540,13 @@ def truthy(fr, v: Var) -> bool:
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
             return True
         raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
-    if isinstance(v, (FunctionVar, BoundVar, MethodVar, NewObjVar)):
+    if isinstance(v, NewObjVar):  # Python's order: __bool__, then __len__, else true
+        for name in ("__bool__", "__len__"):
+            result = call_dunder(fr, v, name, [])
+            if result is not NO_DUNDER:
+                return truthy(fr, result)
+        return True
+    if isinstance(v, (FunctionVar, BoundVar, MethodVar)):
         return True
     raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
 
@@ -445,9 +565,17 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         k = const_value(key, "indexing a list")
         if isinstance(k, slice):
             return type(obj)(obj.items[k]) if isinstance(obj, ListVar) else TupleVar(obj.items[k])
+        if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
+            raise TracedRaise(IndexError(f"{python_name(obj)} index out of range"))
         return obj.items[k]
     if isinstance(obj, DictVar):
-        return obj.items[const_key(key)]
+        k = const_key(key)
+        if k not in obj.items:  # keys are guarded
+            factory = getattr(obj, "default_factory", None)  # a defaultdict made in the trace
+            if factory is None or is_same(factory, ConstVar(None)):
+                raise TracedRaise(KeyError(k))
+            setitem(fr, obj, key, fr.tr.call(fr, factory, [], {}))
+        return obj.items[k]
     if isinstance(obj, ConstVar):
         return ConstVar(obj.value[const_value(key)])
     if isinstance(obj, ObjVar) and isinstance(obj.value, torch.nn.Module):
@@ -461,6 +589,9 @@ def getitem(fr, obj: Var, key: Var) -> Var:
         if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
             return getattr_var(fr, obj, str(k % len(m)))
         return wrap(fr.tr, m[k], None)
+    result = call_dunder(fr, obj, "__getitem__", [key])  # a Python __getitem__ (ModelOutput's)
+    if result is not NO_DUNDER:
+        return result
     if _registry(obj, key):
         return _registry_getitem(fr, obj, key)
     raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
@@ -481,6 +612,9 @@ def setitem(fr, obj: Var, key: Var, value: Var):
     if isinstance(obj, DictVar) and obj.source is None:
         obj.items[const_key(key)] = value
         return
+    if isinstance(obj, NewObjVar):
+        _user_protocol(fr, obj, "__setitem__", [key, value])
+        return
     raise Unsupported("side_effect", f"item assignment on {describe(obj)}")
 
 
@@ -489,5 +623,7 @@ def delitem(fr, obj: Var, key: Var):
         del mutable_items(fr, obj)[const_value(key)]
     elif isinstance(obj, DictVar) and obj.source is None:
         del obj.items[const_key(key)]
+    elif isinstance(obj, NewObjVar):
+        _user_protocol(fr, obj, "__delitem__", [key])
     else:
         raise Unsupported("side_effect", f"del on {describe(obj)}")

@@ -10,6 +10,7 @@ from .builtins_table import BUILTINS
 from .config import CaptureConfig, Unsupported
 from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
+from .library import inlinable_file
 from .guards import Guards, Namespace
 from .variables import DictVar, ListVar, ObjVar, Var
 
@@ -25,8 +26,9 @@ class Plan:
 
 
 class Tracer:
-    def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names):
+    def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names, cell_args=0):
         self.code = code
+        self.cell_args = cell_args  # L starts with this many closure cells (Note [Resuming with cells])
         self.root_globals = globals_
         self.closure = closure
         self.L = L
@@ -46,6 +48,7 @@ class Tracer:
         self.global_write_list: list = []  # (globals dict, name, value Var)
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
+        self.real_cells: dict = {}  # id(cell) -> RealCell
         self.open_contexts: list = []  # autocast regions entered for fake tensors, left in run()
 
     # -- services for handlers ----------------------------------------------------------
@@ -60,9 +63,20 @@ class Tracer:
     def inline(self, fr, fn, args, kwargs):
         return calls.inline(fr, fn, args, kwargs)
 
+    def real_cell(self, cell, name, source=None):
+        """One symbolic cell per real cell, however many closures of the trace share it (a
+        write through one is read through the others)."""
+        held = self.real_cells.get(id(cell))
+        if held is None:
+            held = self.real_cells[id(cell)] = calls.RealCell(self, cell, name, source)
+        return held
+
+    def call(self, fr, fn, args, kwargs):
+        return calls.call(fr, fn, args, kwargs)
+
     def inlinable(self, fn) -> bool:
         """Whether the Python function `fn` is user or model-library code (Note [Inlining])."""
-        return calls.inlinable_file(fn.__code__.co_filename)
+        return inlinable_file(fn.__code__.co_filename)
 
     def mark_mutated(self, var: ListVar):
         raise Unsupported("side_effect", "mutating a list that came from the inputs")
@@ -84,7 +98,8 @@ class Tracer:
     def run(self) -> Plan:
         code = self.code
         self.graph.location = (code.co_filename, code.co_firstlineno, code.co_name)
-        locals_ = {name: wrap(self, v, f"L[{i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L))}
+        k = self.cell_args
+        locals_ = {name: wrap(self, v, f"L[{k + i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L[k:]))}
         if code.co_flags & 0x08:  # CO_VARKEYWORDS
             # The **kwargs dict is made fresh by each call: the frame owns it, so writes to it are
             # local (its keys and values are still guarded through the source it was wrapped with).
@@ -92,7 +107,10 @@ class Tracer:
             v = locals_.get(varkw)
             if isinstance(v, DictVar) and v.source is not None:
                 locals_[varkw] = DictVar(v.items, cls=v.cls)
-        freevars = {n: calls.RealCell(self, c, n) for n, c in zip(code.co_freevars, self.closure or ())}
+        if k:
+            freevars = {n: self.real_cell(c, n, f"L[{j}]") for j, (n, c) in enumerate(zip(code.co_freevars, self.L))}
+        else:
+            freevars = {n: self.real_cell(c, n) for n, c in zip(code.co_freevars, self.closure or ())}
         self_var = locals_.get(self.arg_names[0]) if self.arg_names else None
         self.root = Frame(self, code, self.root_globals, locals_, freevars, self_var=self_var)
         try:

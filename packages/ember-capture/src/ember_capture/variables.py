@@ -210,8 +210,12 @@ class SuperVar(Var):
 
 
 class NewObjVar(Var):
-    """An instance of a user class created during tracing (dataclass-like: attributes only)."""
+    """An instance of a user class created during tracing: its ``__dict__`` (``attrs``) and, for a
+    subclass of dict, OrderedDict or list (a Hugging Face ``ModelOutput``), the builtin base's own
+    contents (``storage``: a DictVar or ListVar; Note [Builtin methods on subclasses])."""
 
-    def __init__(self, cls, attrs):
+    def __init__(self, cls, attrs, base=None, storage=None):
         self.cls = cls
         self.attrs = dict(attrs)
+        self.base = base  # the builtin container class in cls.__mro__, or None
+        self.storage = storage

@@ -1,0 +1,263 @@
+"""A zoo of Hugging Face architectures from small configs: how much of each ember captures.
+
+    python tests-integration/zoo.py [--torch] [--only NAME,...] [--reasons]
+
+builds each model with random weights (no downloads), runs it eagerly and through
+``ember_capture.capture`` on two calls with fresh inputs, and prints, per model, the number of
+graphs and graph breaks ember made, whether the outputs equal eager, and the break reasons
+(``--reasons``). ``--torch`` adds torch.compile's counts (``torch._dynamo.explain``, the
+reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import time
+import warnings
+
+import torch
+
+VOCAB = 99
+SEQ = 12
+BATCH = 2
+TEXT = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+            max_position_embeddings=64)
+DECODER = dict(TEXT, num_key_value_heads=1)
+VISION = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, image_size=32,
+              patch_size=8, num_channels=3)
+
+
+def ids(batch=BATCH, seq=SEQ):
+    return torch.randint(1, VOCAB, (batch, seq))
+
+
+def pixels(size=32):
+    return torch.randn(BATCH, 3, size, size)
+
+
+@dataclasses.dataclass
+class Spec:
+    name: str
+    kind: str  # encoder | decoder | encoder-decoder | vision | audio | multimodal
+    config: str  # transformers config class
+    model: str  # transformers model class
+    kwargs: dict
+    inputs: object  # () -> dict of forward kwargs
+
+
+def _s(name, kind, config, model, kwargs, inputs):
+    return Spec(name, kind, config, model, kwargs, inputs)
+
+
+SPECS = [
+    _s("bert", "encoder", "BertConfig", "BertModel", TEXT, lambda: dict(input_ids=ids())),
+    _s("roberta", "encoder", "RobertaConfig", "RobertaModel", TEXT, lambda: dict(input_ids=ids())),
+    _s("distilbert", "encoder", "DistilBertConfig", "DistilBertModel",
+       dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=64),
+       lambda: dict(input_ids=ids())),
+    _s("albert", "encoder", "AlbertConfig", "AlbertModel", dict(TEXT, embedding_size=16), lambda: dict(input_ids=ids())),
+    _s("electra", "encoder", "ElectraConfig", "ElectraModel", dict(TEXT, embedding_size=16),
+       lambda: dict(input_ids=ids())),
+    _s("xlm-roberta", "encoder", "XLMRobertaConfig", "XLMRobertaModel", TEXT, lambda: dict(input_ids=ids())),
+    _s("deberta-v2", "encoder", "DebertaV2Config", "DebertaV2Model", TEXT, lambda: dict(input_ids=ids())),
+    _s("mobilebert", "encoder", "MobileBertConfig", "MobileBertModel",
+       dict(TEXT, embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16, num_feedforward_networks=1),
+       lambda: dict(input_ids=ids())),
+    _s("gpt2", "decoder", "GPT2Config", "GPT2LMHeadModel",
+       dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=64), lambda: dict(input_ids=ids())),
+    _s("gpt-neo", "decoder", "GPTNeoConfig", "GPTNeoForCausalLM",
+       dict(vocab_size=VOCAB, hidden_size=32, num_layers=2, num_heads=2, max_position_embeddings=64,
+            attention_types=[[["global", "local"], 1]], window_size=8), lambda: dict(input_ids=ids())),
+    _s("opt", "decoder", "OPTConfig", "OPTForCausalLM",
+       dict(TEXT, ffn_dim=37, word_embed_proj_dim=32), lambda: dict(input_ids=ids())),
+    _s("bloom", "decoder", "BloomConfig", "BloomForCausalLM", dict(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=2),
+       lambda: dict(input_ids=ids())),
+    _s("llama", "decoder", "LlamaConfig", "LlamaForCausalLM", DECODER, lambda: dict(input_ids=ids())),
+    _s("mistral", "decoder", "MistralConfig", "MistralForCausalLM", DECODER, lambda: dict(input_ids=ids())),
+    _s("qwen2", "decoder", "Qwen2Config", "Qwen2ForCausalLM", DECODER, lambda: dict(input_ids=ids())),
+    _s("qwen3", "decoder", "Qwen3Config", "Qwen3ForCausalLM", dict(DECODER, head_dim=16), lambda: dict(input_ids=ids())),
+    _s("phi", "decoder", "PhiConfig", "PhiForCausalLM", DECODER, lambda: dict(input_ids=ids())),
+    _s("phi3", "decoder", "Phi3Config", "Phi3ForCausalLM", dict(DECODER, pad_token_id=0), lambda: dict(input_ids=ids())),
+    _s("gemma", "decoder", "GemmaConfig", "GemmaForCausalLM", dict(DECODER, head_dim=16), lambda: dict(input_ids=ids())),
+    _s("gemma2", "decoder", "Gemma2Config", "Gemma2ForCausalLM", dict(DECODER, head_dim=16),
+       lambda: dict(input_ids=ids())),
+    _s("falcon", "decoder", "FalconConfig", "FalconForCausalLM", dict(TEXT, new_decoder_architecture=False),
+       lambda: dict(input_ids=ids())),
+    _s("gptj", "decoder", "GPTJConfig", "GPTJForCausalLM",
+       dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=64, rotary_dim=8),
+       lambda: dict(input_ids=ids())),
+    _s("t5", "encoder-decoder", "T5Config", "T5ForConditionalGeneration",
+       dict(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=37, num_layers=2, num_heads=2, decoder_start_token_id=0),
+       lambda: dict(input_ids=ids(), decoder_input_ids=ids(seq=6))),
+    _s("bart", "encoder-decoder", "BartConfig", "BartForConditionalGeneration",
+       dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64),
+       lambda: dict(input_ids=ids(), decoder_input_ids=ids(seq=6))),
+    _s("marian", "encoder-decoder", "MarianConfig", "MarianMTModel",
+       dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+            decoder_start_token_id=0, pad_token_id=0),
+       lambda: dict(input_ids=ids(), decoder_input_ids=ids(seq=6))),
+    _s("vit", "vision", "ViTConfig", "ViTModel", VISION, lambda: dict(pixel_values=pixels())),
+    _s("deit", "vision", "DeiTConfig", "DeiTModel", VISION, lambda: dict(pixel_values=pixels())),
+    _s("beit", "vision", "BeitConfig", "BeitModel", VISION, lambda: dict(pixel_values=pixels())),
+    _s("swin", "vision", "SwinConfig", "SwinModel",
+       dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4),
+       lambda: dict(pixel_values=pixels())),
+    _s("convnext", "vision", "ConvNextConfig", "ConvNextModel",
+       dict(hidden_sizes=[8, 16], depths=[1, 1], num_stages=2), lambda: dict(pixel_values=pixels())),
+    _s("resnet", "vision", "ResNetConfig", "ResNetModel",
+       dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1]), lambda: dict(pixel_values=pixels())),
+    _s("clip", "multimodal", "CLIPConfig", "CLIPModel",
+       dict(text_config=dict(TEXT, max_position_embeddings=32), vision_config=VISION, projection_dim=16),
+       lambda: dict(input_ids=ids(), pixel_values=pixels())),
+    _s("whisper", "audio", "WhisperConfig", "WhisperModel",
+       dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, num_mel_bins=8,
+            max_source_positions=16, max_target_positions=32, decoder_start_token_id=0, pad_token_id=0),
+       lambda: dict(input_features=torch.randn(BATCH, 8, 32), decoder_input_ids=ids(seq=6))),
+    _s("wav2vec2", "audio", "Wav2Vec2Config", "Wav2Vec2Model",
+       dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+            conv_dim=(8, 8), conv_stride=(4, 4), conv_kernel=(8, 8), num_conv_pos_embeddings=8,
+            num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer"),
+       lambda: dict(input_values=torch.randn(BATCH, 800))),
+]
+
+
+def build(spec: Spec):
+    import transformers
+    config = getattr(transformers, spec.config)(**spec.kwargs)
+    config._attn_implementation = "eager" if spec.name in ("gpt-neo",) else config._attn_implementation
+    torch.manual_seed(0)
+    return getattr(transformers, spec.model)(config).eval()
+
+
+def flat_tensors(out) -> list:
+    """The tensors of a model output (a ModelOutput, tuple or tensor), in order."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flat_tensors(o)]
+    if hasattr(out, "to_legacy_cache") or hasattr(out, "layers"):  # a Cache object
+        return [t for layer in getattr(out, "layers", []) for t in flat_tensors(
+            [getattr(layer, "keys", None), getattr(layer, "values", None)])]
+    return []
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    kind: str
+    graphs: int = 0
+    breaks: int = 0
+    fallbacks: int = 0
+    equal: bool | None = None
+    reasons: list = dataclasses.field(default_factory=list)
+    error: str | None = None
+    torch_graphs: int | None = None
+    torch_breaks: int | None = None
+    seconds: float = 0.0
+
+
+def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
+    """ember on two calls with fresh inputs, compared to eager; graphs and breaks of the first call."""
+    import ember_capture
+    res = Result(spec.name, spec.kind)
+    t0 = time.perf_counter()
+    model = build(spec)
+    graphs = []
+
+    def recorder(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward if backend is None else backend(gm, example_inputs)
+
+    stats = ember_capture.CaptureStats()
+    compiled = ember_capture.capture(model, recorder, stats=stats)
+    equal = True
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for call in range(2):
+            torch.manual_seed(100 + call)
+            kwargs = spec.inputs()
+            want = flat_tensors(model(**kwargs))
+            try:
+                got = flat_tensors(compiled(**kwargs))
+            except Exception as e:  # a crash is a bug: report it, keep going
+                res.error = f"{type(e).__name__}: {e}"[:200]
+                equal = False
+                break
+            if call == 0:
+                res.graphs, res.breaks, res.fallbacks = len(graphs), len(stats.breaks), len(stats.fallbacks)
+                res.reasons = [str(r) for r in stats.breaks]
+            ok = len(got) == len(want) and all(
+                g.shape == w.shape and torch.allclose(g, w, rtol=rtol, atol=atol) for g, w in zip(got, want))
+            equal = equal and ok
+    res.equal = equal
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def measure_torch(spec: Spec, res: Result):
+    import torch._dynamo
+    torch._dynamo.reset()
+    model = build(spec)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = torch._dynamo.explain(model)(**spec.inputs())
+    res.torch_graphs, res.torch_breaks = out.graph_count, out.graph_break_count
+
+
+def short(reason: str) -> str:
+    """A break reason without its location: the cause, for counting."""
+    text = reason.split(" at ", 1)[0]
+    return text[:140]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--torch", action="store_true", help="also measure torch.compile (torch._dynamo.explain)")
+    p.add_argument("--only", default="", help="comma-separated model names")
+    p.add_argument("--reasons", action="store_true", help="print each model's break reasons")
+    p.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    args = p.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    results, causes = [], collections.Counter()
+    for spec in SPECS:
+        if only and spec.name not in only:
+            continue
+        try:
+            res = measure(spec)
+        except Exception as e:
+            res = Result(spec.name, spec.kind, error=f"build: {type(e).__name__}: {e}"[:200])
+        if args.torch and res.error is None:
+            try:
+                measure_torch(spec, res)
+            except Exception as e:
+                res.error = f"torch.compile: {type(e).__name__}: {e}"[:200]
+        results.append(res)
+        for r in set(map(short, res.reasons)):
+            causes[r] += 1
+        tc = f"  torch.compile {res.torch_graphs} graphs {res.torch_breaks} breaks" if res.torch_graphs is not None else ""
+        print(f"{res.name:12s} {res.kind:16s} graphs {res.graphs:2d} breaks {res.breaks:2d} eager-frames "
+              f"{res.fallbacks:2d} equal {res.equal}{tc}  ({res.seconds:.1f}s){'  ERROR ' + res.error if res.error else ''}",
+              flush=True)
+        if args.reasons:
+            for r in res.reasons:
+                print("     ", r[:300])
+    print("\nCauses, by number of models they stop:")
+    for cause, n in causes.most_common(40):
+        print(f"{n:3d}  {cause}")
+    if args.markdown:
+        print("\n| model | kind | ember graphs | ember breaks | equal to eager | torch.compile graphs | breaks |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in results:
+            print(f"| {r.name} | {r.kind} | {r.graphs} | {r.breaks} | {'yes' if r.equal else 'NO'} | "
+                  f"{r.torch_graphs if r.torch_graphs is not None else '-'} | "
+                  f"{r.torch_breaks if r.torch_breaks is not None else '-'} |")
+
+
+if __name__ == "__main__":
+    main()
