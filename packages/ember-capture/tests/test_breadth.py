@@ -504,3 +504,15 @@ def iterate_real_sequence(x):
 
 def test_iterating_a_real_sequence_calls_its_iter():
     check(iterate_real_sequence, *TWO, graphs=2, breaks=0)
+
+
+# ---- contextlib is plain Python: nullcontext (Hugging Face's "no autocast" branch) is traced --
+def under_optional_context(x):
+    import contextlib
+    with contextlib.nullcontext() as nothing:
+        y = x.sin() if nothing is None else x
+    return y * 2
+
+
+def test_nullcontext_is_traced():
+    check(under_optional_context, *TWO, graphs=2, breaks=0)  # one per input shape

@@ -21,9 +21,10 @@ import sysconfig
 import torch
 
 # Standard-library modules that are plain Python over the values they are given (dataclass
-# helpers, the collections ABCs' mixin methods such as Sequence.__iter__ or Mapping.get): inlined
-# like user code. The rest of the standard library runs natively (a call is a graph break).
-INLINED_STDLIB = frozenset({"dataclasses", "_collections_abc"})
+# helpers, the collections ABCs' mixin methods such as Sequence.__iter__ or Mapping.get,
+# contextlib's context managers such as nullcontext, which Hugging Face models enter when autocast
+# is off): inlined like user code. The rest of the standard library runs natively (a call is a graph break).
+INLINED_STDLIB = frozenset({"dataclasses", "_collections_abc", "contextlib"})
 _STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
 # Installed packages are inlined (model libraries such as torchvision, timm and transformers are
