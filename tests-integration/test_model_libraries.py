@@ -2,7 +2,7 @@
 site-packages) capture into few graphs and equal eager. Skipped where a library is missing (this
 CPU machine has none of them; the GPU machines have all three). Small configs, random weights,
 no downloads. Each captures into 1 graph (HF models: measured on torch 2.13 / transformers 5.23;
-tests-integration/zoo.py measures 34 HF architectures).
+tests-integration/zoo.py measures 34 HF architectures). PatchAttention is plain torch (always runs).
 
 float32 tolerances: eager backend rtol=1e-5, atol=1e-5; inductor rtol=1e-3, atol=1e-4 (deep
 conv stacks accumulate reordering differences).
@@ -65,3 +65,28 @@ def test_timm_resnext(backend, recorder):
     timm = pytest.importorskip("timm")
     model = timm.create_model("resnext26ts", pretrained=False, num_classes=10)
     check(model, [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)
+
+
+class PatchAttention(torch.nn.Module):
+    """A ViT's first block in plain torch: a patch convolution, then attention over heads split
+    by view + transpose (Note [externs see eager's layouts]: silently wrong under the inductor
+    before, its q, k, v realized channels-last)."""
+
+    def __init__(self, dim=32, heads=2):
+        super().__init__()
+        self.patch = torch.nn.Conv2d(3, dim, 8, stride=8)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.heads = heads
+
+    def forward(self, x):
+        h = self.patch(x).flatten(2).transpose(1, 2)
+        b, n, d = h.shape
+        q, k, v = (t.view(b, n, self.heads, d // self.heads).transpose(1, 2) for t in self.qkv(h).chunk(3, -1))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return out.transpose(1, 2).reshape(b, n, d) + h
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_patch_convolution_then_attention(backend, recorder):
+    torch.manual_seed(0)
+    check(PatchAttention(), [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)

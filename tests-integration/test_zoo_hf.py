@@ -59,9 +59,7 @@ def test_zoo_equals_eager_eager_backend(spec):
     assert counts[0] <= max_graphs and counts[1] <= max_breaks, (counts, stats.breaks)
 
 
-@pytest.mark.parametrize("name", ["bert", "llama", "t5", pytest.param("vit", marks=pytest.mark.xfail(
-    strict=True, reason="inductor miscompiles ViT's graph (the eager and aot_eager backends are exact; bisected to "
-    "the first scaled_dot_product_attention of the captured graph, not reproduced in isolation)"))])
+@pytest.mark.parametrize("name", ["bert", "llama", "t5", "vit", "deit", "convnext", "beit", "swin", "clip", "resnet"])
 def test_zoo_equals_eager_inductor(name):
     spec = next(s for s in zoo.SPECS if s.name == name)
     for want, got in run_twice(spec, ember.compile):

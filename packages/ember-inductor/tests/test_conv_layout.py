@@ -149,3 +149,37 @@ def test_fit_reads_an_equivalent_layout_without_copying():
     copied = fit_layout(w, (8, 4, 3, 3), (36, 9, 3, 1))
     assert copied.stride() == (36, 9, 3, 1) and copied.data_ptr() != w.data_ptr()
     torch.testing.assert_close(copied, w, rtol=0, atol=0)
+
+
+def _conv_then_attention(b, x, w, h, scale):
+    """A ViT's patch embedding and first attention: conv(x), then attention over heads split
+    from `h * scale` by reshape + permute (lazy 4-D values realized for the extern)."""
+    conv = b.call(aten.convolution.default, x, w, *CONV)
+    qkv = [b.call(P.permute.default, b.call(P.reshape.default, b.call(P.mul.default, h, s), [2, 17, 2, 16]),
+                  [0, 2, 1, 3]) for s in scale]
+    out = b.call(aten._scaled_dot_product_flash_attention_for_cpu.default, *qkv, scale=0.25)
+    attn = b.graph.call_function(operator.getitem, (out, 0))
+    attn.meta["val"] = out.meta["val"][0]
+    return conv, b.call(P.clone.default, attn)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_attention_in_a_conv_graph_gets_eager_layouts(backend, tmp_path):
+    """Note [externs see eager's layouts]: in a graph with a convolution, a 4-D value realized
+    for another extern (attention's q, k, v) is laid out as eager had it, not channels-last:
+    the CPU flash-attention kernel reads its operands as if their last dimension were dense
+    (a ViT's outputs were off by ~1 before)."""
+    def inputs():
+        return [torch.randn(2, 4, 6, 5), torch.randn(8, 4, 3, 3), torch.randn(2, 17, 32)] + [
+            torch.randn(2, 17, 32) for _ in range(3)]
+    b = GraphBuilder()
+    nodes = [b.input(t) for t in inputs()]
+    b.output(*_conv_then_attention(b, nodes[0], nodes[1], nodes[2], nodes[3:]))
+    cg = compile_graph(b.build(), b.examples, _options(backend, tmp_path))
+    for call in range(2):
+        fresh = b.examples if call == 0 else inputs()
+        rb = GraphBuilder()
+        fn = [rb.input(t) for t in fresh]
+        want = [n.meta["val"] for n in _conv_then_attention(rb, fn[0], fn[1], fn[2], fn[3:])]
+        for g, e in zip(cg(fresh), want):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)

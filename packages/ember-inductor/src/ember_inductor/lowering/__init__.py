@@ -62,6 +62,7 @@ class LoweringContext:
         self._count = 0
         self._realized: dict[int, tuple] = {}  # id(lazy value) -> (lazy value, its buffer)
         self.relaid: set[int] = set()  # ids of buffers laid out channels-last for a convolution
+        self._laid_out: dict[tuple, tuple] = {}  # (id(value), strides) -> (value, buffer): realize_as
         self.channels_last_graph = False  # set by lower_graph: see Note [channels-last convolutions]
         self.split_reductions = False  # set by lower_graph: see Note [split reductions]
 
@@ -101,14 +102,37 @@ class LoweringContext:
         hit = self._realized.get(id(value))
         if hit is not None and id(hit[1]) in self.relaid:
             return hit[1]
-        source = self.current(value)
-        n, c, h, w = value.sizes
-        nhwc = View(source, (n, h, w, c), lambda idx: [idx[0], idx[3], idx[1], idx[2]], origin, (0, 2, 3, 1))
-        base = self.realize(nhwc, origin, contiguous=True)
-        buf = dataclasses.replace(base, sizes=tuple(value.sizes), strides=cl, is_view=True)
+        buf = self.realize_as(value, cl, origin)
         self.relaid.add(id(buf))
         if not isinstance(value, Buffer):
             self._realized[id(value)] = (value, buf)
+        return buf
+
+    def realize_as(self, value: IRNode, strides: tuple, origin: str) -> Buffer:
+        """`value` as a buffer with `strides`, a dense layout (a permutation of the contiguous
+        one; else contiguous): written once in that memory order (contiguous stores) and
+        relabelled as a strided view. A buffer in another layout is copied."""
+        sizes = tuple(value.sizes)
+        order = memory_order(sizes, strides)
+        if order is None:
+            order, strides = tuple(range(len(sizes))), contiguous_strides(sizes)
+        if isinstance(value, Buffer) and same_layout(sizes, value.strides, strides):
+            return value
+        key = (id(value), tuple(strides))
+        hit = self._laid_out.get(key)
+        if hit is not None:
+            return hit[1]
+        source = self.current(value)
+        if isinstance(source, Buffer):
+            if same_layout(sizes, source.strides, strides):
+                return source
+            source = Pointwise(sizes, source.dtype, source.device, source.load, origin)
+        inverse = [order.index(d) for d in range(len(sizes))]
+        view = View(source, tuple(sizes[d] for d in order), lambda idx: [idx[i] for i in inverse], origin,
+                    tuple(order))
+        base = self.realize(view, origin, contiguous=True)
+        buf = dataclasses.replace(base, sizes=sizes, strides=tuple(strides), is_view=True)
+        self._laid_out[key] = (value, buf)
         return buf
 
     def extern(self, node: fx.Node, op, args, kwargs, reason: str) -> object:
@@ -127,7 +151,10 @@ class LoweringContext:
                 base = self.realize(a.base, node.name)
                 return dataclasses.replace(base, sizes=tuple(a.sizes), is_view=True,
                                            strides=tuple(base.strides[d] for d in a.permutation))
+            if isinstance(a, IRNode) and self.channels_last_graph and not relayout:
+                return self.as_recorded(a, recorded.get(id(a)), node.name)
             return self.realize(a, node.name) if isinstance(a, IRNode) else a
+        recorded = _recorded_strides(node, args, kwargs)
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
         call = ExternCall(self.new_name("ext"), op, args, kwargs, node.name, reason=reason)
@@ -146,6 +173,50 @@ class LoweringContext:
             call.outputs.append(out)
         self.fallbacks.append((node.name, str(op), reason))
         return call.outputs if isinstance(val, (tuple, list)) else call.outputs[0]
+
+
+    def as_recorded(self, value: IRNode, strides: tuple | None, origin: str) -> Buffer:
+        """Note [externs see eager's layouts]
+        In a graph with 2-D convolutions, 4-D values are realized channels-last (Note
+        [channels-last convolutions]): a layout eager never produced. A library kernel other than
+        the convolution's may not read it right: the CPU flash attention (an extern of ATen's
+        scaled_dot_product_attention) assumes a dense last dimension, which ATen's dispatcher
+        checks before choosing it, and a ViT (patch convolution, then attention over q, k, v
+        realized channels-last) came out silently wrong. So such an extern's tensor operands
+        get the layout the graph recorded for them (eager's), and a channels-last buffer is
+        copied back first."""
+        if strides is None:
+            strides = contiguous_strides(value.sizes)
+        if isinstance(value, Buffer) and id(value) not in self.relaid:
+            return value  # an input, an extern's result, a contiguous buffer: as eager had it
+        return self.realize_as(value, tuple(strides), origin)
+
+
+def _recorded_strides(node: fx.Node, args, kwargs) -> dict:
+    """id(lowered operand) -> the strides its FX node's meta recorded (eager's layout)."""
+    lowered = torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs)))
+    nodes = torch.utils._pytree.tree_leaves((tuple(node.args), dict(node.kwargs)))
+    out = {}
+    if len(lowered) == len(nodes):
+        for value, n in zip(lowered, nodes):
+            val = n.meta.get("val") if isinstance(n, fx.Node) else None
+            if isinstance(value, IRNode) and isinstance(val, torch.Tensor):
+                out[id(value)] = tuple(val.stride())
+    return out
+
+
+def memory_order(sizes, strides) -> tuple | None:
+    """The dimensions from outermost to innermost in memory, if `strides` lay `sizes` out
+    densely (a permutation of the contiguous layout); else None."""
+    order = tuple(sorted(range(len(sizes)), key=lambda d: (-strides[d], d)))
+    dense = contiguous_strides([sizes[d] for d in order])
+    ok = all(sizes[d] <= 1 or strides[d] == dense[i] for i, d in enumerate(order))
+    return order if ok else None
+
+
+def same_layout(sizes, a, b) -> bool:
+    """The same addresses: strides that differ only on dimensions of size 1."""
+    return all(n <= 1 or x == y for n, x, y in zip(sizes, a, b))
 
 
 # Externs whose result layout does not depend on their operands' strides (a fresh contiguous
