@@ -90,3 +90,30 @@ class PatchAttention(torch.nn.Module):
 def test_patch_convolution_then_attention(backend, recorder):
     torch.manual_seed(0)
     check(PatchAttention(), [lambda: (torch.randn(2, 3, 32, 32),)] * 2, backend, recorder, max_graphs=1)
+
+
+@pytest.mark.gpu
+def test_patch_convolution_then_attention_on_cuda():
+    """The same on the GPU: Triton lays convolution activations out channels-last too, and
+    CUDA's attention kernels must see q, k, v in eager's layout."""
+    torch.manual_seed(0)
+    model = PatchAttention().cuda().eval()
+    compiled = ember.compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 32, 32, device="cuda")
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-3)  # TF32 convolutions
+
+
+@pytest.mark.gpu
+def test_transformers_vit_on_cuda():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=64, image_size=32, patch_size=8)
+    torch.manual_seed(0)
+    model = transformers.ViTModel(config).cuda().eval()
+    compiled = ember.compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 32, 32, device="cuda")
+            torch.testing.assert_close(compiled(x)[0], model(x)[0], rtol=1e-3, atol=1e-3)
