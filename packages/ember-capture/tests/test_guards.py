@@ -421,3 +421,52 @@ def test_recompile_log_names_the_failed_guard_and_the_value(capsys):
     with torch.no_grad():  # global state: named like a guard too
         torch.testing.assert_close(g(x64, 3), x64 * 3)
     assert "torch.is_grad_enabled() is True (got False)" in capsys.readouterr().err
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+# Each change of a parameter's metadata must miss the cache; all but the device (`.data =`
+# refuses a meta tensor for a CPU one) keep the Parameter object.
+_PARAMETER_CHANGES = {
+    "shape": lambda m: setattr(m.weight, "data", torch.randn(4, 4)),
+    "stride": lambda m: setattr(m.weight, "data", torch.randn(3, 3).t()),
+    "dtype": lambda m: setattr(m.weight, "data", m.weight.data.double()),
+    "device": lambda m: setattr(m, "weight", nn.Parameter(torch.empty(3, 3, device="meta"))),
+    "requires_grad": lambda m: m.weight.requires_grad_(False),
+}
+
+
+@pytest.mark.parametrize("change", sorted(_PARAMETER_CHANGES))
+def test_parameter_changed_in_place_misses_the_cache(change):
+    m = nn.Linear(3, 3, bias=False)
+    graphs = []
+    g = ember_capture.capture(m, lambda gm, inputs: graphs.append(gm) or gm.forward)
+    x = torch.randn(2, 3)
+    g(x)
+    _PARAMETER_CHANGES[change](m)
+    x = torch.randn(2, m.weight.shape[1], dtype=m.weight.dtype, device=m.weight.device)
+    out = g(x)
+    assert len(graphs) == 2, change
+    assert out.device == m.weight.device and out.dtype == m.weight.dtype
+    if change != "device":
+        torch.testing.assert_close(out, m(x))
+
+
+def test_tensor_subclass_and_device_of_input_guarded():
+    def f(x):
+        return x * 2
+
+    graphs = []
+    g = ember_capture.capture(f, lambda gm, inputs: graphs.append(gm) or gm.forward)
+    g(torch.randn(3))
+    g(torch.randn(3))
+    assert len(graphs) == 1
+    sub = torch.randn(3).as_subclass(_Sub)  # misses the entry (runs eagerly or recompiles)
+    out = g(sub)
+    assert type(out) is _Sub
+    torch.testing.assert_close(out.as_subclass(torch.Tensor), sub.as_subclass(torch.Tensor) * 2)
+    before = len(graphs)
+    assert g(torch.empty(3, device="meta")).device.type == "meta"
+    assert len(graphs) == before + 1
