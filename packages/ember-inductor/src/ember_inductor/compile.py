@@ -13,7 +13,8 @@ import torch.fx as fx
 
 from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
 from ember_inductor.finalize import finalize
-from ember_inductor.ir import InputBuffer
+from ember_inductor.diagram import render_svg, schedule_of
+from ember_inductor.ir import Buffer, InputBuffer
 from ember_inductor.lowering import lower_graph
 from ember_inductor.passes import transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
@@ -29,9 +30,13 @@ class CompiledGraph:
     """A compiled prims graph: call it on real tensors (a list or tuple, in placeholder order).
 
     Inspect `source` (the Python wrapper), `kernels` (each KernelSource: `.source`, `.kernel`),
-    `ir` (the lowered loop-level IR), `timings` (seconds per pass) and `fallbacks` (ops run
-    eagerly, with the reason).
+    `ir` (the lowered loop-level IR), `timings` (seconds per pass), `fallbacks` (ops run
+    eagerly, with the reason) and `schedule` (what each kernel and extern call reads and writes:
+    `diagram.render_svg(compiled.schedule, compiled.output_names)` draws it).
     """
+
+    schedule: list = []
+    output_names: tuple = ()
 
     def __init__(self, fn, source, kernels, ir, timings, fallbacks, input_layouts, backend):
         self._fn = fn
@@ -126,6 +131,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                for x in example_inputs]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
+    compiled.schedule = schedule_of(planned, names, specs)  # for the diagram (diagram.py)
+    compiled.output_names = tuple(b.name for b in lowered.outputs if isinstance(b, Buffer))
     _report(compiled, gm, specs, options)
     return compiled
 
@@ -169,6 +176,8 @@ def write_trace(compiled: CompiledGraph, gm, specs, options) -> str:
     ext = {"cpp": "cpp", "triton": "py"}.get(compiled.backend, "txt")
     for k in compiled.kernels:
         files[f"{k.name}.{ext}"] = k.source
+    if options.trace_graph_diagram:
+        files["graph_diagram.svg"] = render_svg(compiled.schedule, compiled.output_names)
     for name, text in files.items():
         with open(os.path.join(folder, name), "w") as f:
             f.write(text)

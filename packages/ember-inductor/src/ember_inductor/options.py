@@ -25,6 +25,7 @@ class InductorOptions:
     cache_dir: str = "~/.cache/ember"  # compiled kernels, keyed by source hash
     trace_enabled: bool = False        # write IR and code of each compile to trace_dir
     trace_dir: str | None = None       # default: <cache_dir>/trace
+    trace_graph_diagram: bool = False  # with trace_enabled: graph_diagram.svg (diagram.py)
     autotune: bool = False             # triton: benchmark a few block sizes
     cudagraphs: bool = False           # triton: replay the wrapper as a CUDA graph
     debug_verify: bool = False         # check the input graph against the spec (verify.py)

@@ -13,7 +13,10 @@ import ember_capture
 from ember.backends import build_compiler
 from ember.errors import InvalidArgument
 from ember.module import OptimizedModule
+from ember import trace
+from ember.progress import Progress
 from ember.record import CompileRecord
+from ember.report import CompileReport
 from ember.settings import CAPTURE_LOGS, make_settings
 
 
@@ -44,19 +47,20 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not callable(model):
         raise InvalidArgument(f"ember.compile: expected a function, method or nn.Module, "
                               f"got {type(model).__name__}")
-    record = CompileRecord()
+    record = CompileRecord(function=getattr(model, "__qualname__", None) or type(model).__qualname__)
     prepared = _prepare(backend, fullgraph, dynamic, mode, options, disable, record)
     if prepared is None:
         return model
     compiler, config = prepared
+    record.capture = stats = ember_capture.CaptureStats()  # Note [compile report]
     if isinstance(model, torch.nn.Module):
         # Pickling or deep-copying the wrapper compiles the copied module again with these arguments.
         recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                       mode=mode, options=options)
-        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
+        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config, stats=stats), recompile)
         object.__setattr__(compiled, "_ember_record", record)
         return compiled
-    compiled = ember_capture.capture(model, compiler, config)
+    compiled = ember_capture.capture(model, compiler, config, stats=stats)
     if inspect.isfunction(model):
         functools.update_wrapper(compiled, model)
     compiled._ember_record = record
@@ -78,6 +82,40 @@ def compile_record(compiled: Any) -> CompileRecord:
     return record
 
 
+def compile_report(compiled: Any = None) -> CompileReport:
+    """What compiling `compiled` (what `ember.compile` returned) did so far, as one object: its
+    frames (source, captured lines, breaks, guards, failed guards), and each graph at each stage
+    with the pass that made it and its time (Note [compile report]); the HTML report
+    (`options={"trace.enabled": True}`) shows the same. Without an argument: the most recent
+    `ember.compile` that compiled a graph::
+
+        import torch, ember
+        f = ember.compile(lambda x: torch.cos(x) * 3)
+        f(torch.randn(4))
+        report = ember.compile_report(f)
+        assert report.graphs[0].stage("captured").text and report.breaks == []
+        assert ember.last_compile().function == report.function
+    """
+    if compiled is None:
+        record = _LAST[0]
+        if record is None:
+            raise InvalidArgument("ember.compile_report: nothing has been compiled yet")
+        return CompileReport.of(record)
+    return CompileReport.of(compile_record(compiled))
+
+
+def last_compile() -> CompileReport:
+    """The report of the most recent `ember.compile` that compiled a graph (`compile_report()`)."""
+    return compile_report()
+
+
+_LAST: list[CompileRecord | None] = [None]
+
+
+def _remember(record: CompileRecord, step: Any) -> None:
+    _LAST[0] = record
+
+
 def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any, disable: Any,
              record: CompileRecord | None = None):
     if not isinstance(disable, bool):
@@ -91,6 +129,11 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     compiler = build_compiler(backend, settings, record)
     if disable:
         return None
+    if record is not None:
+        record.backend = name
+        record.listeners += [_remember, Progress(record.function or name, settings.progress)]
+        if settings.trace["trace.enabled"]:
+            trace.PROGRAM.add(record, settings.trace)  # Note [one report per run]
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,
                                          dynamic=settings.dynamic,
                                          logs=settings.logs & CAPTURE_LOGS,

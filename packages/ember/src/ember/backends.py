@@ -124,11 +124,15 @@ def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileReco
         graph = record.new_graph(gm)
         fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
         start = time.perf_counter()
-        if isinstance(compiler, AotComposition):
-            compiled = fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback, record=record, graph=graph),
-                                        gm, example_inputs, "forward", boxed=False)
-        else:
-            compiled = fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+        record.begin(graph, "forward")  # Note [progress line]
+        try:
+            if isinstance(compiler, AotComposition):
+                compiled = fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback, record=record, graph=graph),
+                                            gm, example_inputs, "forward", boxed=False)
+            else:
+                compiled = fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+        finally:
+            record.end()
         record.add(graph, "backend", f"compile ({settings.backend_name})", time.perf_counter() - start, compiled)
         return compiled
 
@@ -179,7 +183,11 @@ class AotComposition:
 
         def compile_graph(compiler: CompilerFn, g: torch.fx.GraphModule, ex: list, stage: str) -> Callable:
             start = time.perf_counter()
-            compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            record.begin(graph, stage)  # the backward compiles at the first backward, alone
+            try:
+                compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            finally:
+                record.end()
             if self.config is not None and self.config.verify:  # Note [checked boundaries]
                 compiled = check_outputs(g, compiled)
             record.add(graph, "autograd", f"{stage}_compile", time.perf_counter() - start, g)
