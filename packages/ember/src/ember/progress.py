@@ -24,7 +24,7 @@ EVERY_S = 0.5
 
 class Progress:
     def __init__(self, name: str, enabled: bool | None, stream: TextIO | None = None,
-                 after: float = AFTER_S, every: float = EVERY_S) -> None:
+                 after: float | None = None, every: float | None = None) -> None:
         self.name = name
         self.stream = stream
         self.enabled = enabled
@@ -58,14 +58,16 @@ class Progress:
             return
         self._stop = threading.Event()
         start = time.perf_counter()
+        after = AFTER_S if self.after is None else self.after
+        every = EVERY_S if self.every is None else self.every
 
         def draw() -> None:
-            if self._stop.wait(self.after):
+            if self._stop.wait(after):
                 return
             while True:
                 self._draw(f"ember: compiling {self.name}: graph {graph + 1} of {record.graphs} ({what}), "
                            f"after {self.stage}, {self.kernels} kernels built, {time.perf_counter() - start:.0f} s")
-                if self._stop.wait(self.every):
+                if self._stop.wait(every):
                     return
 
         self._thread = threading.Thread(target=draw, name="ember-progress", daemon=True)

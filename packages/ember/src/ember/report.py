@@ -33,9 +33,9 @@ from ember_inductor.diagram import render_svg
 
 from ember.record import CompileRecord
 
-STAGES = ("captured", "joint", "forward", "backward", "prims forward", "prims backward",
-          "fused kernels forward", "generated source forward",
-          "fused kernels backward", "generated source backward")
+STAGES = ("captured", "joint", "forward", "backward",
+          "prims forward", "fused kernels forward", "generated source forward",
+          "prims backward", "fused kernels backward", "generated source backward")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 _FUSE_PASSES = ("verify", "lower", "fuse", "plan_buffers")
 

@@ -29,6 +29,7 @@ table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:2px 8px;text
 """
 _SCRIPT = """
 function emberToggle(open){document.querySelectorAll('details').forEach(function(d){d.open=open;});}
+window.addEventListener('DOMContentLoaded',function(){if(location.hash==='#expand-all'){emberToggle(true);}});
 """
 
 
