@@ -24,6 +24,7 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
+from ember import warm_start
 from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
@@ -213,7 +214,8 @@ class AotComposition:
         artifacts = compiled.artifacts
         if artifacts is not None:
             record.add_timings(graph, "autograd", {k: v for k, v in artifacts.timings.items()
-                                                   if k in ("trace", "partition")}, artifacts, at=first_step)
+                                                   if k in ("trace", "partition", "cache_load")}, artifacts,
+                               at=first_step)
         return fallback.every_call(compiled, gm.forward)
 
 
@@ -254,9 +256,14 @@ def _inductor_options(settings: Settings) -> Any:
 
 def _inductor_build(settings: Settings) -> CompilerFn:
     options = _inductor_options(settings)
+    config = _AOT_CONFIG
+    compile_graph = ember_inductor.compile_graph
+    if settings.warm_start:  # Note [warm start]
+        compile_graph = warm_start.inductor_compile(settings.cache_dir)
+        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(settings.cache_dir, "inductor"))
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        compiled = ember_inductor.compile_graph(gm, example_inputs, options)
+        compiled = compile_graph(gm, example_inputs, options)
 
         # CompiledGraph takes its inputs as one list; ember_autograd calls such a callable
         # with the list itself when it is marked boxed (and may then free inputs early).
@@ -267,7 +274,7 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
         return run
 
-    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor",
+    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=config, name="inductor",
                           cudagraphs=_cudagraphs(settings, options.cudagraphs))
 
 

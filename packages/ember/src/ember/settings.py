@@ -13,6 +13,7 @@ Environment variables are read here and nowhere else (STYLE.md rule 6):
                    the errors ember raises (hidden by default: they point at the user's code)
   EMBER_TRACE=DIR  write the compile report of every compile of the program to one HTML file in
                    DIR (trace.py); per compile: options={"trace.enabled": True}
+  EMBER_WARM_START=0  no warm-start cache on disk (warm_start.py); also options={"warm_start": False}
   EMBER_PROGRESS=0 no progress line on long compiles (progress.py); 1 shows it even off a terminal
 
 The switches are also options, for any backend: `options={"check": True}` (and "raise_internal",
@@ -82,6 +83,7 @@ class Settings:
     debug: bool = False  # ember's frames stay in error tracebacks (EMBER_DEBUG)
     trace: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # TRACE_OPTIONS' values
     progress: bool | None = None  # EMBER_PROGRESS: None: on a terminal only
+    warm_start: bool = True  # the lowering and inductor results cached on disk (EMBER_WARM_START)
 
 
 def _check_type(name: str, value: Any, types: tuple[type, ...], valid: str) -> None:
@@ -133,10 +135,15 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
             switches[name] = switches[name] or value
     cache_dir = env.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
     trace = _read_trace(merged, env, cache_dir)
+    warm_start = not env.get("EMBER_WARM_START", "").strip() or _read_switch("EMBER_WARM_START", env)
+    if "warm_start" in merged:
+        value = merged.pop("warm_start")
+        _check_type("options['warm_start']", value, (bool,), "True or False")
+        warm_start = warm_start and value
     progress = None if not env.get("EMBER_PROGRESS", "").strip() else _read_switch("EMBER_PROGRESS", env)
     return Settings(backend_name=backend_name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                     options=merged, logs=read_logs(env), cache_dir=cache_dir, trace=trace,
-                    progress=progress, **switches)
+                    progress=progress, warm_start=warm_start, **switches)
 
 
 def _read_trace(merged: dict, env: Mapping[str, str], cache_dir: str) -> dict[str, Any]:
