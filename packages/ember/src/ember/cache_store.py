@@ -66,7 +66,9 @@ def dumps(value: Any) -> bytes:
 
 
 def loads(payload: bytes) -> Any:
-    return _Unpickler(io.BytesIO(payload)).load()
+    with warnings.catch_warnings():  # torch's pytree specs warn about their own pickled form
+        warnings.simplefilter("ignore", FutureWarning)
+        return _Unpickler(io.BytesIO(payload)).load()
 
 
 def entry_path(cache_dir: str, kind: str, key: str) -> str:
