@@ -258,9 +258,10 @@ def _inductor_build(settings: Settings) -> CompilerFn:
     options = _inductor_options(settings)
     config = _AOT_CONFIG
     compile_graph = ember_inductor.compile_graph
-    if settings.warm_start:  # Note [warm start]
-        compile_graph = warm_start.inductor_compile(settings.cache_dir)
-        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(settings.cache_dir, "inductor"))
+    if settings.warm_start:  # Note [warm start]: in the inductor's cache_dir (EMBER_CACHE_DIR or the option)
+        cache_dir = options.resolved_cache_dir
+        compile_graph = warm_start.inductor_compile(cache_dir)
+        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(cache_dir, "inductor"))
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         compiled = compile_graph(gm, example_inputs, options)

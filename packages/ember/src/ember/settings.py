@@ -13,7 +13,7 @@ Environment variables are read here and nowhere else (STYLE.md rule 6):
                    the errors ember raises (hidden by default: they point at the user's code)
   EMBER_TRACE=DIR  write the compile report of every compile of the program to one HTML file in
                    DIR (trace.py); per compile: options={"trace.enabled": True}
-  EMBER_WARM_START=0  no warm-start cache on disk (warm_start.py); also options={"warm_start": False}
+  EMBER_WARM_START=0  no warm-start cache on disk (warm_start.py); options={"warm_start": ...} wins
   EMBER_PROGRESS=0 no progress line on long compiles (progress.py); 1 shows it even off a terminal
 
 The switches are also options, for any backend: `options={"check": True}` (and "raise_internal",
@@ -139,7 +139,7 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
     if "warm_start" in merged:
         value = merged.pop("warm_start")
         _check_type("options['warm_start']", value, (bool,), "True or False")
-        warm_start = warm_start and value
+        warm_start = value  # the program's own choice wins over the environment's
     progress = None if not env.get("EMBER_PROGRESS", "").strip() else _read_switch("EMBER_PROGRESS", env)
     return Settings(backend_name=backend_name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                     options=merged, logs=read_logs(env), cache_dir=cache_dir, trace=trace,

@@ -203,13 +203,14 @@ def _cache_dir() -> str:
     return make_settings(backend_name="inductor", fullgraph=False, dynamic=None, mode=None, options=None).cache_dir
 
 
-def save_cache_artifacts() -> bytes:
-    """Every warm-start entry of this machine's cache (EMBER_CACHE_DIR) as one blob, for
-    `load_cache_artifacts` on another machine (or in a fresh container)."""
-    return cache_store.save_all(_cache_dir())
+def save_cache_artifacts(cache_dir: str | None = None) -> bytes:
+    """Every warm-start entry of this machine's cache (`cache_dir`, default EMBER_CACHE_DIR or
+    ~/.cache/ember) as one blob, for `load_cache_artifacts` on another machine (or in a fresh
+    container)."""
+    return cache_store.save_all(os.path.expanduser(cache_dir or _cache_dir()))
 
 
-def load_cache_artifacts(blob: bytes) -> int:
+def load_cache_artifacts(blob: bytes, cache_dir: str | None = None) -> int:
     """Write the entries of a `save_cache_artifacts()` blob into this machine's cache; returns
     how many. Compiles that follow load them instead of lowering and generating code."""
-    return cache_store.load_all(_cache_dir(), blob)
+    return cache_store.load_all(os.path.expanduser(cache_dir or _cache_dir()), blob)
