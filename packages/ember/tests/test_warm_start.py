@@ -179,3 +179,20 @@ def test_a_second_process_loads_instead_of_compiling(tmp_path):
     assert len(reports) == 1 and reports[0].startswith("ember_report_")
     page = open(tmp_path / "trace" / reports[0], encoding="utf-8").read()
     assert "cache_load" in page and "generated source forward" in page
+
+
+def test_a_users_function_is_keyed_on_its_code():
+    def make(body):
+        scope = {"torch": torch}
+        exec(f"class Double(torch.autograd.Function):\n"
+             f"    @staticmethod\n    def forward(ctx, x):\n        return {body}\n"
+             f"    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n", scope)
+        scope["Double"].__module__ = "user_code"
+        return scope["Double"].apply
+
+    assert graph_key.describe(make("x * 2")) == graph_key.describe(make("x * 2"))
+    assert graph_key.describe(make("x * 2")) != graph_key.describe(make("x * 3"))
+    assert "#" not in graph_key.describe(torch.sin)  # torch's own: keyed by its version
+    torch.library.define("ember_test_ws::twice", "(Tensor x) -> Tensor")
+    with pytest.raises(cache_store.Uncacheable, match="not an aten or ember_prims op"):
+        graph_key.describe(torch.ops.ember_test_ws.twice.default)

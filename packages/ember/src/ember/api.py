@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -97,7 +98,7 @@ def compile_report(compiled: Any = None) -> CompileReport:
         assert ember.last_compile().function == report.function
     """
     if compiled is None:
-        record = _LAST[0]
+        record = _LAST[0]() if _LAST[0] is not None else None
         if record is None:
             raise InvalidArgument("ember.compile_report: nothing has been compiled yet")
         return CompileReport.of(record)
@@ -109,11 +110,12 @@ def last_compile() -> CompileReport:
     return compile_report()
 
 
-_LAST: list[CompileRecord | None] = [None]
+# The record of the latest compile, while what ember.compile returned for it is alive.
+_LAST: list[weakref.ref | None] = [None]
 
 
 def _remember(record: CompileRecord, step: Any) -> None:
-    _LAST[0] = record
+    _LAST[0] = weakref.ref(record)
 
 
 def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any, disable: Any,

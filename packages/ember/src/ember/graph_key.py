@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import types
 from typing import Any
 
 import torch
@@ -42,9 +43,20 @@ def describe(value: Any) -> str:
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         raise Uncacheable("a symbolic size")
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        # An op of another library (a user's torch.library op) has Python kernels the key cannot see.
+        if str(value).split(".")[0].split("::")[0] not in _OWN_OPS:
+            raise Uncacheable(f"{value} is not an aten or ember_prims op")
         return str(value)
     if callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+        module = getattr(value, "__module__", None) or ""
+        name = f"{module}.{value.__qualname__}"
+        owner = getattr(value, "__self__", None)  # a method bound to a class (Function.apply) or object
+        if owner is not None and not isinstance(owner, types.ModuleType):
+            klass = owner if isinstance(owner, type) else type(owner)
+            module, name = klass.__module__, f"{klass.__module__}.{klass.__qualname__}.{value.__name__}"
+        if module.split(".")[0] in _STABLE_MODULES:
+            return name
+        return f"{name}#{_code_digest(value)}"  # a user's function: its code is part of the key
     text = repr(value)
     if _ADDRESS.search(text):
         raise Uncacheable(f"{type(value).__name__} has no stable description")
@@ -60,6 +72,30 @@ def describe_fields(obj: Any, skip: frozenset = frozenset()) -> str:
         return repr(v)
 
     return ";".join(f"{f.name}={canon(getattr(obj, f.name))}" for f in dataclasses.fields(obj) if f.name not in skip)
+
+
+# Modules whose functions change only with the versions in the key (warm_start.code_version).
+_STABLE_MODULES = frozenset({"torch", "_operator", "operator", "builtins", "math", "ember_prims",
+                             "ember_autograd", "ember_inductor", "ember_capture"})
+_OWN_OPS = frozenset({"aten", "prims", "ember_prims"})
+
+
+def _code_digest(fn: Any) -> str:
+    """A hash of the code of a user's function, or of every function of a class it is bound to
+    (an autograd.Function's apply: its forward and backward)."""
+    codes = []
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if klass.__module__.split(".")[0] not in _STABLE_MODULES:
+                codes += [v.__code__ for v in vars(klass).values() if hasattr(v, "__code__")]
+                codes += [v.__func__.__code__ for v in vars(klass).values() if hasattr(v, "__func__")]
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is not None:
+        codes.append(code)
+    if not codes:
+        raise Uncacheable(f"{fn!r} has no Python code to key on")
+    return hashlib.sha256(repr([(c.co_code, c.co_consts, c.co_names) for c in codes]).encode()).hexdigest()[:16]
 
 
 def fingerprint(gm: torch.fx.GraphModule) -> str | None:

@@ -149,7 +149,8 @@ class LoweringCache:
         autocast = [(d, torch.get_autocast_dtype(d)) for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
         config_text = graph_key.describe_fields(config, frozenset({"lowering_cache"}))
         return make_key("autograd", self.label, mode, graph, inputs, repr(autocast),
-                        str(torch.is_grad_enabled()), config_text, _device_tag(list(args)))
+                        str(torch.is_grad_enabled()), str(torch.get_default_dtype()), config_text,
+                        _device_tag(list(args)))
 
     def load(self, gm: torch.fx.GraphModule, args: list, mode: str, config: Any) -> Any:
         key = self.key(gm, args, mode, config)
