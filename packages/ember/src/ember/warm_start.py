@@ -117,15 +117,21 @@ def inductor_compile(cache_dir: str) -> Callable:
 def _inductor_key(gm: torch.fx.GraphModule, example_inputs: list, options: Any) -> str | None:
     if options.logs or options.trace_enabled:  # what they print comes from the passes: run them
         return None
+    described = _graph_and_inputs(gm, example_inputs)
+    if described is None:
+        return None
+    return make_key("inductor", *described, graph_key.describe_fields(options, _NOT_CODE))
+
+
+def _graph_and_inputs(gm: torch.fx.GraphModule, inputs: list) -> tuple[str, str, str] | None:
+    """The graph's fingerprint, its inputs' metadata and their devices; None if uncacheable."""
     graph = graph_key.fingerprint(gm)
     if graph is None:
         return None
     try:
-        inputs = graph_key.describe(list(example_inputs))
+        return graph, graph_key.describe(list(inputs)), _device_tag(list(inputs))
     except cache_store.Uncacheable:
         return None
-    return make_key("inductor", graph, inputs, graph_key.describe_fields(options, _NOT_CODE),
-                    _device_tag(list(example_inputs)))
 
 
 # --- ember_autograd's cache --------------------------------------------------------------------------
@@ -139,18 +145,13 @@ class LoweringCache:
     label: str  # the composition (decompositions, partitioner) whose lowering this is
 
     def key(self, gm: torch.fx.GraphModule, args: list, mode: str, config: Any) -> str | None:
-        graph = graph_key.fingerprint(gm)
-        if graph is None:
-            return None
-        try:
-            inputs = graph_key.describe(list(args))
-        except cache_store.Uncacheable:
+        described = _graph_and_inputs(gm, args)
+        if described is None:
             return None
         autocast = [(d, torch.get_autocast_dtype(d)) for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
         config_text = graph_key.describe_fields(config, frozenset({"lowering_cache"}))
-        return make_key("autograd", self.label, mode, graph, inputs, repr(autocast),
-                        str(torch.is_grad_enabled()), str(torch.get_default_dtype()), config_text,
-                        _device_tag(list(args)))
+        return make_key("autograd", self.label, mode, *described, repr(autocast),
+                        str(torch.is_grad_enabled()), str(torch.get_default_dtype()), config_text)
 
     def load(self, gm: torch.fx.GraphModule, args: list, mode: str, config: Any) -> Any:
         key = self.key(gm, args, mode, config)
