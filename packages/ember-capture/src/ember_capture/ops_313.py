@@ -27,9 +27,10 @@ from . import calls
 from . import semantics as S
 from .config import Unsupported
 from .frame import op
-from .ops_basic import _load_fast, _store_fast, load_global
+from .ops_basic import _load_fast, _store_fast, load_global, super_attr
 from .ops_build import COMPARE_OPS, format_value
-from .variables import NULL, CellVar, ConstVar, DictVar, FunctionVar, ObjVar, SuperVar
+from .ops_call import call_ex_args
+from .variables import NULL, CellVar, ConstVar, DictVar, FunctionVar
 
 V313 = ((3, 13),)
 CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
@@ -59,25 +60,19 @@ def _pair(fr, inst):
     return _Named(names[inst.arg >> 4]), _Named(names[inst.arg & 15])
 
 
-@op("LOAD_FAST_LOAD_FAST", versions=V313)
-def _load_fast_load_fast(fr, inst):
-    first, second = _pair(fr, inst)
-    _load_fast_313(fr, first)
-    _load_fast_313(fr, second)
+def _superinstruction(first_op, second_op):
+    """A handler running two local-variable handlers on the two names packed in the argument."""
+    def handler(fr, inst):
+        first, second = _pair(fr, inst)
+        first_op(fr, first)
+        second_op(fr, second)
+    return handler
 
 
-@op("STORE_FAST_STORE_FAST", versions=V313)
-def _store_fast_store_fast(fr, inst):
-    first, second = _pair(fr, inst)
-    _store_fast(fr, first)
-    _store_fast(fr, second)
-
-
-@op("STORE_FAST_LOAD_FAST", versions=V313)
-def _store_fast_load_fast(fr, inst):
-    store, load = _pair(fr, inst)
-    _store_fast(fr, store)
-    _load_fast_313(fr, load)
+for _name, _ops in {"LOAD_FAST_LOAD_FAST": (_load_fast_313, _load_fast_313),
+                    "STORE_FAST_STORE_FAST": (_store_fast, _store_fast),
+                    "STORE_FAST_LOAD_FAST": (_store_fast, _load_fast_313)}.items():
+    op(_name, versions=V313)(_superinstruction(*_ops))
 
 
 @op("LOAD_GLOBAL", versions=V313)
@@ -96,12 +91,7 @@ def _load_attr(fr, inst):
 
 @op("LOAD_SUPER_ATTR", versions=V313)
 def _load_super_attr(fr, inst):
-    self_var = fr.pop()
-    cls = fr.pop()
-    super_fn = fr.pop()
-    if not (isinstance(super_fn, ObjVar) and super_fn.value is super):
-        raise Unsupported("unsupported_call", "LOAD_SUPER_ATTR with a shadowed super")
-    fr.push(S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval))
+    fr.push(super_attr(fr, inst))
     if inst.arg & 1:
         fr.push(NULL)
 
@@ -139,11 +129,7 @@ def _call_function_ex(fr, inst):
     args_var = fr.pop()
     null = fr.pop()
     fn = fr.pop()
-    if null is not NULL:
-        raise Unsupported("internal", "CALL_FUNCTION_EX without NULL")
-    if not isinstance(kwargs_var, DictVar):
-        raise Unsupported("unsupported_call", f"**{S.describe(kwargs_var)}")
-    fr.push(calls.call(fr, fn, S.unpack(fr, args_var), dict(kwargs_var.items)))
+    fr.push(calls.call(fr, *call_ex_args(fr, fn, null, args_var, kwargs_var)))
 
 
 @op("MAKE_FUNCTION", versions=V313)

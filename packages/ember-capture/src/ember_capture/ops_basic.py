@@ -161,12 +161,17 @@ def _load_assertion_error(fr, inst):
 
 @op("LOAD_SUPER_ATTR", versions=((3, 12),))
 def _load_super_attr(fr, inst):
+    attr = super_attr(fr, inst)
+    if inst.arg & 1:
+        fr.push(NULL)
+    fr.push(attr)
+
+
+def super_attr(fr, inst) -> Var:
+    """Pop LOAD_SUPER_ATTR's super, class and self; the attribute it looks up."""
     self_var = fr.pop()
     cls = fr.pop()
     super_fn = fr.pop()
     if not (isinstance(super_fn, ObjVar) and super_fn.value is super):
         raise Unsupported("unsupported_call", "LOAD_SUPER_ATTR with a shadowed super")
-    attr = S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval)
-    if inst.arg & 1:
-        fr.push(NULL)
-    fr.push(attr)
+    return S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval)

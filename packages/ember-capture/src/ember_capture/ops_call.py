@@ -47,6 +47,11 @@ def pop_call_ex_args(fr, flags):
     args_var = fr.pop()
     fn = fr.pop()
     null = fr.pop()
+    return call_ex_args(fr, fn, null, args_var, kwargs_var)
+
+
+def call_ex_args(fr, fn, null, args_var, kwargs_var):
+    """(callable, args, kwargs) of CALL_FUNCTION_EX's popped values."""
     if null is not NULL:
         raise Unsupported("internal", "CALL_FUNCTION_EX without NULL")
     if not isinstance(kwargs_var, DictVar):
