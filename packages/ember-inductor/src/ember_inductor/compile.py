@@ -21,6 +21,7 @@ from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
 from ember_inductor.shape_padding import pad_matmul_shapes
+from ember_inductor.templates import use_gemm_templates
 from ember_inductor.verify import verify_graph
 from ember_inductor.wrapper import generate_wrapper
 
@@ -140,11 +141,14 @@ _SAID_CPU_AUTOTUNE = [False]
 
 def rewrite(gm: fx.GraphModule, options: InductorOptions, backend_name: str) -> fx.GraphModule:
     """The rewrites that replace matrix products before lowering, each on a copy of the graph:
-    transposed outputs (Note [transposed matmul outputs]), padding (Note [shape padding]).
+    transposed outputs (Note [transposed matmul outputs]), padding (Note [shape padding]), GEMM
+    templates with their epilogues where they beat the library (Note [GEMM choice]).
     max_autotune has nothing to choose among on the C++ backend: it says so, once."""
     gm = transpose_matmul_outputs(gm)
     if options.shape_padding:
         gm = pad_matmul_shapes(gm)
+    if options.max_autotune and backend_name == "triton":
+        gm = use_gemm_templates(gm, options)
     if options.max_autotune and backend_name == "cpp" and not _SAID_CPU_AUTOTUNE[0]:
         _SAID_CPU_AUTOTUNE[0] = True
         log.info("ember_inductor: max_autotune has no templates for the C++ (CPU) backend; "

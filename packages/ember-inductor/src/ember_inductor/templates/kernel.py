@@ -1,0 +1,104 @@
+"""A compiled GEMM template as a callable the wrapper calls like an extern op:
+`GemmCall(...)(a, b, *extras) -> output` (a tuple when the epilogue stores several values).
+
+CUDA tensors launch the compiled kernel (compiled into ember's Triton cache dir on first use);
+CPU tensors run it under Triton's interpreter, which is how CI checks the template.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash, triton_cache_dir
+from ember_inductor.templates import gemm
+from ember_inductor.templates.epilogue import Epilogue
+
+
+def _as_3d(t: torch.Tensor) -> tuple:
+    """(tensor, (batch stride, row stride, column stride)) of a 2-D or 3-D operand."""
+    if t.dim() == 2:
+        return t, (0, *t.stride())
+    return t, tuple(t.stride())
+
+
+def broadcast_view(t: torch.Tensor, shape: tuple, dims: tuple | None) -> torch.Tensor:
+    """`t` seen as `shape` through broadcast_in_dim's `dims` (None: already that shape): a view
+    with stride 0 along broadcast dims, never a copy."""
+    if dims is None:
+        return t
+    strides = [0] * len(shape)
+    for i, d in enumerate(dims):
+        if t.shape[i] == shape[d]:
+            strides[d] = t.stride(i)
+    return t.as_strided(shape, strides, t.storage_offset())
+
+
+class GemmCall:
+    """One product (with its epilogue) compiled from the template with one configuration."""
+
+    def __init__(self, problem: gemm.Problem, epilogue: Epilogue, config: gemm.GemmConfig,
+                 out_layouts: list, transposed: tuple, cache_dir: str, pointwise: bool = False):
+        self.problem, self.epilogue, self.config = problem, epilogue, config
+        self.out_layouts = out_layouts  # (shape, strides, dtype) per output
+        self.transposed = transposed    # (a, b): operand given untransposed, swap its last dims
+        self.pointwise = pointwise
+        self.cache_dir = os.path.expanduser(cache_dir)
+        kind = "gemm_epilogue" if pointwise else "gemm"
+        self.source = gemm.render(f"ember_{kind}", problem, epilogue, pointwise)
+        self.name = f"ember_{kind}"
+        self.__name__ = self.diagram_name = (
+            f"gemm_template[{','.join(epilogue.names) or 'plain'}; "
+            f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps} s{config.num_stages}]")
+        self._fns: dict[bool, object] = {}
+
+    def __repr__(self):
+        return self.__name__
+
+    def kernel(self, interpret: bool):
+        fn = self._fns.get(interpret)
+        if fn is None:
+            fn = getattr(load_module(self.source, self.cache_dir, interpret), self.name)
+            self._fns[interpret] = fn
+        return fn
+
+    def operands(self, a, b, extras) -> tuple[list, list]:
+        """(tensors, strides) in the kernel's argument order, outputs allocated."""
+        shape = self.out_layouts[0][0]
+        if self.pointwise:
+            ins = [a]
+        else:
+            ins = [a.transpose(-1, -2) if self.transposed[0] else a,
+                   b.transpose(-1, -2) if self.transposed[1] else b]
+        ins += [broadcast_view(x, shape, e.dims) for x, e in zip(extras, self.epilogue.extras)]
+        outs = [torch.empty_strided(s, st, dtype=dt, device=a.device) for s, st, dt in self.out_layouts]
+        tensors, strides = [], []
+        for t in ins + outs:
+            t, st = _as_3d(t)
+            tensors.append(t)
+            strides.extend(st)
+        return tensors, strides, outs
+
+    def launch(self, tensors, strides, interpret: bool):
+        p, c = self.problem, self.config
+        fn = self.kernel(interpret)
+        consts = dict(M=p.m, N=p.n, K=p.k, **c.kwargs())
+        if interpret:
+            consts.pop("num_warps"), consts.pop("num_stages")
+            with interpreting():
+                fn[gemm.grid(p, c)](*tensors, *strides, **consts)
+        else:
+            with triton_cache_dir(self.cache_dir):
+                fn[gemm.grid(p, c)](*tensors, *strides, **consts)
+
+    def __call__(self, a, b=None, *extras):
+        if self.pointwise:
+            extras = (b, *extras) if b is not None else extras
+        tensors, strides, outs = self.operands(a, b, extras)
+        if self.problem.m and self.problem.n:
+            self.launch(tensors, strides, interpret=not a.is_cuda)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def key(self) -> str:
+        return source_hash(self.source)

@@ -1,0 +1,122 @@
+"""The max_autotune rewrite: mm/bmm (+ epilogue) -> one GemmCall node where the template wins."""
+from __future__ import annotations
+
+import logging
+import operator
+
+import torch
+import torch.fx as fx
+
+import ember_prims
+from ember_inductor.templates import choose as choosing
+from ember_inductor.templates import gemm
+from ember_inductor.templates.epilogue import Epilogue, build_epilogue, plain
+from ember_inductor.templates.kernel import GemmCall
+
+log = logging.getLogger("ember_inductor.templates")
+aten = torch.ops.aten
+_PERMUTE = ember_prims.PRIMS["permute"].op
+_SWAP = {aten.mm.default: [1, 0], aten.bmm.default: [0, 2, 1]}
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _operand(node: fx.Node, swap: list) -> tuple[fx.Node, bool]:
+    """A permuted operand is passed untransposed (the template reads either layout)."""
+    if node.op == "call_function" and node.target is _PERMUTE and list(node.args[1]) == swap \
+            and isinstance(node.args[0], fx.Node):
+        return node.args[0], True
+    return node, False
+
+
+def _problem(mm: fx.Node) -> gemm.Problem | None:
+    a, b = (x.meta.get("val") if isinstance(x, fx.Node) else None for x in mm.args[:2])
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dtype != b.dtype \
+            or a.dtype not in _DTYPES:
+        return None
+    tf32 = a.dtype == torch.float32 and a.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    batch = a.shape[0] if a.dim() == 3 else 1
+    return gemm.Problem(batch, a.shape[-2], b.shape[-1], a.shape[-1], a.dtype, "tf32" if tf32 else "ieee")
+
+
+def use_gemm_templates(gm: fx.GraphModule, options) -> fx.GraphModule:
+    """Replace each product whose template beats the extern (Note [GEMM choice]); returns a
+    copy of `gm` when something changed, `gm` itself otherwise."""
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out).meta.update(gm.graph.output_node().meta)
+    changed = False
+    for mm in [n for n in graph.nodes if n.op == "call_function" and n.target in _SWAP]:
+        problem = _problem(mm)
+        if problem is None:
+            continue
+        changed |= _replace(graph, mm, problem, options)
+    if not changed:
+        return gm
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
+def _replace(graph: fx.Graph, mm: fx.Node, problem: gemm.Problem, options) -> bool:
+    epilogue, region, outputs = build_epilogue(mm) if options.epilogue_fusion else (None, None, None)
+    if epilogue is None or not _orderable(graph, mm, epilogue, region, outputs):
+        epilogue, region, outputs = plain(mm.meta["val"].dtype), [mm], [mm]
+    swap = _SWAP[mm.target]
+    (a, ta), (b, tb) = _operand(mm.args[0], swap), _operand(mm.args[1], swap)
+    extras = [e.node for e in epilogue.extras]
+    layouts = [(tuple(o.meta["val"].shape), tuple(o.meta["val"].stride()), o.meta["val"].dtype) for o in outputs]
+    inputs = [(tuple(x.meta["val"].shape), tuple(x.meta["val"].stride()), x.meta["val"].dtype) for x in [a, b, *extras]]
+
+    def make_call(config, pointwise=False):
+        return GemmCall(problem, epilogue, config, layouts, (ta, tb), options.cache_dir, pointwise)
+
+    device = mm.meta["val"].device
+    if device.type != "cuda":  # the interpreter: no speed to measure (Note [GEMM choice])
+        call = make_call(gemm.configs(problem)[0])
+    else:
+        extern = (lambda x, y: mm.target(x.transpose(-1, -2) if ta else x, y.transpose(-1, -2) if tb else y))
+        key = choosing.choice_key(device, problem, [i[:2] for i in inputs] + [(ta, tb)], epilogue.signature())
+        call = choosing.choose(make_call, problem, extern, inputs, key, options.cache_dir,
+                               has_epilogue=len(epilogue.ops) > 1)
+    if call is None:
+        return False
+    _splice(graph, mm, region, outputs, call, [a, b, *extras])
+    return True
+
+
+def _orderable(graph: fx.Graph, mm: fx.Node, epilogue: Epilogue, region: list, outputs: list) -> bool:
+    """The fused call goes after the product and every extra operand; every user of an output
+    outside the region must come after that point."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    at = max([order[mm]] + [order[e.node] for e in epilogue.extras])
+    inside = set(region)
+    return all(order[u] > at for o in outputs for u in o.users if u not in inside)
+
+
+def _splice(graph: fx.Graph, mm: fx.Node, region: list, outputs: list, call: GemmCall, args: list) -> None:
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    anchor = max(args + [mm], key=lambda n: order[n])
+    region_set = set(region)
+    with graph.inserting_after(anchor):
+        node = graph.call_function(call, tuple(args))
+    vals = [o.meta["val"] for o in outputs]
+    node.meta["val"] = vals[0] if len(vals) == 1 else tuple(vals)
+    node.meta["stack_trace"] = mm.meta.get("stack_trace")
+    results = [node]
+    if len(outputs) > 1:
+        results = []
+        prev = node
+        for i, v in enumerate(vals):
+            with graph.inserting_after(prev):
+                g = graph.call_function(operator.getitem, (node, i))
+            g.meta["val"] = v
+            results.append(g)
+            prev = g
+    for o, r in zip(outputs, results):
+        o.replace_all_uses_with(r, delete_user_cb=lambda u: u not in region_set)
+    leaves = {a for n in region for a in n.all_input_nodes if a not in region_set}
+    for n in reversed(region):
+        graph.erase_node(n)
+    for leaf in leaves:
+        if not leaf.users and leaf.op == "call_function" and leaf not in args:
+            graph.erase_node(leaf)
+    log.debug("ember_inductor: %s -> %s", [n.name for n in region], call)
