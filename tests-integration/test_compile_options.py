@@ -108,3 +108,22 @@ def test_shape_padding_1023_matmul_equals_eager(backend, tmp_path):
         [wrapper] = glob.glob(str(tmp_path / "*" / "wrapper.py"))
         source = open(wrapper).read()
         assert "(1024, 1024)" in source and "(1023, 1023)" in source
+
+
+@pytest.mark.parametrize("backend", ["inductor", "eager"])
+def test_max_autotune_triton_templates_train_an_mlp_under_the_interpreter(backend):
+    # the GPU path (GEMM templates with fused epilogues, forward and backward) run by Triton's
+    # interpreter on CPU tensors
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+    options = {"backend": "triton", "max_autotune": True} if backend == "inductor" else None
+    compiled = ember.compile(model, backend=backend, options=options)
+    for _ in range(2):
+        x = torch.randn(12, 16)
+        compiled(x).square().sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model(x).square().sum().backward()
+        for g, p in zip(got, model.parameters()):
+            torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-4)
+        model.zero_grad()

@@ -44,9 +44,10 @@ class EOp:
 @dataclass(frozen=True)
 class Extra:
     """A tensor the epilogue reads: `node`, seen through broadcast dims `dims` (None: it is
-    shaped like the product)."""
+    shaped like the product), converted in the kernel to each dtype of `casts` in turn."""
     node: fx.Node
     dims: tuple | None
+    casts: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Epilogue:
         """What identifies the generated code (part of the autotune cache key)."""
         ops = ";".join(f"{o.kind}:{o.target}:{str(o.dtype).removeprefix('torch.')}:{list(o.args)}"
                        for o in self.ops)
-        return f"{ops}|out={list(self.outputs)}|extras={[e.dims for e in self.extras]}"
+        return f"{ops}|out={list(self.outputs)}|extras={[(e.dims, e.casts) for e in self.extras]}"
 
     @property
     def names(self) -> list[str]:
@@ -122,7 +123,8 @@ def _joins(node, shape, in_region, downstream, leaves) -> bool:
 
 
 def _leaf(a: fx.Node, shape, downstream):
-    """"const" (a scalar full), ("broadcast", base, dims), ("tensor", a), or None."""
+    """"const" (a scalar full), or Extra (a broadcast or a product-shaped tensor, read through
+    the dtype conversions around it), or None."""
     if a in downstream:
         return None
     val = a.meta.get("val")
@@ -130,10 +132,23 @@ def _leaf(a: fx.Node, shape, downstream):
         return None
     if a.op == "call_function" and a.target is _FULL and not isinstance(a.args[1], (list, tuple)):
         return "const"
-    if a.op == "call_function" and a.target is _BROADCAST and isinstance(a.args[0], fx.Node) \
-            and isinstance(a.args[0].meta.get("val"), torch.Tensor):
-        return ("broadcast", a.args[0], tuple(a.args[2]))
-    return ("tensor", a)
+    base, casts = _peel_casts(a)
+    if base.op == "call_function" and base.target is _BROADCAST and isinstance(base.args[0], fx.Node) \
+            and isinstance(base.args[0].meta.get("val"), torch.Tensor):
+        inner, inner_casts = _peel_casts(base.args[0])
+        return Extra(inner, tuple(base.args[2]), inner_casts + casts)
+    return Extra(base, None, casts)
+
+
+def _peel_casts(node: fx.Node) -> tuple[fx.Node, tuple]:
+    """convert_element_type(...(x)) -> (x, the dtypes converted to, innermost first): the
+    conversions run in the kernel instead of as copies before it."""
+    casts = []
+    while node.op == "call_function" and _PRIM_NAME.get(node.target) == "convert_element_type" \
+            and isinstance(node.args[0], fx.Node) and isinstance(node.args[0].meta.get("val"), torch.Tensor):
+        casts.append(node.meta["val"].dtype)
+        node = node.args[0]
+    return node, tuple(reversed(casts))
 
 
 def build_epilogue(mm: fx.Node) -> tuple[Epilogue, list[fx.Node], list[fx.Node]]:
@@ -151,9 +166,10 @@ def build_epilogue(mm: fx.Node) -> tuple[Epilogue, list[fx.Node], list[fx.Node]]
             val = a.meta["val"]
             ops.append(EOp("const", val.dtype, _scalar(a.args[1], val.dtype)))
         else:
-            node, dims = (how[1], how[2]) if how[0] == "broadcast" else (how[1], None)
-            extras.append(Extra(node, dims))
-            ops.append(EOp("load", node.meta["val"].dtype, len(extras) - 1))
+            extras.append(how)
+            ops.append(EOp("load", how.node.meta["val"].dtype, len(extras) - 1))
+            for dtype in how.casts:
+                ops.append(EOp("convert", dtype, None, (len(ops) - 1,)))
         index[a] = len(ops) - 1
         return index[a]
 

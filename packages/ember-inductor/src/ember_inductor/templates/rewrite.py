@@ -18,6 +18,7 @@ aten = torch.ops.aten
 _PERMUTE = ember_prims.PRIMS["permute"].op
 _SWAP = {aten.mm.default: [1, 0], aten.bmm.default: [0, 2, 1]}
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_PURE = frozenset(ember_prims.PRIMS[n].op for n in ("full", "broadcast_in_dim", "convert_element_type", "permute"))
 
 
 def _operand(node: fx.Node, swap: list) -> tuple[fx.Node, bool]:
@@ -113,10 +114,13 @@ def _splice(graph: fx.Graph, mm: fx.Node, region: list, outputs: list, call: Gem
             prev = g
     for o, r in zip(outputs, results):
         o.replace_all_uses_with(r, delete_user_cb=lambda u: u not in region_set)
-    leaves = {a for n in region for a in n.all_input_nodes if a not in region_set}
+    todo = [a for n in region for a in n.all_input_nodes if a not in region_set]
     for n in reversed(region):
         graph.erase_node(n)
-    for leaf in leaves:
-        if not leaf.users and leaf.op == "call_function" and leaf not in args:
+    while todo:  # the constants, broadcasts, casts and permutes only the region read
+        leaf = todo.pop()
+        if leaf.op == "call_function" and leaf.target in _PURE and not leaf.users and leaf.graph is graph \
+                and leaf in graph.nodes:
+            todo.extend(leaf.all_input_nodes)
             graph.erase_node(leaf)
     log.debug("ember_inductor: %s -> %s", [n.name for n in region], call)
