@@ -127,3 +127,25 @@ def test_max_autotune_triton_templates_train_an_mlp_under_the_interpreter(backen
         for g, p in zip(got, model.parameters()):
             torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-4)
         model.zero_grad()
+
+
+@pytest.mark.gpu
+def test_documented_options_dict_compiles_the_mlp_gpu(tmp_path):
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)).cuda()
+    compiled = ember.compile(model, options={**DOCUMENTED_OPTIONS, "trace.dir": str(tmp_path)})
+    with torch.no_grad():
+        for _ in range(3):  # CUDA graphs: run, record, replay
+            x = torch.randn(64, 256, device="cuda")
+            torch.testing.assert_close(compiled(x).clone(), model(x), rtol=1e-4, atol=1e-4)
+    assert glob.glob(str(tmp_path / "*" / "graph_diagram.svg"))
+
+
+@pytest.mark.gpu
+def test_fallback_random_dropout_draws_eagers_numbers_gpu():
+    compiled = ember.compile(dropout_fn, options={"fallback_random": True})
+    for seed in (5, 6):
+        x = torch.randn(64, 33, device="cuda")
+        torch.manual_seed(seed)
+        ref = dropout_fn(x)
+        torch.manual_seed(seed)
+        assert torch.equal(compiled(x), ref)

@@ -51,6 +51,7 @@ class GemmCall:
             f"gemm_template[{','.join(epilogue.names) or 'plain'}; "
             f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps} s{config.num_stages}]")
         self._fns: dict[bool, object] = {}
+        self._compiled = False  # GPU: compiled into our cache dir; later launches skip that scope
 
     def __repr__(self):
         return self.__name__
@@ -87,9 +88,12 @@ class GemmCall:
             consts.pop("num_warps"), consts.pop("num_stages")
             with interpreting():
                 fn[gemm.grid(p, c)](*tensors, *strides, **consts)
+        elif self._compiled:
+            fn[gemm.grid(p, c)](*tensors, *strides, **consts)
         else:
             with triton_cache_dir(self.cache_dir):
                 fn[gemm.grid(p, c)](*tensors, *strides, **consts)
+            self._compiled = True
 
     def __call__(self, a, b=None, *extras):
         if self.pointwise:
