@@ -67,13 +67,14 @@ def linear_gelu_residual(b, x, w, bias, r, dtype=F32):
     """gelu(x @ wᵀ + bias) * 0.5 + r, cast to float32: bias, activation, scaling, residual, cast."""
     h = b.call(aten.mm.default, x, b.call(P.permute.default, w, [1, 0]))
     m, n = h.meta["val"].shape
+    dev = h.meta["val"].device.type
     h = b.call(P.convert_element_type.default, h, F32)
     h = b.call(P.add.default, h, b.call(P.broadcast_in_dim.default,
                                          b.call(P.convert_element_type.default, bias, F32), [m, n], [1]))
-    half = _full(b, (m, n), 0.5)
+    half = _full(b, (m, n), 0.5, device=dev)
     gelu = b.call(P.mul.default, b.call(P.mul.default, h, half), b.call(
-        P.add.default, _full(b, (m, n), 1.0),
-        b.call(P.erf.default, b.call(P.mul.default, h, _full(b, (m, n), 0.7071067811865476)))))
+        P.add.default, _full(b, (m, n), 1.0, device=dev),
+        b.call(P.erf.default, b.call(P.mul.default, h, _full(b, (m, n), 0.7071067811865476, device=dev)))))
     out = b.call(P.add.default, b.call(P.mul.default, gelu, half), b.call(P.convert_element_type.default, r, F32))
     return b.call(P.convert_element_type.default, out, dtype)
 

@@ -64,8 +64,10 @@ def configs(p: Problem) -> list[GemmConfig]:
     raw = [
         GemmConfig(128, 128, bk, 8, 8, 3),
         GemmConfig(128, 256, bk, 8, 8, 3) if half else GemmConfig(64, 128, bk, 8, 4, 3),
+        GemmConfig(128, 128, bk, 8, 4, 4),
         GemmConfig(64, 128, bk, 8, 4, 4),
         GemmConfig(128, 64, bk, 8, 4, 4),
+        GemmConfig(64, 256, bk, 8, 8, 3) if half else GemmConfig(128, 64, bk, 8, 4, 3),
         GemmConfig(64, 64, bk, 8, 4, 4),
         GemmConfig(32, 64, bk, 8, 4, 5),
     ]
