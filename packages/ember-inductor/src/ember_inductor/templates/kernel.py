@@ -91,13 +91,8 @@ class GemmCall:
             consts.pop("num_warps"), consts.pop("num_stages")
             with interpreting():
                 fn[gemm.grid(p, c)](*tensors, *strides, **consts)
-        elif self._fast is not None and self._fast_ok(tensors):
-            # Note [Launch fast path] (codegen/triton_launch.py): the compiled kernel is called
-            # directly; shapes and strides are fixed per call site, so only alignment, device
-            # and launch hooks can change the specialization
-            kernel, device, (g0, g1), const_args = self._fast
-            kernel.run(g0, g1, 1, _driver.active.get_current_stream(device), kernel.function,
-                       kernel.packed_metadata, None, None, None, *tensors, *strides, *const_args)
+        elif self._fast is not None and self._fast_ok(tensors) and self._launch_fast(tensors, strides):
+            pass
         else:
             with triton_cache_dir(self.cache_dir):
                 compiled = fn[gemm.grid(p, c)](*tensors, *strides, **consts)
@@ -105,6 +100,20 @@ class GemmCall:
                 names = fn.arg_names[len(tensors) + len(strides):]
                 const_args = tuple(consts[n] for n in names)
                 self._fast = (compiled, _driver.active.get_current_device(), gemm.grid(p, c), const_args)
+
+    def _launch_fast(self, tensors, strides) -> bool:
+        # Note [Launch fast path] (codegen/triton_launch.py): the compiled kernel is called
+        # directly; shapes and strides are fixed per call site, so only alignment, device and
+        # launch hooks can change the specialization. A launcher that refuses the arguments
+        # (another Triton's calling convention) turns the fast path off: nothing ran yet.
+        kernel, device, (g0, g1), const_args = self._fast
+        try:
+            kernel.run(g0, g1, 1, _driver.active.get_current_stream(device), kernel.function,
+                       kernel.packed_metadata, None, None, None, *tensors, *strides, *const_args)
+        except TypeError:
+            self._fast = None
+            return False
+        return True
 
     def _fast_ok(self, tensors) -> bool:
         return (_driver.active.get_current_device() == self._fast[1]
