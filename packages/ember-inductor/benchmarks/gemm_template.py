@@ -65,7 +65,7 @@ def run(dtypes, cache_dir) -> list[dict]:
             t_cublas = bench(lambda: torch.mm(x, w.t()))
             best, best_cfg, wgmma = float("inf"), None, False
             for cfg in gemm.configs(problem):
-                call = GemmCall(problem, plain(dtype), cfg, out, (False, True), cache_dir)
+                call = GemmCall(problem, plain(dtype), cfg, out, ("mat", "matT", "mat"), cache_dir)
                 try:
                     t = bench(lambda: call(x, w))
                 except Exception as e:  # noqa: BLE001  (a config that does not fit: reported, skipped)
@@ -75,8 +75,8 @@ def run(dtypes, cache_dir) -> list[dict]:
                     best, best_cfg = t, cfg
                     wgmma = any("wgmma" in k.asm.get("ptx", "") for k in _compiled(call))
             epi = bias_relu_epilogue(m, n, k, dtype)
-            fused = GemmCall(problem, epi, best_cfg, out, (False, True), cache_dir)
-            separate = GemmCall(problem, epi, best_cfg, out, (False, True), cache_dir, pointwise=True)
+            fused = GemmCall(problem, epi, best_cfg, out, ("mat", "matT", "mat"), cache_dir)
+            separate = GemmCall(problem, epi, best_cfg, out, ("mat", "matT", "mat"), cache_dir, pointwise=True)
             t_fused = bench(lambda: fused(x, w, bias))
             product = torch.mm(x, w.t())
             t_sep = t_cublas + bench(lambda: separate(product, bias))

@@ -43,12 +43,12 @@ def _template_calls(compiled) -> list[str]:
 @pytest.mark.parametrize("m,n,k", [(20, 40, 24), (33, 17, 70), (1, 64, 16)])
 def test_plain_mm_matches_eager(m, n, k):
     problem = gemm.Problem(1, m, n, k, F32, "ieee")
-    call = GemmCall(problem, plain(F32), gemm.configs(problem)[0], [((m, n), (n, 1), F32)], (False, False),
+    call = GemmCall(problem, plain(F32), gemm.configs(problem)[0], [((m, n), (n, 1), F32)], ("mat", "mat", "mat"),
                     "~/.cache/ember")
     a, b = torch.randn(m, k), torch.randn(k, n)
     torch.testing.assert_close(call(a, b), a @ b, rtol=1e-4, atol=1e-4)
     # a transposed operand, given untransposed (the weight of a linear layer)
-    call_t = GemmCall(problem, plain(F32), gemm.configs(problem)[-1], [((m, n), (n, 1), F32)], (False, True),
+    call_t = GemmCall(problem, plain(F32), gemm.configs(problem)[-1], [((m, n), (n, 1), F32)], ("mat", "matT", "mat"),
                       "~/.cache/ember")
     w = torch.randn(n, k)
     torch.testing.assert_close(call_t(a, w), a @ w.t(), rtol=1e-4, atol=1e-4)
@@ -58,7 +58,7 @@ def test_every_config_is_correct_on_a_ragged_batched_product():
     problem = gemm.Problem(3, 37, 45, 50, F32, "ieee")
     a, b = torch.randn(3, 37, 50), torch.randn(3, 50, 45)
     for config in gemm.configs(problem):
-        call = GemmCall(problem, plain(F32), config, [((3, 37, 45), (37 * 45, 45, 1), F32)], (False, False),
+        call = GemmCall(problem, plain(F32), config, [((3, 37, 45), (37 * 45, 45, 1), F32)], ("mat", "mat", "mat"),
                         "~/.cache/ember")
         torch.testing.assert_close(call(a, b), torch.bmm(a, b), rtol=1e-4, atol=1e-4)
 
@@ -146,6 +146,45 @@ def test_choice_cache_is_atomic_json_keyed_by_triton_version(tmp_path):
     assert json.load(open(path))[key] == {"choice": "extern"}
     assert not [f for f in os.listdir(os.path.dirname(path)) if f.endswith(".tmp")]
     assert choose.lookup(str(tmp_path), key + "x")["choice"] == "template"
+
+
+def conv_bn_relu_residual(b, x, w, scale, shift, r):
+    """relu(conv1x1(x, w) * scale + shift + r): batch norm's inference affine, ReLU, residual."""
+    h = b.call(aten.convolution.default, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    shape = list(h.meta["val"].shape)
+    h = b.call(P.mul.default, h, b.call(P.broadcast_in_dim.default, scale, shape, [1]))
+    h = b.call(P.add.default, h, b.call(P.broadcast_in_dim.default, shift, shape, [1]))
+    h = b.call(P.add.default, h, r)
+    return b.call(P.maximum.default, h, _full(b, shape, 0.0))
+
+
+@pytest.mark.parametrize("conv_layout", ["preserve", "auto"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv1x1_implicit_gemm_with_bn_relu_residual(tuned, channels_last, conv_layout):
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    examples = [torch.randn(2, 12, 5, 7).to(memory_format=fmt), torch.randn(20, 12, 1, 1),
+                torch.randn(20), torch.randn(20), torch.randn(2, 20, 5, 7)]
+    b = GraphBuilder()
+    x, w, scale, shift, r = (b.input(e) for e in examples)
+    b.output(conv_bn_relu_residual(b, x, w, scale, shift, r))
+    compiled = compile_graph(b.build(), b.examples, tuned.replace(conv_layout=conv_layout))
+    [line] = _template_calls(compiled)
+    assert "maximum" in line and compiled.kernels == []  # convolution and epilogue: one kernel
+    for _ in range(2):
+        inputs = [torch.randn_like(e) for e in examples]
+        xx, ww, sc, sh, rr = inputs
+        ref = torch.relu(torch.nn.functional.conv2d(xx, ww) * sc[:, None, None] + sh[:, None, None] + rr)
+        torch.testing.assert_close(compiled(inputs)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_strided_or_grouped_convolutions_stay_with_the_library(tuned):
+    b = GraphBuilder()
+    x, w = b.input(torch.randn(2, 8, 6, 6)), b.input(torch.randn(8, 8, 1, 1))
+    b.output(b.call(aten.convolution.default, x, w, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1))
+    compiled = compile_graph(b.build(), b.examples, tuned)
+    assert not _template_calls(compiled)
+    inputs = [torch.randn(2, 8, 6, 6), torch.randn(8, 8, 1, 1)]
+    torch.testing.assert_close(compiled(inputs)[0], torch.nn.functional.conv2d(*inputs, stride=2))
 
 
 # --- the autotuned path, on a GPU -----------------------------------------------------------------

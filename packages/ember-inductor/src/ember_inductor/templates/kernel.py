@@ -18,11 +18,40 @@ from ember_inductor.templates import gemm
 from ember_inductor.templates.epilogue import Epilogue
 
 
-def _as_3d(t: torch.Tensor) -> tuple:
-    """(tensor, (batch stride, row stride, column stride)) of a 2-D or 3-D operand."""
-    if t.dim() == 2:
-        return t, (0, *t.stride())
-    return t, tuple(t.stride())
+# Note [operand views]: the kernel reads every tensor as (batch, row, column) through three
+# strides. How a graph tensor maps onto that is the operand's view, by name:
+#   "mat"    a 2-D matrix (batch stride 0) or a 3-D batch of them;
+#   "matT"   the same, transposed (a weight given as nn.Linear stores it);
+#   "rows"   a 4-D (N, C, H, W) activation as N batches of (H*W, C): a 1x1 convolution's input,
+#            output and epilogue operands; H and W merge when stride(H) == W * stride(W)
+#            (contiguous and channels-last alike), otherwise the tensor is copied contiguous;
+#   "weight" a 1x1 convolution's (O, C, 1, 1) weight as one (C, O) matrix shared by all batches.
+def _mat(t):
+    return (0, *t.stride()) if t.dim() == 2 else tuple(t.stride())
+
+
+def _rows(t):
+    s0, s1, s2, s3 = t.stride()
+    if t.shape[2] > 1 and t.shape[3] > 1 and s2 != t.shape[3] * s3:
+        return None
+    return (s0, s3 if t.shape[3] > 1 else s2, s1)
+
+
+VIEWS = {
+    "mat": _mat,
+    "matT": lambda t: _mat(t.transpose(-1, -2)),
+    "rows": _rows,
+    "weight": lambda t: (0, t.stride(1), t.stride(0)),
+}
+
+
+def view_strides(t: torch.Tensor, view: str) -> tuple[torch.Tensor, tuple]:
+    """(tensor, its (batch, row, column) strides) under `view` (Note [operand views])."""
+    strides = VIEWS[view](t)
+    if strides is None:
+        t = t.contiguous()
+        strides = VIEWS[view](t)
+    return t, strides
 
 
 def broadcast_view(t: torch.Tensor, shape: tuple, dims: tuple | None) -> torch.Tensor:
@@ -41,10 +70,10 @@ class GemmCall:
     """One product (with its epilogue) compiled from the template with one configuration."""
 
     def __init__(self, problem: gemm.Problem, epilogue: Epilogue, config: gemm.GemmConfig,
-                 out_layouts: list, transposed: tuple, cache_dir: str, pointwise: bool = False):
+                 out_layouts: list, views: tuple, cache_dir: str, pointwise: bool = False):
         self.problem, self.epilogue, self.config = problem, epilogue, config
         self.out_layouts = out_layouts  # (shape, strides, dtype) per output
-        self.transposed = transposed    # (a, b): operand given untransposed, swap its last dims
+        self.views = views              # (a, b, output): Note [operand views]
         self.pointwise = pointwise
         self.cache_dir = os.path.expanduser(cache_dir)
         kind = "gemm_epilogue" if pointwise else "gemm"
@@ -69,19 +98,24 @@ class GemmCall:
     def operands(self, a, b, extras) -> tuple[list, list]:
         """(tensors, strides) in the kernel's argument order, outputs allocated."""
         shape = self.out_layouts[0][0]
-        if self.pointwise:
-            ins = [a]
-        else:
-            ins = [a.transpose(-1, -2) if self.transposed[0] else a,
-                   b.transpose(-1, -2) if self.transposed[1] else b]
-        ins += [broadcast_view(x, shape, e.dims) for x, e in zip(extras, self.epilogue.extras)]
-        outs = [torch.empty_strided(s, st, dtype=dt, device=a.device) for s, st, dt in self.out_layouts]
+        va, vb, vout = self.views
+        ins = [(a, vout)] if self.pointwise else [(a, va), (b, vb)]
+        ins += [(broadcast_view(x, shape, e.dims), vout) for x, e in zip(extras, self.epilogue.extras)]
+        outs = [self._output(s, st, dt, a.device) for s, st, dt in self.out_layouts]
         tensors, strides = [], []
-        for t in ins + outs:
-            t, st = _as_3d(t)
+        for t, view in ins + [(o, vout) for o in outs]:
+            t, st = view_strides(t, view)
             tensors.append(t)
             strides.extend(st)
         return tensors, strides, outs
+
+    def _output(self, shape, strides, dtype, device) -> torch.Tensor:
+        """An output in the recorded layout, or contiguous where the kernel cannot address that
+        layout through its view (the wrapper's `fit` then copies it to the recorded one)."""
+        out = torch.empty_strided(shape, strides, dtype=dtype, device=device)
+        if VIEWS[self.views[2]](out) is None:
+            out = torch.empty(shape, dtype=dtype, device=device)
+        return out
 
     def launch(self, tensors, strides, interpret: bool):
         p, c = self.problem, self.config
