@@ -239,3 +239,27 @@ def test_autotuned_bmm_with_epilogue_gpu(tmp_path):
     inputs = [torch.randn(12, 128, 64, dtype=torch.float16, device="cuda"),
               torch.randn(12, 64, 128, dtype=torch.float16, device="cuda")]
     torch.testing.assert_close(compiled(inputs)[0], torch.bmm(*inputs) * 0.125, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, F32])
+def test_autotuned_conv1x1_with_epilogue_gpu(tmp_path, dtype):
+    dev = dict(device="cuda", dtype=dtype)
+    examples = [torch.randn(8, 256, 14, 14, **dev).to(memory_format=torch.channels_last),
+                torch.randn(512, 256, 1, 1, **dev), torch.randn(512, **dev), torch.randn(512, **dev),
+                torch.randn(8, 512, 14, 14, **dev)]
+    b = GraphBuilder()
+    x, w, scale, shift, r = (b.input(e) for e in examples)
+    h = b.call(aten.convolution.default, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    shape = list(h.meta["val"].shape)
+    h = b.call(P.mul.default, h, b.call(P.broadcast_in_dim.default, scale, shape, [1]))
+    h = b.call(P.add.default, b.call(P.add.default, h, b.call(P.broadcast_in_dim.default, shift, shape, [1])), r)
+    b.output(b.call(P.maximum.default, h, _full(b, shape, 0.0, dtype, "cuda")))
+    compiled = compile_graph(b.build(), b.examples, InductorOptions(cache_dir=str(tmp_path), backend="triton",
+                                                                    max_autotune=True))
+    for _ in range(3):  # the third call takes the checked direct launch
+        inputs = [torch.randn_like(e) for e in examples]
+        xx, ww, sc, sh, rr = inputs
+        ref = torch.relu(torch.nn.functional.conv2d(xx, ww) * sc[:, None, None] + sh[:, None, None] + rr)
+        tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.float16 else dict(rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(compiled(inputs)[0], ref, **tol)

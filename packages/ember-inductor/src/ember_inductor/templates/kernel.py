@@ -6,6 +6,7 @@ CPU tensors run it under Triton's interpreter, which is how CI checks the templa
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
@@ -16,6 +17,8 @@ from ember_inductor.codegen.triton_launch import _no_hook
 from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash, triton_cache_dir
 from ember_inductor.templates import gemm
 from ember_inductor.templates.epilogue import Epilogue
+
+log = logging.getLogger("ember_inductor.templates")
 
 
 # Note [operand views]: the kernel reads every tensor as (batch, row, column) through three
@@ -83,7 +86,8 @@ class GemmCall:
             f"gemm_template[{','.join(epilogue.names) or 'plain'}; "
             f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps} s{config.num_stages}]")
         self._fns: dict[bool, object] = {}
-        self._fast = None  # GPU: (compiled kernel, device, grid, constants), see launch()
+        self._fast = None  # GPU: (compiled kernel, device, grid, constants), see launch(); False: off
+        self._fast_checked = False
 
     def __repr__(self):
         return self.__name__
@@ -125,15 +129,35 @@ class GemmCall:
             consts.pop("num_warps"), consts.pop("num_stages")
             with interpreting():
                 fn[gemm.grid(p, c)](*tensors, *strides, **consts)
-        elif self._fast is not None and self._fast_ok(tensors) and self._launch_fast(tensors, strides):
+        elif self._fast and self._fast_ok(tensors) and (self._fast_checked or self._check_fast(
+                fn, tensors, strides, consts)) and self._launch_fast(tensors, strides):
             pass
         else:
             with triton_cache_dir(self.cache_dir):
                 compiled = fn[gemm.grid(p, c)](*tensors, *strides, **consts)
-            if compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+            if self._fast is None and compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
                 names = fn.arg_names[len(tensors) + len(strides):]
                 const_args = tuple(consts[n] for n in names)
                 self._fast = (compiled, _driver.active.get_current_device(), gemm.grid(p, c), const_args)
+
+    def _check_fast(self, fn, tensors, strides, consts) -> bool:
+        """Before the fast path is trusted, its first launch is compared bit for bit with a
+        normal launch on the same arguments (outside CUDA-graph capture, which cannot sync):
+        a launcher that read its arguments differently would be caught here, not in results."""
+        if torch.cuda.is_current_stream_capturing():
+            return False
+        outs = tensors[len(tensors) - len(self.out_layouts):]
+        if not self._launch_fast(tensors, strides):
+            return False
+        fast = [o.clone() for o in outs]
+        fn[gemm.grid(self.problem, self.config)](*tensors, *strides, **consts)
+        if all(torch.equal(a, b) for a, b in zip(fast, outs)):
+            self._fast_checked = True
+        else:
+            log.warning("ember_inductor: the direct launch of %s disagreed with Triton's launch; "
+                        "launching through Triton from now on", self)
+            self._fast = False
+        return False  # the outputs hold the normal launch's result: nothing more to launch
 
     def _launch_fast(self, tensors, strides) -> bool:
         # Note [Launch fast path] (codegen/triton_launch.py): the compiled kernel is called
@@ -145,7 +169,7 @@ class GemmCall:
             kernel.run(g0, g1, 1, _driver.active.get_current_stream(device), kernel.function,
                        kernel.packed_metadata, None, None, None, *tensors, *strides, *const_args)
         except TypeError:
-            self._fast = None
+            self._fast = False
             return False
         return True
 
