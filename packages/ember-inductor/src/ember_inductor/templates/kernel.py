@@ -6,6 +6,7 @@ CPU tensors run it under Triton's interpreter, which is how CI checks the templa
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -57,6 +58,12 @@ def view_strides(t: torch.Tensor, view: str) -> tuple[torch.Tensor, tuple]:
     return t, strides
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(source: str, cache_dir: str, name: str, interpret: bool):
+    # memoized per source text (a str caches its hash): launches skip load_module's hashing
+    return getattr(load_module(source, cache_dir, interpret), name)
+
+
 def broadcast_view(t: torch.Tensor, shape: tuple, dims: tuple | None) -> torch.Tensor:
     """`t` seen as `shape` through broadcast_in_dim's `dims` (None: already that shape): a view
     with stride 0 along broadcast dims, never a copy."""
@@ -85,7 +92,6 @@ class GemmCall:
         self.__name__ = self.diagram_name = (
             f"gemm_template[{','.join(epilogue.names) or 'plain'}; "
             f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps} s{config.num_stages}]")
-        self._fns: dict[bool, object] = {}
         self._fast = None  # GPU: (compiled kernel, device, grid, constants), see launch(); False: off
         self._fast_checked = False
 
@@ -93,11 +99,7 @@ class GemmCall:
         return self.__name__
 
     def kernel(self, interpret: bool):
-        fn = self._fns.get(interpret)
-        if fn is None:
-            fn = getattr(load_module(self.source, self.cache_dir, interpret), self.name)
-            self._fns[interpret] = fn
-        return fn
+        return _kernel(self.source, self.cache_dir, self.name, interpret)
 
     def operands(self, a, b, extras) -> tuple[list, list]:
         """(tensors, strides) in the kernel's argument order, outputs allocated."""
