@@ -91,6 +91,8 @@ def render(name: str, p: Problem, epilogue: Epilogue, pointwise: bool = False) -
     tensors = (["C"] if pointwise else ["A", "B"]) + [f"X{i}" for i in range(len(epilogue.extras))] \
         + [f"O{i}" for i in range(len(epilogue.outputs))]
     strides = [f"s{t}{d}" for t in tensors for d in "bmn"]
+    # offsets within one batch past 2**31 elements need 64-bit row/column indices
+    wide = ".to(tl.int64)" if max(p.m * p.k, p.k * p.n, p.m * p.n) >= 2**31 else ""
     lines = [
         "pid = tl.program_id(0)",
         "bid = tl.program_id(1).to(tl.int64)",
@@ -101,8 +103,8 @@ def render(name: str, p: Problem, epilogue: Epilogue, pointwise: bool = False) -
         "group_m = min(num_pid_m - first_m, GROUP_M)",
         "pid_m = first_m + ((pid % group) % group_m)",
         "pid_n = (pid % group) // group_m",
-        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        f"rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M){wide}",
+        f"rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N){wide}",
         "mask = (rm[:, None] < M) & (rn[None, :] < N)",
     ]
     if pointwise:
