@@ -177,13 +177,3 @@ def test_progress_line_on_a_terminal_only(monkeypatch):
     slow(x)
     assert quiet.text == ""
 
-
-def test_diagram_boxes_and_edges():
-    from ember_inductor.diagram import ScheduledStep, render_svg
-    steps = [ScheduledStep("kernel0", "kernel", ("arg0",), ("buf0",), ("sin",)),
-             ScheduledStep("buf1", "extern", ("buf0", "arg1"), ("buf1",), ("mm",)),
-             ScheduledStep("kernel1", "kernel", ("buf1", "buf0"), ("buf2",), ("add",))]
-    svg = render_svg(steps, outputs=("buf2",))
-    assert svg.count("<rect") == 5  # 3 steps + inputs + outputs
-    assert svg.count("class=\"edge\"") == 6  # arg0, buf0, arg1, buf1, buf0, buf2 -> outputs
-    assert "<title>buf0</title>" in svg  # buffers name the edges

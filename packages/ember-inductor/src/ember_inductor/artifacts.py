@@ -32,7 +32,7 @@ def to_artifact(compiled: CompiledGraph) -> dict[str, Any]:
     return {"version": ARTIFACT_VERSION, "source": compiled.source, "kernels": kernels,
             "ir": compiled.ir, "timings": dict(compiled.timings), "fallbacks": list(compiled.fallbacks),
             "layouts": list(compiled._layouts), "backend": compiled.backend, "constants": constants,
-            "schedule": list(compiled.schedule), "output_names": tuple(compiled.output_names)}
+            "schedule": list(compiled.schedule)}
 
 
 def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> CompiledGraph:
@@ -51,6 +51,5 @@ def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> Compile
     compiled = CompiledGraph(namespace["call"], artifact["source"], kernels, artifact["ir"], {},
                              artifact["fallbacks"], artifact["layouts"], artifact["backend"])
     compiled.schedule = artifact["schedule"]
-    compiled.output_names = artifact["output_names"]
     compiled.loaded_from_cache = True
     return compiled

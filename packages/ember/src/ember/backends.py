@@ -30,7 +30,7 @@ from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, Site, site_of
 from ember.record import CompileRecord
-from ember.settings import INDUCTOR_LOGS, Settings, make_settings
+from ember.settings import INDUCTOR_LOGS, INDUCTOR_TRACE, Settings, make_settings
 
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 
@@ -246,6 +246,9 @@ def _checked(config: Any) -> Any:
 def _inductor_options(settings: Settings) -> Any:
     given = dict(settings.options)
     given.setdefault("cache_dir", settings.cache_dir)
+    # The trace options given to this compile also ask the inductor for its own trace folders
+    # (one per graph, next to the compile report; trace.py); EMBER_TRACE asks for the report only.
+    given.update({name: settings.trace[name] for name in settings.trace["given"] if name in INDUCTOR_TRACE})
     if settings.check:  # Note [checked boundaries]
         given["debug_verify"] = True
     try:
@@ -261,7 +264,8 @@ def _inductor_build(settings: Settings) -> CompilerFn:
     if settings.warm_start:  # Note [warm start]: in the inductor's cache_dir (EMBER_CACHE_DIR or the option)
         cache_dir = options.resolved_cache_dir
         compile_graph = warm_start.inductor_compile(cache_dir)
-        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(cache_dir, "inductor"))
+        label = "inductor, torch's random ops" if options.fallback_random else "inductor"  # the decompositions
+        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(cache_dir, label))
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         compiled = compile_graph(gm, example_inputs, options)
@@ -275,8 +279,18 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
         return run
 
-    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=config, name="inductor",
+    decompositions = _without_random if options.fallback_random else ember_prims.table
+    return AotComposition(fw_compiler, decompositions=decompositions, config=config, name="inductor",
                           cudagraphs=_cudagraphs(settings, options.cudagraphs))
+
+
+def _without_random() -> dict:
+    """options={"fallback_random": True}: the random ops stay ATen ops, which the inductor calls
+    eagerly in program order, so they draw torch's generator's numbers, as eager does."""
+    table = ember_prims.table()
+    for op in ember_prims.RANDOM_OPS:
+        table.pop(op, None)
+    return table
 
 
 def _cudagraphs(settings: Settings, wanted: bool) -> CUDAGraphs | None:

@@ -29,7 +29,7 @@ import re
 from typing import Any
 
 import torch
-from ember_inductor.diagram import render_svg
+from ember_inductor.diagram import to_svg
 
 from ember.record import CompileRecord
 
@@ -164,14 +164,14 @@ def _inductor_stages(compiled: Any, direction: str) -> list[Stage]:
     fuse = {k: v for k, v in timings.items() if k in _FUSE_PASSES}
     build = {k: v for k, v in timings.items() if k not in _FUSE_PASSES}
     schedule = getattr(compiled, "schedule", [])
-    listing = "\n".join(f"{s.name} [{s.kind}] {', '.join(s.origins)}: reads {', '.join(s.reads) or '-'}; "
+    listing = "\n".join(f"{s.name} [{s.kind}] {s.label}: reads {', '.join(s.reads) or '-'}; "
                         f"writes {', '.join(s.writes) or '-'}" for s in schedule)
     fallbacks = "\n".join(map(str, getattr(compiled, "fallbacks", []) or []))
     text = f"{compiled.ir}\n\n# schedule\n{listing}" + (f"\n\n# eager fallbacks\n{fallbacks}" if fallbacks else "")
     times = {k: (v[0], v[1]) for k, v in (getattr(compiled, "kernel_times", None) or {}).items()}
     kernels = [(k.name, k.source) for k in compiled.kernels]
     return [Stage(f"fused kernels {direction}", "inductor", fuse, text,
-                  diagram=render_svg(schedule, getattr(compiled, "output_names", ())), kernel_times=times),
+                  diagram=to_svg(schedule) if schedule else "", kernel_times=times),
             Stage(f"generated source {direction}", "inductor", build, compiled.source, kernels=kernels,
                   kernel_times=times)]
 

@@ -33,8 +33,9 @@ MODES: dict[str | None, dict[str, Any]] = {
     None: {},
     "default": {},
     "reduce-overhead": {"cudagraphs": True},
-    "max-autotune": {"autotune": True, "cudagraphs": True},
-    "max-autotune-no-cudagraphs": {"autotune": True},
+    # GEMM templates autotuned against cuBLAS, epilogues fused, and the block-size autotuner
+    "max-autotune": {"autotune": True, "max_autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"autotune": True, "max_autotune": True},
 }
 
 # Option names accepted for torch.compile's spelling: the name ember's inductor options use.
@@ -67,6 +68,8 @@ TRACE_OPTIONS: dict[str, tuple[type, Any]] = {
     "trace.profile": (bool, False),  # time each kernel's calls; the report shows them
     "trace.graph_diagram": (bool, True),  # the fused-graph diagrams in the report
 }
+# Trace options the inductor also takes (its per-graph trace folders), when a compile gives them
+INDUCTOR_TRACE = frozenset({"trace.enabled", "trace.dir", "trace.graph_diagram"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,12 +151,17 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
 
 def _read_trace(merged: dict, env: Mapping[str, str], cache_dir: str) -> dict[str, Any]:
     """Take the trace options out of `merged` (they are the facade's, whatever the backend)."""
-    trace = {name: default for name, (_, default) in TRACE_OPTIONS.items()}
+    trace: dict[str, Any] = {name: default for name, (_, default) in TRACE_OPTIONS.items()}
+    given = []
     for name, (kind, _) in TRACE_OPTIONS.items():
         if name in merged:
             value = merged.pop(name)
-            _check_type(f"options[{name!r}]", value, (kind,), kind.__name__)
+            if not isinstance(value, kind):
+                valid = "True or False" if kind is bool else "a folder (str)"
+                raise InvalidArgument(f"ember.compile: options[{name!r}] must be {valid}, got {value!r}")
             trace[name] = value
+            given.append(name)
+    trace["given"] = frozenset(given)
     where = env.get("EMBER_TRACE", "").strip()
     if where:
         trace["trace.enabled"] = True
