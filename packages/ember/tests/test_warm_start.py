@@ -99,6 +99,7 @@ def test_readers_never_see_a_torn_entry(tmp_path):
         while not stop.is_set():
             cache_store.write(str(tmp_path), "test", "k" * 64, payloads[i])
 
+    cache_store.write(str(tmp_path), "test", "k" * 64, payloads[0])  # readers always find an entry
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
@@ -115,7 +116,8 @@ def test_readers_never_see_a_torn_entry(tmp_path):
         stop.set()
         for t in threads:
             t.join()
-    assert seen > 0 and cache_store.COUNTERS["test"]["corrupt"] == 0
+    assert seen == 200 and cache_store.COUNTERS["test"]["corrupt"] == 0
+    assert cache_store.COUNTERS["test"]["store"] > 1  # the writers replaced it while it was read
 
 
 def test_save_and_load_cache_artifacts(cache, tmp_path_factory, monkeypatch):
