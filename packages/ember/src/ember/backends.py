@@ -259,7 +259,7 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
         return run
 
-    return AotComposition(fw_compiler, decompositions=ember_prims.table, config=_AOT_CONFIG, name="inductor",
+    return AotComposition(fw_compiler, decompositions=ember_prims.Decomposer, config=_AOT_CONFIG, name="inductor",
                           cudagraphs=_cudagraphs(settings, options.cudagraphs))
 
 
