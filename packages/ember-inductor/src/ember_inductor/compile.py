@@ -14,6 +14,7 @@ import torch.fx as fx
 from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
 from ember_inductor.finalize import finalize
 from ember_inductor.ir import InputBuffer
+from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
 from ember_inductor.passes import transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
@@ -98,10 +99,11 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
     backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    prepared = transpose_matmul_outputs(gm)
+    with _timed(t, "plan_layouts"):  # before lowering: every buffer it makes consults the plan
+        layout = plan_layouts(prepared, options.conv_layout)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
-        lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options,
-                              channels_last=options.conv_layout in ("channels_last", "auto"),
-                              split_reductions=backend_name == "triton")
+        lowered = lower_graph(prepared, example_inputs, options, layout, split_reductions=backend_name == "triton")
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory

@@ -214,6 +214,7 @@ class ExternCall:
     origin: str                # graph node name
     outputs: list = field(default_factory=list)  # ExternBuffers
     reason: str = ""
+    fit: bool = True           # the wrapper checks its results' layout (LayoutPlan.fits_result)
 
 
 @dataclass(eq=False)
