@@ -11,7 +11,9 @@ from contextlib import contextmanager
 import torch
 import torch.fx as fx
 
-from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
+from ember_inductor.kernel import format_kernel
+
+from ember_inductor.codegen.common import KernelSource, choose_backend, get_backend
 from ember_inductor.finalize import finalize
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import sympy
 import torch
 
-from ember_inductor.codegen.common import Op
+from ember_inductor.kernel import Op
 
 Index = tuple  # of sympy expressions, one per dim
 
