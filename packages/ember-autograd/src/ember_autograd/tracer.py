@@ -119,6 +119,11 @@ class AtenTracer(TorchDispatchMode):
         if writes or (is_view(func) and func.namespace != "ember_prims"):
             return self._functionalize_first(func, args, kwargs, writes)
         decomposition = self.decompose(func)
+        if decomposition is None and _composite(func):
+            # whatever the decomposer (a plain mapping, or none), the graph records only ops
+            # with kernels of their own, as eager runs them (a composite op called from inside a
+            # decomposition reaches the tracer below autograd, where eager would break it up)
+            decomposition = func.decompose
         if decomposition is not None:
             return self._run(decomposition, *args, **kwargs)
         return self._functionalize(func, args, kwargs)
@@ -131,7 +136,7 @@ class AtenTracer(TorchDispatchMode):
         # other views. Either is first broken into the ops eager would run when it has a
         # CompositeImplicitAutograd kernel (reshape is a view, or a copy, depending on the
         # input's strides).
-        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        if _composite(func):
             return self._run(func.decompose, *args, **kwargs)
         decomposition = None if writes else self.decompose(func)
         lower = None if decomposition is None else lambda *a, **k: self._run(decomposition, *a, **k)
@@ -177,6 +182,10 @@ class AtenTracer(TorchDispatchMode):
         stack = self.current_stack_trace()
         if stack is not None:
             node.meta["stack_trace"] = stack
+
+
+def _composite(func) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
 
 
 def _as_decomposer(decompositions):
