@@ -97,15 +97,15 @@ class LoweringContext:
         hit = self._realized.get(id(value)) if isinstance(value, IRNode) else None
         return hit[1] if hit is not None else value
 
-    def relaid_as(self, value: IRNode, cl: tuple, origin: str) -> Buffer:
-        """`value` as a buffer with the plan's strides `cl` (channels-last: Note [channels-last
+    def relaid_as(self, value: IRNode, strides: tuple, origin: str) -> Buffer:
+        """`value` as a buffer with the plan's `strides` (channels-last: Note [channels-last
         convolutions]). A lazy value is written once, in that order, and later consumers read it."""
-        if isinstance(value, Buffer) and tuple(value.strides) == cl:
+        if isinstance(value, Buffer) and tuple(value.strides) == strides:
             return value
         hit = self._realized.get(id(value))
         if hit is not None and id(hit[1]) in self.relaid:
             return hit[1]
-        buf = self.realize_as(value, cl, origin)
+        buf = self.realize_as(value, strides, origin)
         self.relaid.add(id(buf))
         if not isinstance(value, Buffer):
             self._realized[id(value)] = (value, buf)
