@@ -98,3 +98,15 @@ def test_the_ir_does_not_import_code_generation():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("ember_inductor.codegen"), (path.name, node.module)
+
+
+def test_a_backend_refuses_a_device_it_cannot_address(tmp_path):
+    """Backend.device_types is read: C++ kernels handed meta (or CUDA) tensors crashed the
+    process at the first call (a segmentation fault before); now compiling says why."""
+    import ember_prims
+    from ember_inductor import compile_graph
+    from ember_inductor.graph_builder import GraphBuilder
+    b = GraphBuilder()
+    b.output(b.call(ember_prims.ops.exp.default, b.input(torch.randn(4, device="meta"))))
+    with pytest.raises(ValueError, match="cpp backend runs on cpu tensors, not meta ones"):
+        compile_graph(b.build(), b.examples, InductorOptions(cache_dir=str(tmp_path), backend="cpp"))

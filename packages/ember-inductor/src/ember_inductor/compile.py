@@ -100,7 +100,12 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     if options.debug_verify:
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
-    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    device = _device_of(gm, example_inputs)
+    backend_name = choose_backend(options.backend, device)
+    backend = get_backend(backend_name)
+    if device.type not in backend.device_types:  # its kernels would read memory they cannot address
+        raise ValueError(f"ember_inductor: the {backend_name} backend runs on "
+                         f"{' or '.join(backend.device_types)} tensors, not {device.type} ones")
     prepared = transpose_matmul_outputs(gm)
     with _timed(t, "plan_layouts"):  # before lowering: every buffer it makes consults the plan
         layout = plan_layouts(prepared, options.conv_layout)
@@ -112,7 +117,6 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
         input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
-    backend = get_backend(backend_name)
     with _timed(t, "render"):  # kernel descriptions -> backend source text
         specs, names = [], {}
         for ps in planned:

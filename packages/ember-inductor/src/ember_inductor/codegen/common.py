@@ -52,7 +52,7 @@ class Backend(abc.ABC):
     kernel_analysis.py, not here."""
 
     name: ClassVar[str]
-    device_types: ClassVar[tuple[str, ...]]
+    device_types: ClassVar[tuple[str, ...]]  # the tensors its kernels address (compile_graph checks)
     # The tables keyed by prim name, one per op kind that names a prim (see PRIM_TABLES):
     # pointwise prim -> format function(*operand_strings, ...) -> expression string
     table: ClassVar[Mapping[str, Callable[..., str]]]
