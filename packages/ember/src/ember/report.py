@@ -37,7 +37,7 @@ STAGES = ("captured", "joint", "forward", "backward",
           "prims forward", "fused kernels forward", "generated source forward",
           "prims backward", "fused kernels backward", "generated source backward")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
-_FUSE_PASSES = ("verify", "lower", "fuse", "plan_buffers")
+_FUSE_PASSES = ("verify", "rewrite", "plan_layouts", "lower", "fuse", "plan_buffers")
 
 
 @dataclasses.dataclass
