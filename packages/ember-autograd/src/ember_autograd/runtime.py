@@ -2,8 +2,9 @@
 the user's outputs (aliases of inputs included)."""
 from __future__ import annotations
 
+import operator
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -26,10 +27,25 @@ def tensor_args(sig: Signature, args) -> list[torch.Tensor]:
         if args[i] != value:
             raise ValueError(f"input {i} is {args[i]!r}; this graph was traced with {value!r} "
                              "(shapes and numbers are specialized: retrace)")
-    tensors = [args[i] for i in sig.tensor_inputs]
+    gather = getattr(sig, "_gather", None)
+    if gather is None:
+        gather = _gatherer(sig.tensor_inputs)
+        object.__setattr__(sig, "_gather", gather)
+    tensors = gather(args)
     if sig.mutated_inputs:
         _check_mutated_inputs_unaliased(sig, tensors)
     return tensors
+
+
+def _gatherer(positions: tuple[int, ...]) -> Callable[[Any], list]:
+    """args -> [args[i] for i in positions], without a Python loop over a model's ~300 inputs."""
+    if positions == tuple(range(len(positions))):
+        n = len(positions)
+        return lambda args: list(args[:n])
+    if len(positions) == 1:
+        return lambda args, i=positions[0]: [args[i]]
+    getter = operator.itemgetter(*positions)
+    return lambda args: list(getter(args))
 
 
 def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor]) -> None:

@@ -170,6 +170,8 @@ class FastLaunch:
     def __init__(self, compiled, grid: tuple, consts: tuple):
         active = _driver.active
         self.get_device = active.get_current_device
+        if self.get_device is torch.cuda.current_device:  # CUDA is initialized by now: the C getter
+            self.get_device = torch._C._cuda_getDevice
         self.get_stream = active.get_current_stream
         self.device = self.get_device()
         run = compiled.run
@@ -192,7 +194,7 @@ class FastLaunch:
         if (self.get_device() != self.device or not _no_hook(_RUNTIME_KNOBS.launch_enter_hook)
                 or not _no_hook(_RUNTIME_KNOBS.launch_exit_hook)):
             return False
-        bases = [_storage_base(t) for t in tensors]
+        bases = [t if not t.storage_offset() else t.as_strided((1,), (1,), 0) for t in tensors]
         for t in bases:
             if t.data_ptr() % 16:
                 return False
