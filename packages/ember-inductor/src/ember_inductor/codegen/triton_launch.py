@@ -162,6 +162,10 @@ class TritonLauncher:
 
 
 _RUNTIME_KNOBS = triton.knobs.runtime
+# The C launcher's argument order (grid, stream, function, cooperative, pdl, two scratch
+# buffers, then CudaLauncher's own arguments) is Triton 3.6's, checked on the H100 by
+# test_launch_fast_path_gpu; other versions keep CudaLauncher.__call__.
+_DIRECT_C_LAUNCH = triton.__version__.startswith("3.6.")
 
 
 class FastLaunch:
@@ -176,7 +180,7 @@ class FastLaunch:
         self.device = self.get_device()
         run = compiled.run
         launch = getattr(run, "launch", None)
-        if (launch is not None and not getattr(run, "global_scratch_size", 1)
+        if (_DIRECT_C_LAUNCH and launch is not None and not getattr(run, "global_scratch_size", 1)
                 and not getattr(run, "profile_scratch_size", 1)):
             # CudaLauncher.__call__ without its Python: no scratch to allocate
             self.launch = launch
