@@ -13,6 +13,7 @@ import ember_capture
 from ember.backends import build_compiler
 from ember.ddp import compile_ddp, is_ddp, split_at_ddp_buckets
 from ember.errors import InvalidArgument
+from ember.fsdp import compile_fsdp, has_fsdp_units
 from ember.module import OptimizedModule
 from ember.record import CompileRecord
 from ember.settings import CAPTURE_LOGS, make_settings
@@ -55,6 +56,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
                                   mode=mode, options=options)
     if is_ddp(model):  # DDP's forward runs natively; the module it wraps is compiled (ember.ddp)
         return compile_ddp(model, recompile)
+    if has_fsdp_units(model):  # FSDP's hooks run natively around captured forwards (ember.fsdp)
+        compiled = compile_fsdp(model, lambda fn: ember_capture.capture(fn, compiler, config), recompile)
+        object.__setattr__(compiled, "_ember_record", record)
+        return compiled
     if isinstance(model, torch.nn.Module):
         compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
         object.__setattr__(compiled, "_ember_record", record)
