@@ -121,7 +121,7 @@ def _ddp_train(rank, wrap, backend, steps=3, ddp_kwargs=None, sync_every=1):
     first_grads = None
     for i, x in enumerate(_data(rank, steps)):
         sync = (i + 1) % sync_every == 0
-        with contextlib.nullcontext() if sync else ddp.no_sync():
+        with contextlib.nullcontext() if sync else run.no_sync():  # the wrapper reaches DDP's
             _loss(run(x)).backward()
         if first_grads is None and sync:
             first_grads = _state(model)["grads"]

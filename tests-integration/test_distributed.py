@@ -11,6 +11,7 @@ Tolerances: float32; the compiled graphs compute the same formulas in another or
 from __future__ import annotations
 
 import pathlib
+import subprocess
 import sys
 import tempfile
 
@@ -119,3 +120,13 @@ def test_ddp_and_fsdp2_on_two_cpu_processes():
             except AssertionError as exc:
                 failures.append(f"[{backend}] {check.__name__}: {exc}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.slow
+def test_docs_distributed_example_runs():
+    """docs/distributed.md's runnable example (2 processes, DDP and FSDP2, compiled == eager)."""
+    script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "examples" / "distributed_cpu.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "DDP: compiled parameters after 3 steps equal eager's" in done.stdout
+    assert "FSDP2: compiled parameters after 3 steps equal eager's" in done.stdout
