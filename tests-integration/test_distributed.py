@@ -10,6 +10,7 @@ Tolerances: float32; the compiled graphs compute the same formulas in another or
 """
 from __future__ import annotations
 
+import functools
 import pathlib
 import subprocess
 import sys
@@ -38,17 +39,28 @@ def _assert_close_lists(got, want, what):
             torch.testing.assert_close(g, w, **TOL, msg=lambda m: f"{what} {i}: {m}")
 
 
-def check_compiled_ddp_step_equals_eager_ddp(results):
-    for wrap in ("outer", "inner"):  # ember.compile(DDP(m)), DDP(ember.compile(m))
-        for eager, compiled in results[wrap]:
-            _assert_close_lists(compiled["params"], eager["params"], f"{wrap}: parameter")
+# check -> (scenario, what of the compiled run equals the eager run's)
+SAME_AS_EAGER = {
+    "compiled DDP step equals eager DDP: ember.compile(DDP(m))": ("outer", ("params",)),
+    "compiled DDP step equals eager DDP: DDP(ember.compile(m))": ("inner", ("params",)),
+    "gradients all-reduced equal eager DDP's": ("outer", ("first_grads",)),
+    "no_sync accumulation equals eager": ("no_sync", ("first_grads", "params")),
+    "static_graph equals eager": ("static_graph", ("params",)),
+    "find_unused_parameters equals eager": ("find_unused", ("params", "grads")),
+    "a compiled step function calling DDP equals eager": ("step_function", ("params",)),
+    "compiled FSDP2 step equals eager FSDP2: ember.compile(model)": ("fsdp_model", ("params",)),
+    "compiled FSDP2 step equals eager FSDP2: ember.compile(each block)": ("fsdp_blocks", ("params",)),
+}
 
 
-def check_gradients_all_reduced_equal_eager_ddp(results):
-    ranks = results["outer"]
-    for eager, compiled in ranks:
-        _assert_close_lists(compiled["first_grads"], eager["first_grads"], "gradient")
-    # all-reduced: both ranks hold the same gradients although their data differ
+def check_same_as_eager(results, scenario, fields):
+    for eager, compiled in results[scenario]:
+        for field in fields:
+            _assert_close_lists(compiled[field], eager[field], field)
+
+
+def check_gradients_reduced_across_ranks(results):
+    ranks = results["outer"]  # both ranks hold the same gradients although their data differ
     _assert_close_lists(ranks[0][1]["first_grads"], ranks[1][1]["first_grads"], "rank 0 vs 1 gradient")
 
 
@@ -59,39 +71,17 @@ def check_graph_split_into_one_piece_per_bucket(results):
             assert compiled["pieces"] == compiled["buckets"] == eager["buckets"], wrap
 
 
-def check_no_sync_accumulation_equals_eager(results):
-    for eager, compiled in results["no_sync"]:
-        _assert_close_lists(compiled["first_grads"], eager["first_grads"], "accumulated gradient")
-        _assert_close_lists(compiled["params"], eager["params"], "parameter")
+def check_fsdp2_forwards_compiled(results):
+    for how in ("model", "blocks"):
+        for _, compiled in results[f"fsdp_{how}"]:
+            assert compiled["graphs"] >= len(TinyTransformer().blocks), how  # each block's forward
 
 
-def check_static_graph_equals_eager(results):
-    for eager, compiled in results["static_graph"]:
-        _assert_close_lists(compiled["params"], eager["params"], "parameter")
-
-
-def check_find_unused_parameters_equals_eager(results):
-    for eager, compiled in results["find_unused"]:
-        _assert_close_lists(compiled["params"], eager["params"], "parameter")
-        _assert_close_lists(compiled["grads"], eager["grads"], "gradient")
-
-
-def check_compiled_step_function_calling_ddp_equals_eager(results):
-    for eager, compiled in results["step_function"]:
-        _assert_close_lists(compiled["params"], eager["params"], "parameter")
-
-
-def check_compiled_fsdp2_step_equals_eager_fsdp2(results):
-    for how in ("model", "blocks"):  # ember.compile(sharded model), ember.compile(each sharded block)
-        for eager, compiled in results[f"fsdp_{how}"]:
-            _assert_close_lists(compiled["params"], eager["params"], f"fsdp {how}: parameter")
-            assert compiled["graphs"] >= len(TinyTransformer().blocks)  # each block's forward compiled
-
-
-CHECKS = [check_compiled_ddp_step_equals_eager_ddp, check_gradients_all_reduced_equal_eager_ddp,
-          check_graph_split_into_one_piece_per_bucket, check_no_sync_accumulation_equals_eager,
-          check_static_graph_equals_eager, check_find_unused_parameters_equals_eager,
-          check_compiled_step_function_calling_ddp_equals_eager, check_compiled_fsdp2_step_equals_eager_fsdp2]
+CHECKS = {**{name: functools.partial(check_same_as_eager, scenario=scenario, fields=fields)
+             for name, (scenario, fields) in SAME_AS_EAGER.items()},
+          "gradients all-reduced across ranks": check_gradients_reduced_across_ranks,
+          "graph split into one piece per DDP bucket": check_graph_split_into_one_piece_per_bucket,
+          "FSDP2 units' forwards compiled": check_fsdp2_forwards_compiled}
 
 
 BACKENDS = ("eager", "inductor")
@@ -112,13 +102,13 @@ def test_ddp_and_fsdp2_on_two_cpu_processes():
                 failures.append(f"[{backend}] scenario {name} raised:\n" + "\n".join(errors))
             else:
                 results[name] = runs
-        for check in CHECKS:
+        for name, check in CHECKS.items():
             try:
                 check(results)
             except KeyError as exc:
-                failures.append(f"[{backend}] {check.__name__}: its scenario {exc} failed (above)")
+                failures.append(f"[{backend}] {name}: its scenario {exc} failed (above)")
             except AssertionError as exc:
-                failures.append(f"[{backend}] {check.__name__}: {exc}")
+                failures.append(f"[{backend}] {name}: {exc}")
     assert not failures, "\n\n".join(failures)
 
 
