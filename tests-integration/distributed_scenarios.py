@@ -122,14 +122,16 @@ def _ddp_train(rank, wrap, backend, steps=3, ddp_kwargs=None, sync_every=1):
     for i, x in enumerate(_data(rank, steps)):
         sync = (i + 1) % sync_every == 0
         with contextlib.nullcontext() if sync else run.no_sync():  # the wrapper reaches DDP's
-            _loss(run(x)).backward()
+            loss = _loss(run(x))
+            producers = _gradient_producers(loss, model.parameters())
+            loss.backward()
         if first_grads is None and sync:
             first_grads = _state(model)["grads"]
         if sync:
             opt.step()
             opt.zero_grad()
     buckets = ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", "")
-    return {**_state(model), "first_grads": first_grads, "pieces": counter.graphs,
+    return {**_state(model), "first_grads": first_grads, "pieces": counter.graphs, "producers": producers,
             "buckets": len([b for b in str(buckets).split(",") if b.strip()])}
 
 
@@ -186,6 +188,25 @@ def _fsdp_train(rank, how, backend):
         opt.step()
         opt.zero_grad()
     return {"params": [p.full_tensor().detach().clone() for p in model.parameters()], "graphs": counter.graphs}
+
+
+def _gradient_producers(loss, params) -> int:
+    """How many autograd nodes hand gradients to `params` directly. A compiled graph is one node
+    whose backward hands over all its parameters' gradients at its end: one piece per bucket
+    makes one producer per bucket, each of which finishes (and so lets DDP all-reduce its
+    bucket) before the backward of the pieces before it runs."""
+    wanted = {id(p) for p in params}
+    producers, seen, todo = set(), set(), [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for child, _ in node.next_functions:
+            if child is not None and id(getattr(child, "variable", None)) in wanted:
+                producers.add(node)
+            todo.append(child)
+    return len(producers)
 
 
 def _scenarios(backend):

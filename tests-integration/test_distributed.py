@@ -53,25 +53,37 @@ SAME_AS_EAGER = {
 }
 
 
-def check_same_as_eager(results, scenario, fields):
+def check_same_as_eager(results, backend, scenario, fields):
     for eager, compiled in results[scenario]:
         for field in fields:
             _assert_close_lists(compiled[field], eager[field], field)
 
 
-def check_gradients_reduced_across_ranks(results):
+def check_gradients_reduced_across_ranks(results, backend):
     ranks = results["outer"]  # both ranks hold the same gradients although their data differ
     _assert_close_lists(ranks[0][1]["first_grads"], ranks[1][1]["first_grads"], "rank 0 vs 1 gradient")
 
 
-def check_graph_split_into_one_piece_per_bucket(results):
+def check_graph_split_into_one_piece_per_bucket(results, backend):
     for wrap in ("outer", "inner"):
         for eager, compiled in results[wrap]:
             assert eager["buckets"] >= 3  # the small cap makes several buckets
             assert compiled["pieces"] == compiled["buckets"] == eager["buckets"], wrap
 
 
-def check_fsdp2_forwards_compiled(results):
+def check_all_reduce_overlaps_backward(results, backend):
+    # Each bucket's gradients come from a backward of their own, which ends (and DDP launches the
+    # bucket's all-reduce) before the backward of the earlier layers starts. Through the inductor
+    # a graph is one autograd node (without the split: one producer, and DDP's buckets wait for
+    # it); backend="eager" runs the graph's ops one by one, each its own node.
+    if backend == "eager":
+        return
+    for wrap in ("outer", "inner"):
+        for _, compiled in results[wrap]:
+            assert compiled["producers"] == compiled["buckets"], wrap
+
+
+def check_fsdp2_forwards_compiled(results, backend):
     for how in ("model", "blocks"):
         for _, compiled in results[f"fsdp_{how}"]:
             assert compiled["graphs"] >= len(TinyTransformer().blocks), how  # each block's forward
@@ -81,7 +93,8 @@ CHECKS = {**{name: functools.partial(check_same_as_eager, scenario=scenario, fie
              for name, (scenario, fields) in SAME_AS_EAGER.items()},
           "gradients all-reduced across ranks": check_gradients_reduced_across_ranks,
           "graph split into one piece per DDP bucket": check_graph_split_into_one_piece_per_bucket,
-          "FSDP2 units' forwards compiled": check_fsdp2_forwards_compiled}
+          "FSDP2 units' forwards compiled": check_fsdp2_forwards_compiled,
+          "all-reduces overlap the backward": check_all_reduce_overlaps_backward}
 
 
 BACKENDS = ("eager", "inductor")
@@ -104,7 +117,7 @@ def test_ddp_and_fsdp2_on_two_cpu_processes():
                 results[name] = runs
         for name, check in CHECKS.items():
             try:
-                check(results)
+                check(results, backend)
             except KeyError as exc:
                 failures.append(f"[{backend}] {name}: its scenario {exc} failed (above)")
             except AssertionError as exc:
