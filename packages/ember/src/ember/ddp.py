@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
+from ember.fallback import site_of
 from ember.module import OptimizedModule
 
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
@@ -92,10 +93,14 @@ def split_at_ddp_buckets(compile_graph: CompilerFn) -> CompilerFn:
         try:
             plan = plan_pieces(gm, pieces)
             piece_inputs = plan.example_inputs(example_inputs)
-        except _CannotSplit as exc:
-            warnings.warn(f"ember: a graph inside DistributedDataParallel is compiled whole, not split at "
-                          f"its gradient buckets ({exc}): its all-reduces wait for its whole backward",
-                          stacklevel=2)
+        except _CannotSplit as exc:  # correct, without the overlap: say so at the user's line
+            site = site_of(gm)
+            message = (f"ember: a graph inside DistributedDataParallel is compiled whole, not split at its "
+                       f"gradient buckets ({exc}): its all-reduces wait for its whole backward")
+            if site is None:
+                warnings.warn(message, stacklevel=2)
+            else:
+                warnings.warn_explicit(message, UserWarning, site.filename, site.lineno)
             return compile_graph(gm, example_inputs)
         compiled = [compile_graph(p.gm, ex) for p, ex in zip(plan.pieces, piece_inputs)]
         return plan.runner(compiled)
