@@ -37,6 +37,11 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
 
     Arguments are validated before anything is wrapped: a bad backend, mode or option raises
     `ember.InvalidArgument` naming the valid choices, and the model is left as it was.
+
+    A DistributedDataParallel module, or a model holding FSDP2 units, is compiled around torch's
+    distributed machinery: DDP's forward and FSDP's hooks run natively, the computation between
+    them is compiled, and under DDP each graph is split at its gradient buckets
+    (docs/distributed.md).
     """
     if model is None:
         # Decorator with arguments: validate now, so a typo fails at the decorator line.
