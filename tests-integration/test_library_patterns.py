@@ -5,8 +5,10 @@ copy, a class's own __getattribute__/__setattr__ (attribute aliases), functools.
 functions marked constant (wav2vec2), torch.autograd.Function subclasses with their own
 backward (BLOOM's GELU), dict.pop on the **kwargs dict a frame was given.
 """
+import collections
 import copy
 import functools
+import typing
 
 import pytest
 import torch
@@ -185,3 +187,29 @@ def test_pop_from_the_kwargs_dict(backend):
         want, want_keys = f(x, **dict(kw))
         torch.testing.assert_close(got, want)
         assert keys == want_keys and list(kw) == ["extra", "scale", "other"]
+
+
+_VALIDATORS = {list: 2.0, typing.Union: 3.0}  # keys that are not str/int: held as a real dict
+_OPTIONAL = typing.Optional[int]
+
+
+class Output(collections.OrderedDict):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_c_methods_of_real_dicts_and_typing_introspection(backend):
+    """`d.get(k)` on a dict read through dict's own __getattribute__ slot, `.keys()` of an
+    OrderedDict subclass given as input, typing.get_origin on an annotation (huggingface_hub's
+    strict dataclass validators)."""
+    def f(x, out):
+        scale = _VALIDATORS.get(typing.get_origin(_OPTIONAL), 1.0)
+        return x * scale + sum(out[k] for k in out.keys())
+
+    compiled = ember.compile(f, backend=backend, fullgraph=True)
+    for seed in (1, 2):
+        x = torch.randn(3)
+        out = Output(a=torch.randn(3), b=torch.randn(3))
+        torch.testing.assert_close(compiled(x, out), f(x, out))
+    out["c"] = torch.randn(3)  # a new key: the guard on its keys recompiles
+    torch.testing.assert_close(compiled(x, out), f(x, out))

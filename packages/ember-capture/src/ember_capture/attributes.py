@@ -138,6 +138,13 @@ def _native(fr, o: ObjVar, name):
     source = attr_source(o.source, name)
     if isinstance(value, types.MethodType) and value.__self__ is o.value:  # a new bound method per read
         return BoundVar(wrap(fr.tr, value.__func__, attr_source(source, "__func__")), o)
+    if isinstance(value, types.BuiltinMethodType) and value.__self__ is o.value:
+        # a C method bound to it (`d.get` on a dict read through dict's own __getattribute__ slot,
+        # `output.keys` on an OrderedDict subclass): the class's method descriptor, bound as
+        # Python binds it, so the call is modelled (Note [Builtin methods on subclasses])
+        raw = class_lookup(fr.tr, type(o.value), name)
+        if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            return BoundVar(ObjVar(raw), o)
     return wrap(fr.tr, value, source, name)
 
 

@@ -36,7 +36,8 @@ from . import semantics as S
 from .attributes import CONTAINER_TYPES, _ABSENT, _is_data_descriptor, bind_class_attr, class_lookup, instance_dict
 from .builder import wrap
 from .builtins_table import builtin
-from .calls import call, call_rule, inline
+from .calls import PURE_MODULES, call, call_rule, inline
+from .library import inlinable_file
 from .config import Unsupported
 from .variables import ConstVar, DictVar, ListVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar, Var
 
@@ -198,3 +199,17 @@ def call_marked_constant(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
         raise Unsupported("trace_error", f"{fn.value.__qualname__} raised {type(e).__name__}: {e}") from None
     return S.from_python(result)
 
+
+
+def is_pure_python_function(value) -> bool:
+    """A Python function of a module whose functions are pure (``typing.get_origin``), which
+    capture does not inline: computed at trace time on constants, as their builtins are."""
+    return (isinstance(value, types.FunctionType) and value.__module__ in PURE_MODULES
+            and not inlinable_file(value.__code__.co_filename))
+
+
+@call_rule(is_pure_python_function)
+def call_pure_function(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
+    values = [S.const_value(a, f"{fn.value.__qualname__}()") for a in args]
+    named = {k: S.const_value(v, f"{fn.value.__qualname__}()") for k, v in kwargs.items()}
+    return S.from_python(fn.value(*values, **named))
