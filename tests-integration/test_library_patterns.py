@@ -213,3 +213,13 @@ def test_c_methods_of_real_dicts_and_typing_introspection(backend):
         torch.testing.assert_close(compiled(x, out), f(x, out))
     out["c"] = torch.randn(3)  # a new key: the guard on its keys recompiles
     torch.testing.assert_close(compiled(x, out), f(x, out))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_api_usage_logging_in_forward(backend):
+    """torchvision's functional ops (stochastic_depth, ...) log their use on each call."""
+    def f(x):
+        torch._C._log_api_usage_once(f"ember.test.{type(x).__name__}")
+        return x.relu() * 2
+
+    run_twice(f, lambda: (torch.randn(4),), backend)

@@ -137,6 +137,14 @@ def _copy(fr, args, kwargs):
     raise Unsupported("unsupported_call", f"copy.copy of {S.describe(v)}")
 
 
+@builtin(torch._C._log_api_usage_once)
+def _log_api_usage_once(fr, args, kwargs):
+    """Usage telemetry (torchvision's functional ops call it on each call): logged once per
+    process, so logging it while tracing is all a call would do."""
+    torch._C._log_api_usage_once(*[S.const_value(a, "_log_api_usage_once()") for a in args])
+    return ConstVar(None)
+
+
 @builtin(vars)
 def _vars(fr, args, kwargs):
     if len(args) != 1:
