@@ -29,6 +29,7 @@ import torch
 
 BATCH = 2
 SIZE = 64
+DTYPE = torch.float32  # --dtype float64 tells rounding (a difference that shrinks) from a wrong result
 
 
 @dataclasses.dataclass
@@ -88,7 +89,7 @@ def available() -> bool:
 
 def images(spec: Spec, device, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(BATCH, 3, spec.size, spec.size, generator=g).to(device)
+    return torch.randn(BATCH, 3, spec.size, spec.size, generator=g).to(device, DTYPE)
 
 
 def flat(out) -> list:
@@ -164,7 +165,7 @@ def measure(spec: Spec, device: str, with_torch: bool) -> dict:
     import ember_capture
     row = dict(name=spec.name, library=spec.library)
     t0 = time.perf_counter()
-    model = build(spec).to(device).eval()
+    model = build(spec).to(device, DTYPE).eval()
     x = images(spec, device, 1)
 
     stats = ember_capture.CaptureStats()
@@ -218,7 +219,8 @@ def ok(row: dict, key: str) -> bool:
 
 
 def _run_one(name, device, with_torch, timeout) -> dict:
-    cmd = [sys.executable, __file__, "--one", name, "--device", device] + (["--torch"] if with_torch else [])
+    cmd = [sys.executable, __file__, "--one", name, "--device", device, "--dtype", str(DTYPE).split(".")[1],
+           "--batch", str(BATCH)] + (["--torch"] if with_torch else [])
     if timeout <= 0:
         return dict(name=name, error="not run: out of time")
     try:
@@ -251,6 +253,7 @@ def markdown(rows: list) -> str:
 
 
 def main():
+    global DTYPE, BATCH
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--only", default="", help="comma-separated model names")
@@ -259,8 +262,11 @@ def main():
     p.add_argument("--timeout", type=int, default=600, help="seconds per model")
     p.add_argument("--budget", type=float, default=3600, help="seconds for the whole run: later models are skipped")
     p.add_argument("--json", default="", help="write the rows here")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--batch", type=int, default=BATCH)
     p.add_argument("--one", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    DTYPE, BATCH = getattr(torch, args.dtype), args.batch
     if args.device == "cuda":  # compare float32 with float32: no TF32 on either side
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
