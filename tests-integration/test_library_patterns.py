@@ -223,3 +223,45 @@ def test_api_usage_logging_in_forward(backend):
         return x.relu() * 2
 
     run_twice(f, lambda: (torch.randn(4),), backend)
+
+
+class BiasCache(torch.nn.Module):
+    """timm's LeViT attention: a dict on the module caches a tensor per device, filled in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(4))
+        self.cache = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = self.bias * 2
+        return x + self.cache[key]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dict_given_as_input_is_changed_as_in_eager(backend):
+    m = BiasCache()
+    compiled = ember.compile(m, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(4)
+            torch.testing.assert_close(compiled(x), x + m.bias * 2)
+            assert list(m.cache) == ["cpu"]
+            torch.testing.assert_close(m.cache["cpu"], m.bias * 2)
+
+    def f(x, d):
+        scale = d.pop("scale", 1.0)
+        d.setdefault("seen", 0)
+        d["seen"] += 1
+        d.update(last=x * scale)
+        return x * scale
+
+    compiled = ember.compile(f, backend=backend, fullgraph=True)
+    for i in range(2):
+        x = torch.randn(3)
+        d, d2 = {"scale": 2.0, "other": 1}, {"scale": 2.0, "other": 1}
+        torch.testing.assert_close(compiled(x, d), f(x, d2))
+        assert list(d) == list(d2) == ["other", "seen", "last"] and d["seen"] == 1
+        torch.testing.assert_close(d["last"], d2["last"])

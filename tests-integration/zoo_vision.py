@@ -27,6 +27,8 @@ import warnings
 
 import torch
 
+from zoo import flat_tensors as flat  # the tensors of a model output, in order
+
 BATCH = 2
 SIZE = 64
 DTYPE = torch.float32  # --dtype float64 tells rounding (a difference that shrinks) from a wrong result
@@ -90,16 +92,6 @@ def available() -> bool:
 def images(spec: Spec, device, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(BATCH, 3, spec.size, spec.size, generator=g).to(device, DTYPE)
-
-
-def flat(out) -> list:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in flat(o)]
-    return []
 
 
 def _scale(t: torch.Tensor) -> float:
