@@ -26,7 +26,9 @@ with constant arguments and its result used as a constant, as that contract says
 """
 from __future__ import annotations
 
+import abc
 import copy
+import copyreg
 import functools
 import types
 
@@ -41,10 +43,12 @@ from .library import inlinable_file
 from .config import Unsupported
 from .variables import ConstVar, DictVar, ListVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar, Var
 
-# Values that deepcopy returns as they are (copy._deepcopy_atomic and friends).
-_ATOMIC = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType,
-           torch.dtype, torch.device, torch.layout, torch.memory_format, type(None), int, float, bool, complex,
-           str, bytes, range, type(Ellipsis), type(NotImplemented))
+# Values that deepcopy returns as they are, or as an equal immutable value (copy's
+# _deepcopy_atomic table; torch's dtypes, devices, layouts and memory formats reduce to
+# themselves or to an equal value).
+_ATOMIC = (type, types.FunctionType, types.BuiltinFunctionType, torch.dtype, torch.device, torch.layout,
+           torch.memory_format, type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
+           type(NotImplemented))
 _OWN_COPY_HOOKS = ("__deepcopy__", "__copy__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
 
 
@@ -55,7 +59,7 @@ def plain_class(cls) -> bool:
         return False
     if cls.__new__ is not object.__new__ or any(b in CONTAINER_TYPES for b in cls.__mro__):
         return False
-    if type(cls) not in (type, __import__("abc").ABCMeta):
+    if type(cls) not in (type, abc.ABCMeta) or cls in copyreg.dispatch_table:
         return False
     for klass in cls.__mro__[:-1]:  # everything but object
         if "__slots__" in klass.__dict__ or any(h in klass.__dict__ for h in _OWN_COPY_HOOKS):
