@@ -463,9 +463,6 @@ def _tuple_method(fr, tup, name, args, kwargs):
     raise Unsupported("unsupported_call", f"tuple.{name}")
 
 
-_DICT_WRITES = frozenset({"update", "pop", "setdefault"})
-
-
 @_methods(DictVar)
 def _dict_method(fr, d, name, args, kwargs):
     items = d.items
@@ -476,10 +473,8 @@ def _dict_method(fr, d, name, args, kwargs):
         return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
     if name == "copy":
         return DictVar(items)
-    if name not in _DICT_WRITES:
-        raise Unsupported("unsupported_call", f"dict.{name}")
     if d.source is not None:
-        fr.tr.mark_mutated(d)
+        raise Unsupported("side_effect", f"dict.{name} on an input dict")
     if name == "update":
         if args:
             items.update(args[0].items)

@@ -72,9 +72,8 @@ class Rebuilder:
 
     def expr(self, v: Var) -> str:
         if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
-            # A container from the inputs is the real object: one the trace changed has had its
-            # new contents written back before this (Note [mutated input containers]), so it
-            # equals the symbolic one: pass the object itself, keeping its identity.
+            # A container from the inputs is never mutated by a trace (that is a break), so the
+            # real object is still equal to it: pass the object itself, keeping its identity.
             return v.source
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
@@ -85,10 +84,6 @@ class Rebuilder:
                 name = self._temps[id(v)] = f"__t{len(self._temps)}"
                 self.prelude.append(f"{name} = {self._expr(v)}")
             return name
-        return self._expr(v)
-
-    def contents(self, v) -> str:
-        """A new dict holding the symbolic dict's items (for replace_contents)."""
         return self._expr(v)
 
     def _expr(self, v: Var) -> str:
@@ -146,18 +141,6 @@ class Rebuilder:
         if v is NULL:
             return "_NULL"
         raise CannotRebuild(f"cannot rebuild a {type(v).__name__} outside the graph")
-
-
-def replace_contents(obj, new):
-    """Note [mutated input containers]: a dict from the inputs that the trace changed
-    (``cache[key] = t``, ``kwargs.pop(k)``, ``d.update(...)``) is changed in place after the
-    graph, to the contents the trace ended with, through dict's own methods (only exact dicts
-    are modelled), so every other holder of the object sees the change, as in eager. Its keys
-    were guarded as they were before the call, so the next call checks them again: a cache
-    filled on the first call recompiles once, then hits. Lists stay a graph break (their
-    length is guarded, and a list appended to on every call would recompile on every call)."""
-    dict.clear(obj)
-    dict.update(obj, new)
 
 
 class GradModeExit:

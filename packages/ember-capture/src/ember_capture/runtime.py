@@ -21,9 +21,7 @@ from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
 from .library import inlinable_file
-from .codegen import (
-    GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry, replace_contents,
-)
+from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
@@ -251,7 +249,6 @@ class FrameState:
             roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
         side_values += [a for _, args in tr.call_effects for a in args]
-        side_values += list(tr.mutated_containers.values())
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
@@ -273,7 +270,6 @@ class FrameState:
             effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
         effects += [f"{tr.ns.ref(g)}[{name!r}] = {rb.expr(v)}" for g, name, v in tr.global_write_list]
         effects += [f"{tr.ns.ref(fn)}({', '.join(rb.expr(a) for a in args)})" for fn, args in tr.call_effects]
-        effects += [f"{tr.ns.ref(replace_contents)}({c.source}, {rb.contents(c)})" for c in tr.mutated_containers.values()]
         if plan.kind == "return":
             tail = f"return {rb.expr(plan.value)}"
         else:

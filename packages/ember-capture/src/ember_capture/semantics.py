@@ -601,9 +601,7 @@ def setitem(fr, obj: Var, key: Var, value: Var):
         else:
             items[k] = value
         return
-    if isinstance(obj, DictVar):
-        if obj.source is not None:
-            fr.tr.mark_mutated(obj)
+    if isinstance(obj, DictVar) and obj.source is None:
         obj.items[const_key(key)] = value
         return
     if isinstance(obj, NewObjVar):

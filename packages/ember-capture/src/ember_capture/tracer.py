@@ -13,7 +13,7 @@ from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
 from .library import inlinable_file
 from .guards import Guards, Namespace
-from .variables import DictVar, ObjVar, Var
+from .variables import DictVar, ListVar, ObjVar, Var
 
 
 @dataclasses.dataclass
@@ -48,7 +48,6 @@ class Tracer:
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
-        self.mutated_containers: dict = {}  # id(DictVar with a source) -> it
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell
         self.open_contexts: list = []  # autocast regions entered for fake tensors, left in run()
@@ -80,14 +79,8 @@ class Tracer:
         """Whether the Python function `fn` is user or model-library code (Note [Inlining])."""
         return inlinable_file(fn.__code__.co_filename)
 
-    def mark_mutated(self, var):
-        """A dict read from the inputs is changed by the trace: its new contents are written
-        into the real object after the graph (Note [mutated input containers]). A list is not:
-        its length is guarded, so a list that grows on every call (a hook's `outputs.append`)
-        would recompile on every call; changing one is a graph break."""
-        if not isinstance(var, DictVar):
-            raise Unsupported("side_effect", "mutating a list that came from the inputs")
-        self.mutated_containers.setdefault(id(var), var)
+    def mark_mutated(self, var: ListVar):
+        raise Unsupported("side_effect", "mutating a list that came from the inputs")
 
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
         self.attr_writes[(id(obj.value), name)] = value
