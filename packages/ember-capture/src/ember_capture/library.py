@@ -36,6 +36,10 @@ SKIPPED_PACKAGES = frozenset({
     "matplotlib", "pandas", "jax", "jaxlib", "cupy", "filelock", "fsspec", "huggingface_hub",
     "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
 })
+# Modules of skipped packages that are model code after all, inlined: huggingface_hub's strict
+# dataclasses validate each attribute a Hugging Face config is given (its `__setattr__` runs the
+# field's type validators), also on a config copied and renamed inside forward.
+INLINED_MODULES = frozenset({os.path.join("huggingface_hub", "dataclasses.py")})
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 # Torch's own Python that is inlined like user code: model code (torch.nn), masked ops, and the
 # context decorators (@torch.no_grad() on a forward: its wrapper is `with ctx_factory(): return
@@ -65,8 +69,9 @@ def inlinable_file(filename: str) -> bool:
         return path.startswith(_TORCH_INLINE_DIRS) and not path.startswith(_TORCH_NATIVE_DIRS)
     for site in _SITE_DIRS:
         if path.startswith(site):
-            top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
-            return top not in SKIPPED_PACKAGES
+            relative = path[len(site):]
+            top = relative.split(os.sep, 1)[0].removesuffix(".py")
+            return top not in SKIPPED_PACKAGES or relative in INLINED_MODULES
     if path.startswith(_STDLIB_DIR):
         return path[len(_STDLIB_DIR):].split(os.sep, 1)[0].removesuffix(".py") in INLINED_STDLIB
     return True
