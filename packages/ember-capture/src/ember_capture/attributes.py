@@ -29,7 +29,7 @@ import torch
 
 from .builder import wrap
 from .config import Unsupported
-from .variables import BoundVar, ConstVar, NewObjVar, ObjVar
+from .variables import BoundVar, ConstVar, DictVar, NewObjVar, ObjVar
 
 # Builtin container classes whose C methods are modelled (Note [Builtin methods on subclasses]).
 CONTAINER_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, list, tuple, set, frozenset})
@@ -138,7 +138,44 @@ def _native(fr, o: ObjVar, name):
     source = attr_source(o.source, name)
     if isinstance(value, types.MethodType) and value.__self__ is o.value:  # a new bound method per read
         return BoundVar(wrap(fr.tr, value.__func__, attr_source(source, "__func__")), o)
+    if isinstance(value, types.BuiltinMethodType) and value.__self__ is o.value:
+        # a C method bound to it (`d.get` on a dict read through dict's own __getattribute__ slot,
+        # `output.keys` on an OrderedDict subclass): the class's method descriptor, bound as
+        # Python binds it, so the call is modelled (Note [Builtin methods on subclasses])
+        raw = class_lookup(fr.tr, type(o.value), name)
+        if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            return BoundVar(ObjVar(raw), o)
     return wrap(fr.tr, value, source, name)
+
+
+def newobj_getattr(fr, o: NewObjVar, name: str) -> Var:
+    """``o.name`` on an instance made in the trace: the class's own ``__getattribute__`` (a
+    Hugging Face config's, which maps aliases) is traced; otherwise object's protocol."""
+    raw = class_lookup(fr.tr, o.cls, "__getattribute__")
+    if isinstance(raw, types.FunctionType):
+        return fr.tr.inline(fr, ObjVar(raw), [o, ConstVar(name)], {})
+    return newobj_generic_getattr(fr, o, name)
+
+
+def newobj_generic_getattr(fr, o: NewObjVar, name: str) -> Var:
+    """``object.__getattribute__`` then ``__getattr__`` (Note [Attribute lookup]) on a NewObjVar."""
+    if name == "__dict__":  # the instance dict itself: writes through it are the object's
+        d = DictVar({})
+        d.items = o.attrs
+        return d
+    if name == "__class__":
+        return ObjVar(o.cls)
+    raw = class_lookup(fr.tr, o.cls, name)
+    if raw is not _ABSENT and _is_data_descriptor(raw):
+        return bind_class_attr(fr, o, raw, name)
+    if name in o.attrs:
+        return o.attrs[name]
+    if raw is not _ABSENT:
+        return bind_class_attr(fr, o, raw, name)
+    fallback = class_lookup(fr.tr, o.cls, "__getattr__")
+    if isinstance(fallback, types.FunctionType):
+        return fr.tr.inline(fr, ObjVar(fallback), [o, ConstVar(name)], {})
+    raise Unsupported("unsupported_attr", f"{o.cls.__name__} object has no attribute {name!r}")
 
 
 def module_store_attr(fr, o: ObjVar, name: str):

@@ -12,7 +12,7 @@ import types
 import torch
 
 from . import semantics as S
-from .attributes import generic_getattr, module_store_attr
+from .attributes import generic_getattr, module_store_attr, newobj_generic_getattr
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
@@ -171,6 +171,8 @@ def _module_call(fr, args, kwargs):
 
 @builtin(object.__getattribute__)
 def _object_getattribute(fr, args, kwargs):
+    if len(args) == 2 and isinstance(args[0], NewObjVar):
+        return newobj_generic_getattr(fr, args[0], S.const_value(args[1]))
     if not (len(args) == 2 and isinstance(args[0], ObjVar)):
         raise Unsupported("unsupported_call", "object.__getattribute__ on a value built in the trace")
     return generic_getattr(fr, args[0], S.const_value(args[1]))

@@ -34,8 +34,9 @@ TORCH_FUNCTION_MODULES = frozenset({"torch", "torch.functional", "torch.nn.funct
 TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state", "set_default_dtype",
                         "set_printoptions", "use_deterministic_algorithms", "save", "load",
                         "set_num_threads", "from_numpy", "is_nonzero", "equal", "allclose"})
-# Functions of these modules are pure: calls on constants are computed at trace time.
-PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator"})
+# Functions of these modules are pure: calls on constants are computed at trace time (typing's
+# get_origin/get_args on a dataclass field's annotation: huggingface_hub's type validators).
+PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator", "typing"})
 MAX_INLINE_DEPTH = 48
 def is_torch_op(value) -> bool:
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
@@ -53,6 +54,17 @@ def is_torch_op(value) -> bool:
 # -- dispatch ----------------------------------------------------------------------------
 _CALL = {}
 _calls = registrar(_CALL)
+# Real callables with a rule of their own, as (predicate on the callable, handler(fr, fn, args,
+# kwargs)), registered by the modules that model them (pyobjects.py: lru_cache wrappers,
+# functions marked constant).
+CALL_RULES: list = []
+
+
+def call_rule(predicate):
+    def deco(handler):
+        CALL_RULES.append((predicate, handler))
+        return handler
+    return deco
 
 
 def call(fr, fn: Var, args: list, kwargs: dict) -> Var:
@@ -113,6 +125,9 @@ def _call_obj(fr, fn, args, kwargs):
     special = fr.tr.builtins.get(_key(value))
     if special is not None:
         return special(fr, args, kwargs)
+    for applies, handler in CALL_RULES:
+        if applies(value):
+            return handler(fr, fn, args, kwargs)
     scheduled_step = optim_function_model_for(fn)
     if scheduled_step is not None:  # Note [optimizer steps]
         return scheduled_step(fr, args, kwargs)

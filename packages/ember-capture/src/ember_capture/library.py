@@ -36,6 +36,10 @@ SKIPPED_PACKAGES = frozenset({
     "matplotlib", "pandas", "jax", "jaxlib", "cupy", "filelock", "fsspec", "huggingface_hub",
     "safetensors", "tokenizers", "regex", "requests", "urllib3", "packaging", "importlib_metadata",
 })
+# Modules of skipped packages that are model code after all, inlined: huggingface_hub's strict
+# dataclasses validate each attribute a Hugging Face config is given (its `__setattr__` runs the
+# field's type validators), also on a config copied and renamed inside forward.
+INLINED_MODULES = frozenset({os.path.join("huggingface_hub", "dataclasses.py")})
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 # Torch's own Python that is inlined like user code: model code (torch.nn), masked ops, and the
 # context decorators (@torch.no_grad() on a forward: its wrapper is `with ctx_factory(): return
@@ -45,6 +49,12 @@ _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 # autograd state.
 TORCH_INLINED = ("nn/", "masked/", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py")
 _TORCH_INLINE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_INLINED)
+# Within those, the distributed wrappers (DistributedDataParallel, DataParallel) are machinery:
+# their forward drives the reducer, broadcasts buffers and marks the module DDP runs; it runs
+# natively, and the module it wraps is captured when it is called (a compiled module, or
+# ember.compile(ddp_model), which compiles it).
+TORCH_NATIVE = ("nn/parallel/",)
+_TORCH_NATIVE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_NATIVE)
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep  # ember_capture itself
 
 
@@ -56,11 +66,12 @@ def inlinable_file(filename: str) -> bool:
     if path.startswith(_OWN_DIR):
         return False
     if path.startswith(_TORCH_DIR):
-        return path.startswith(_TORCH_INLINE_DIRS)
+        return path.startswith(_TORCH_INLINE_DIRS) and not path.startswith(_TORCH_NATIVE_DIRS)
     for site in _SITE_DIRS:
         if path.startswith(site):
-            top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")
-            return top not in SKIPPED_PACKAGES
+            relative = path[len(site):]
+            top = relative.split(os.sep, 1)[0].removesuffix(".py")
+            return top not in SKIPPED_PACKAGES or relative in INLINED_MODULES
     if path.startswith(_STDLIB_DIR):
         return path[len(_STDLIB_DIR):].split(os.sep, 1)[0].removesuffix(".py") in INLINED_STDLIB
     return True

@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, _ABSENT
+from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .frame import TracedRaise
@@ -225,15 +225,7 @@ def _container_attr(fr, c, name):
 
 @_getattr_for(NewObjVar)
 def _newobj_attr(fr, o: NewObjVar, name):
-    if name in o.attrs:
-        return o.attrs[name]
-    if name == "__dict__":  # the instance dict itself: writes through it are the object's
-        d = DictVar({})
-        d.items = o.attrs
-        return d
-    if name == "__class__":
-        return ObjVar(o.cls)
-    return _class_attr(fr, o, o.cls, name)
+    return newobj_getattr(fr, o, name)
 
 
 @_getattr_for(SuperVar)

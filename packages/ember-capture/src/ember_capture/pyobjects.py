@@ -1,0 +1,227 @@
+"""Python object protocols that model libraries use inside ``forward``: ``copy.deepcopy`` and
+``copy.copy`` of plain objects and containers, ``setattr``/``delattr``, attribute reads through
+a class's own ``__getattribute__`` on an instance made in the trace, and functions behind a
+``functools.lru_cache`` wrapper.
+
+Note [Copies]: ``copy.deepcopy(x)`` makes, on every call, a fresh object equal to ``x`` that
+shares nothing mutable with it. Capture builds that object symbolically: a container becomes a
+new container of copied items, a plain object (its class makes instances with ``object.__new__``
+and copies them the default way: no ``__deepcopy__``, ``__reduce__``, ``__reduce_ex__``,
+``__getstate__`` or ``__setstate__`` of its own, no ``__slots__``) becomes a ``NewObjVar`` of
+the same class whose ``__dict__`` holds copies of the original's attributes, and immutable
+values (numbers, strings, classes, functions) are themselves. The original's attributes are read
+through ``X.__dict__[name]``, so each is guarded as any read is: a config changed after
+compiling recompiles. A memo keyed by symbolic value keeps sharing (two attributes holding one
+list hold one copied list). Tensors, modules and objects of other classes are not copied
+symbolically: the call is a graph break (``copy.deepcopy`` runs natively there), as before.
+Hugging Face T5, BART, Marian and Whisper deep-copy their config in ``forward``
+(``get_text_config``, Whisper's decoder-cache config) and then rename attributes on the copy.
+
+Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper calls the wrapped function
+(``__wrapped__``, read through the wrapper and guarded), as torch.compile does: the cache only
+remembers results, and a trace that inlines the function computes what a call would. A function
+marked constant (``torch._dynamo.assume_constant_result``'s ``_dynamo_marked_constant``, which
+Hugging Face puts on install probes such as ``is_torch_available``) is called once at trace time
+with constant arguments and its result used as a constant, as that contract says.
+"""
+from __future__ import annotations
+
+import abc
+import copy
+import copyreg
+import functools
+import types
+
+import torch
+
+from . import semantics as S
+from .attributes import CONTAINER_TYPES, _ABSENT, _is_data_descriptor, bind_class_attr, class_lookup, instance_dict
+from .builder import wrap
+from .builtins_table import builtin
+from .calls import PURE_MODULES, call, call_rule, inline
+from .library import inlinable_file
+from .config import Unsupported
+from .variables import ConstVar, DictVar, ListVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar, Var
+
+# Values that deepcopy returns as they are, or as an equal immutable value (copy's
+# _deepcopy_atomic table; torch's dtypes, devices, layouts and memory formats reduce to
+# themselves or to an equal value).
+_ATOMIC = (type, types.FunctionType, types.BuiltinFunctionType, torch.dtype, torch.device, torch.layout,
+           torch.memory_format, type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
+           type(NotImplemented))
+_OWN_COPY_HOOKS = ("__deepcopy__", "__copy__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
+
+
+def plain_class(cls) -> bool:
+    """Whether copy.deepcopy copies instances of ``cls`` the default way: a new instance made by
+    ``object.__new__`` whose ``__dict__`` is a deep copy of the original's (Note [Copies])."""
+    if not isinstance(cls, type) or issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
+        return False
+    if cls.__new__ is not object.__new__ or any(b in CONTAINER_TYPES for b in cls.__mro__):
+        return False
+    if type(cls) not in (type, abc.ABCMeta) or cls in copyreg.dispatch_table:
+        return False
+    for klass in cls.__mro__[:-1]:  # everything but object
+        if "__slots__" in klass.__dict__ or any(h in klass.__dict__ for h in _OWN_COPY_HOOKS):
+            return False
+    return True
+
+
+def deep_copy(fr, v: Var, memo: dict) -> Var:
+    """The symbolic result of ``copy.deepcopy`` of ``v`` (Note [Copies])."""
+    seen = memo.get(id(v))
+    if seen is not None:
+        return seen
+    if isinstance(v, ConstVar):
+        value = v.value
+        if not isinstance(value, _ATOMIC + (tuple, frozenset, torch.Size, slice)):
+            raise Unsupported("unsupported_call", f"copy.deepcopy of a {type(value).__name__} constant")
+        out = ConstVar(value)
+    elif isinstance(v, TensorVar):
+        raise Unsupported("unsupported_call", "copy.deepcopy of a tensor")
+    elif isinstance(v, ListVar):
+        out = memo[id(v)] = ListVar([])
+        out.items = [deep_copy(fr, i, memo) for i in v.items]
+    elif isinstance(v, TupleVar):
+        out = TupleVar([deep_copy(fr, i, memo) for i in v.items], cls=v.cls, fields=v.fields)
+    elif isinstance(v, DictVar):
+        if getattr(v, "default_factory", None) is not None:
+            raise Unsupported("unsupported_call", "copy.deepcopy of a defaultdict")
+        out = memo[id(v)] = DictVar({}, cls=v.cls)
+        out.items = {k: deep_copy(fr, i, memo) for k, i in v.items.items()}
+    elif isinstance(v, SetVar):
+        out = SetVar([deep_copy(fr, i, memo) for i in v.items])
+    elif isinstance(v, NewObjVar) and v.storage is None and plain_class(v.cls):
+        out = memo[id(v)] = NewObjVar(v.cls, {})
+        out.attrs = {k: deep_copy(fr, a, memo) for k, a in v.attrs.items()}
+    elif isinstance(v, ObjVar) and isinstance(v.value, _ATOMIC):
+        out = v
+    elif isinstance(v, ObjVar) and plain_class(type(v.value)) and instance_dict(v.value) is not None:
+        out = memo[id(v)] = NewObjVar(type(v.value), {})
+        out.attrs = {k: deep_copy(fr, a, memo) for k, a in instance_attrs(fr, v).items()}
+    else:
+        raise Unsupported("unsupported_call", f"copy.deepcopy of {S.describe(v)}")
+    memo[id(v)] = out
+    return out
+
+
+def instance_attrs(fr, o: ObjVar) -> dict:
+    """The instance dict of a real object, each value wrapped (and guarded) through
+    ``X.__dict__[name]``; its keys are guarded in order."""
+    tr, d = fr.tr, instance_dict(o.value)
+    source = o.source if o.source is not None else tr.ns.ref(o.value)
+    tr.guards.add(source, f"list(X.__dict__) == {list(d)!r}", f"{source}.__dict__ has the keys {list(d)}")
+    return {k: tr.attr_writes.get((id(o.value), k)) or wrap(tr, val, f"{source}.__dict__[{k!r}]", k)
+            for k, val in d.items()}
+
+
+@builtin(copy.deepcopy)
+def _deepcopy(fr, args, kwargs):
+    if len(args) != 1 or kwargs:
+        raise Unsupported("unsupported_call", "copy.deepcopy with a memo")
+    return deep_copy(fr, args[0], {})
+
+
+@builtin(copy.copy)
+def _copy(fr, args, kwargs):
+    """A shallow copy: the same items or attributes in a new container or object."""
+    (v,) = args
+    if isinstance(v, ListVar):
+        return ListVar(v.items)
+    if isinstance(v, DictVar) and getattr(v, "default_factory", None) is None:
+        return DictVar(v.items, cls=v.cls)
+    if isinstance(v, SetVar):
+        return SetVar(v.items)
+    if isinstance(v, (ConstVar, TupleVar)) or (isinstance(v, ObjVar) and isinstance(v.value, _ATOMIC)):
+        return v
+    if isinstance(v, NewObjVar) and v.storage is None and plain_class(v.cls):
+        return NewObjVar(v.cls, v.attrs)
+    if isinstance(v, ObjVar) and plain_class(type(v.value)) and instance_dict(v.value) is not None:
+        return NewObjVar(type(v.value), instance_attrs(fr, v))
+    raise Unsupported("unsupported_call", f"copy.copy of {S.describe(v)}")
+
+
+@builtin(torch._C._log_api_usage_once)
+def _log_api_usage_once(fr, args, kwargs):
+    """Usage telemetry (torchvision's functional ops call it on each call): logged once per
+    process, so logging it while tracing is all a call would do."""
+    torch._C._log_api_usage_once(*[S.const_value(a, "_log_api_usage_once()") for a in args])
+    return ConstVar(None)
+
+
+@builtin(vars)
+def _vars(fr, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("unsupported_call", "vars() without an argument")
+    return S.getattr_var(fr, args[0], "__dict__")
+
+
+@builtin(setattr)
+def _setattr(fr, args, kwargs):
+    obj, name, value = args
+    S.setattr_var(fr, obj, S.const_value(name, "setattr()"), value)
+    return ConstVar(None)
+
+
+@builtin(delattr, object.__dict__["__delattr__"])
+def _delattr(fr, args, kwargs):
+    obj, name = args
+    name = S.const_value(name, "delattr()")
+    if not isinstance(obj, NewObjVar):
+        raise Unsupported("side_effect", f"deleting attribute {name!r} of {S.describe(obj)}")
+    own = class_lookup(fr.tr, obj.cls, "__delattr__")
+    if isinstance(own, types.FunctionType):
+        inline(fr, ObjVar(own), [obj, ConstVar(name)], {})
+        return ConstVar(None)
+    raw = class_lookup(fr.tr, obj.cls, name)
+    if raw is not _ABSENT and hasattr(type(raw), "__delete__"):
+        raise Unsupported("unsupported_attr", f"deleting {name!r} through a {type(raw).__name__}")
+    if name not in obj.attrs:
+        raise Unsupported("trace_error", f"{obj.cls.__name__} object has no attribute {name!r}")
+    del obj.attrs[name]
+    return ConstVar(None)
+
+
+# -- functools.lru_cache --------------------------------------------------------------------
+def is_lru_cached(value) -> bool:
+    return isinstance(value, functools._lru_cache_wrapper) and hasattr(value, "__wrapped__")
+
+
+def is_marked_constant(value) -> bool:
+    return isinstance(value, types.FunctionType) and getattr(value, "_dynamo_marked_constant", False) is True
+
+
+@call_rule(is_lru_cached)
+def call_lru_cached(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
+    """A call through an lru_cache wrapper: Note [lru_cache]."""
+    tr, wrapper = fr.tr, fn.value
+    src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
+    inner = wrap(tr, wrapper.__wrapped__, f"{src}.__wrapped__")
+    return call(fr, inner, args, kwargs)
+
+
+@call_rule(is_marked_constant)
+def call_marked_constant(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
+    """A function marked constant (Note [lru_cache]): called now, its result a constant."""
+    values = [S.const_value(a, "a function marked constant") for a in args]
+    named = {k: S.const_value(v, "a function marked constant") for k, v in kwargs.items()}
+    try:
+        result = fn.value(*values, **named)
+    except Exception as e:
+        raise Unsupported("trace_error", f"{fn.value.__qualname__} raised {type(e).__name__}: {e}") from None
+    return S.from_python(result)
+
+
+
+def is_pure_python_function(value) -> bool:
+    """A Python function of a module whose functions are pure (``typing.get_origin``), which
+    capture does not inline: computed at trace time on constants, as their builtins are."""
+    return (isinstance(value, types.FunctionType) and value.__module__ in PURE_MODULES
+            and not inlinable_file(value.__code__.co_filename))
+
+
+@call_rule(is_pure_python_function)
+def call_pure_function(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
+    values = [S.const_value(a, f"{fn.value.__qualname__}()") for a in args]
+    named = {k: S.const_value(v, f"{fn.value.__qualname__}()") for k, v in kwargs.items()}
+    return S.from_python(fn.value(*values, **named))
