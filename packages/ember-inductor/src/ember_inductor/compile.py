@@ -13,6 +13,7 @@ import torch.fx as fx
 
 from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
 from ember_inductor.finalize import finalize
+from ember_inductor.inplace import plan_in_place, rewrite_spec
 from ember_inductor.ir import InputBuffer
 from ember_inductor.lowering import lower_graph
 from ember_inductor.passes import transpose_matmul_outputs
@@ -42,6 +43,9 @@ class CompiledGraph:
         self.fallbacks = fallbacks
         self.backend = backend
         self._layouts = input_layouts  # (sizes, strides) per tensor input, None for scalars
+        # positions of the mutated inputs the kernels write in place, returned as themselves
+        # (Note [mutated inputs written in place])
+        self.written_in_place: list[int] = []
 
     def __call__(self, inputs):
         inputs = list(inputs)
@@ -116,6 +120,13 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                 name = f"kernel{len(specs)}"
                 names[id(ps.step)] = name
                 specs.append(finalize(ps.step, ps.live_out, name))
+        # mutated inputs whose kernel may write them in place (Note [mutated inputs written in place])
+        in_place = plan_in_place(lowered, planned, dict(zip(names, specs)), _mutations(gm))
+        if in_place:
+            specs = [rewrite_spec(s, in_place) for s in specs]
+            for ps in planned:
+                for a in ps.allocs:
+                    a.alias = in_place.get(a.name)
         sources = [backend.render(s, options) for s in specs]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
         launchers = dict(zip((s.name for s in specs), backend.build(sources, options)))
@@ -126,8 +137,16 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                for x in example_inputs]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
+    positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
+    compiled.written_in_place = sorted(positions[name] for name in in_place.values())
     _report(compiled, gm, specs, options)
     return compiled
+
+
+def _mutations(gm) -> tuple:
+    # Note [compiler metadata] (ember_autograd/runtime.py): (output, input) positions of the
+    # new values of mutated inputs; absent on a hand-built graph.
+    return tuple(gm.graph.output_node().meta.get("ember_mutations", ()))
 
 
 def _report(compiled: CompiledGraph, gm, specs, options) -> None:
