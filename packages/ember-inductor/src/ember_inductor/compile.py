@@ -80,14 +80,28 @@ def _timed(timings: dict, name: str):
 
 
 def _device_of(gm, example_inputs) -> torch.device:
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor):
-            return x.device
-    for n in gm.graph.nodes:
-        v = n.meta.get("val")
+    """The graph's device: an accelerator's when any tensor is on one (0-d CPU tensors, an
+    optimizer's step counts, may join a CUDA graph: Note [0-d CPU operands] in ember_prims)."""
+    first = None
+    values = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    values += [n.meta.get("val") for n in gm.graph.nodes]
+    for v in values:
         if isinstance(v, torch.Tensor):
-            return v.device
-    return torch.device("cpu")
+            if v.device.type != "cpu":
+                return v.device
+            first = first or v.device
+    return first or torch.device("cpu")
+
+
+def _kernel_backends(planned, backend_name: str, device: torch.device) -> list[str]:
+    """The backend of each kernel: the graph's, but the CPU's for a kernel over CPU values in
+    a graph of another device (the scalar arithmetic on an optimizer's CPU step counts)."""
+    out = []
+    for ps in planned:
+        if isinstance(ps.step, KernelGroup):
+            own = ps.step.nodes[0].device
+            out.append(backend_name if own.type == device.type else choose_backend("auto", own))
+    return out
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledGraph:
@@ -101,7 +115,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     if options.debug_verify:
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
-    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    device = _device_of(gm, example_inputs)
+    backend_name = choose_backend(options.backend, device)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
         lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options,
                               channels_last=options.conv_layout in ("channels_last", "auto"),
@@ -112,7 +127,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
         input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
-    backend = get_backend(backend_name)
+    kernel_backends = _kernel_backends(planned, backend_name, device)
     with _timed(t, "render"):  # kernel descriptions -> backend source text
         specs, names = [], {}
         for ps in planned:
@@ -127,9 +142,12 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
             for ps in planned:
                 for a in ps.allocs:
                     a.alias = in_place.get(a.name)
-        sources = [backend.render(s, options) for s in specs]
+        sources = [get_backend(b).render(s, options) for s, b in zip(specs, kernel_backends)]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
-        launchers = dict(zip((s.name for s in specs), backend.build(sources, options)))
+        launchers = {}
+        for b in dict.fromkeys(kernel_backends):
+            mine = [src for src, kb in zip(sources, kernel_backends) if kb == b]
+            launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
         call_args = {s.name: (s.origins, [a.name for a in s.args]) for s in specs}
         source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args)
         exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
