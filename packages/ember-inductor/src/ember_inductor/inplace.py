@@ -23,7 +23,10 @@ Note [mutated inputs written in place]
       inner loop runs after the store.
     Anything else keeps the copy after the call (the fallback, always correct). A kernel whose
     arguments alias needs this one-argument form: the C++ backend declares its pointers
-    `__restrict__`.
+    `__restrict__`. Inputs are taken not to share memory with one another: ember_autograd
+    checks it before each call (a mutated input that aliases another runs eagerly). An input
+    that `CompiledGraph` re-lays out to the compiled strides is written in its copy, which the
+    graph returns, so the runtime copies it back as before.
 """
 from __future__ import annotations
 
