@@ -144,7 +144,7 @@ class AotFunction:
 
 
 def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
-        bw_compiler: Compiler | None = None, decompositions: dict | None = None,
+        bw_compiler: Compiler | None = None, decompositions: Callable | dict | None = None,
         partition: Partitioner | None = None, *, config: AotConfig | None = None) -> AotFunction:
     """Lowers a torch-level FX graph to functional ATen graphs and compiles them.
 
@@ -154,7 +154,10 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
     graph and *fake* example inputs (the placeholders' ``meta["val"]``); the callable is called
     ``f(*tensors)`` (or ``f(list)`` if it sets ``_boxed_call = True``) and returns a tuple.
     bw_compiler defaults to fw_compiler and runs at the first backward.
-    decompositions: ``{OpOverload: fn}`` applied while tracing (the facade passes ember_prims').
+    decompositions: a decomposer, ``OpOverload -> fn | None``, asked for every op while tracing:
+    the facade passes ``ember_prims.Decomposer()``, the one implementation of the rules that
+    apply ember_prims' table (Note [applying the table]); a plain ``{OpOverload: fn}`` mapping
+    is looked up as is.
     partition: `default_partition` (save what is needed) or `min_cut_partition`, or your own.
 
     Example::
@@ -168,7 +171,7 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
         >>> torch.allclose(w.grad, x.t() @ torch.cos(x @ w).detach())
         True
     """
-    fn = AotFunction(gm, fw_compiler, bw_compiler or fw_compiler, dict(decompositions or {}),
+    fn = AotFunction(gm, fw_compiler, bw_compiler or fw_compiler, decompositions,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn

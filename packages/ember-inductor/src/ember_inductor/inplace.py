@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ember_inductor.codegen.common import KernelArg, KernelSpec
+from ember_inductor.kernel import KernelArg, KernelSpec
 from ember_inductor.ir import Buffer, ComputedBuffer, InputBuffer
 from ember_inductor.planner import PlannedStep, extern_buffers
 from ember_inductor.scheduler import KernelGroup
