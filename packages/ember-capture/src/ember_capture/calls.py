@@ -86,7 +86,7 @@ def _call_exit(fr, fn, args, kwargs):
     if fn.context is not None:
         graph.exit_autocast(fn, fr.tr)
         return ConstVar(None)
-    if graph.grad_enabled != fn.restore:
+    if fn.restore is not None and graph.grad_enabled != fn.restore:
         graph.set_grad_enabled(fn.restore)
     return ConstVar(None)
 

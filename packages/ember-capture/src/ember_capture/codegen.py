@@ -151,7 +151,8 @@ class GradModeExit:
         self.restore = restore
 
     def __call__(self, *exc_info):
-        torch._C._set_grad_enabled(self.restore)
+        if self.restore is not None:  # None: a no-op context's exit (Note [Profiler contexts])
+            torch._C._set_grad_enabled(self.restore)
         return None
 
 
