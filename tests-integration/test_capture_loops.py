@@ -72,3 +72,106 @@ def test_record_function_is_captured(fn, backend, recorder):
 def test_record_function_break_resumes_inside(backend, recorder, capsys):
     report = check(record_function_with_break, backend, recorder, inputs((3,), (4,)))
     assert report.graph_count == 2 and report.graph_break_count == 1, report
+
+
+# -- graph breaks inside loops (Note [Breaks in loops]) -----------------------------------
+
+def for_range_with_print(x):
+    for i in range(3):
+        x = x * 2
+        print("iteration")
+        x = x + 1
+    return x
+
+
+def for_list_appending(x):
+    out = []
+    for t in [x, x * 2, x * 3]:
+        out.append(t.sin())
+        print("item")
+    return torch.stack(out)
+
+
+def while_item_condition(x):
+    x = x.abs()
+    while x.sum().item() < 100:
+        x = x * 2 + 1
+    return x
+
+
+def nested_loops_with_break(x):
+    acc = x
+    for t in [x, x + 1]:
+        for s in (0.5, 2.0):
+            acc = acc + t * s
+            if acc.sum() > 0:  # data-dependent: a break in the inner loop
+                acc = acc - 1
+    return acc
+
+
+class Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("layer")  # a break inside the callee: the loop in the caller resumes
+        return y.relu()
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Layer() for _ in range(3)])
+
+    def forward(self, x):
+        hidden = []
+        for layer in self.layers:
+            x = layer(x)
+            hidden.append(x)
+        return x, hidden
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [for_range_with_print, for_list_appending, while_item_condition,
+                                nested_loops_with_break])
+def test_break_inside_loop_resumes(fn, backend, recorder, capsys):
+    report = check(fn, backend, recorder, inputs((3,), (4,)))
+    assert report.graph_count >= 2 and report.graph_break_count >= 1, report
+    if backend == "eager":
+        assert recorder.graphs  # parts of the loop were captured, not only the code around it
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_inside_module_loop(backend, recorder, capsys):
+    torch.manual_seed(0)
+    model = Stack()
+    compiled = ember.compile(model, backend=recorder if backend == "eager" else backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (2, 5):
+            x = torch.randn(n, 4)
+            got, expected = compiled(x), model(x)
+            torch.testing.assert_close(got, expected, **TOL[backend])
+    assert not [w for w in caught if "eagerly" in str(w.message)]
+    if backend == "eager":
+        assert len(recorder.graphs) >= 3
+
+
+def long_loop(x, n):
+    i = torch.zeros(())
+    while bool(i < n):  # a break on every iteration, with no Python value that changes
+        i = i + 1
+        x = x * 1.001
+    return x, i
+
+
+def test_long_loop_runs_at_constant_depth(recorder):
+    """A break on each of 3,000 iterations: resume functions do not call each other (the
+    recursion limit is far below the number of iterations)."""
+    compiled = ember.compile(long_loop, backend=recorder)
+    x, n = torch.ones(2), torch.tensor(3000.0)
+    got = compiled(x, n)
+    torch.testing.assert_close(got, long_loop(x, n))
+    assert 2 <= len(recorder.graphs) <= 6  # the same few resume functions, compiled once each

@@ -22,7 +22,7 @@ import types
 import torch
 
 from .variables import (
-    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
+    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
     TensorVar, TupleVar,
     Var,
 )
@@ -47,6 +47,8 @@ def collect_tensors(vars_, out: dict):
             collect_tensors(v.items.values(), out)
         elif isinstance(v, DictViewVar):
             collect_tensors([v.dict], out)
+        elif isinstance(v, IterVar):
+            collect_tensors(v.items[v.pos:], out)
         elif isinstance(v, NewObjVar):
             collect_tensors(list(v.attrs.values()) + ([v.storage] if v.storage is not None else []), out)
         elif isinstance(v, MethodVar):
@@ -77,7 +79,7 @@ class Rebuilder:
             return v.source
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
-        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar)):
+        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar, IterVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
             if name is None:
@@ -85,6 +87,10 @@ class Rebuilder:
                 self.prelude.append(f"{name} = {self._expr(v)}")
             return name
         return self._expr(v)
+
+    def items_expr(self, v: ListVar) -> str:
+        """A new list of ``v``'s current items (the contents of a mutated input list)."""
+        return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
 
     def _expr(self, v: Var) -> str:
         if isinstance(v, TensorVar):
@@ -98,7 +104,7 @@ class Rebuilder:
         if isinstance(v, ObjVar):
             return v.source if v.source is not None else self.ns.ref(v.value)
         if isinstance(v, ListVar):
-            return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
+            return self.items_expr(v)
         if isinstance(v, TupleVar):
             inner = "(" + "".join(self.expr(i) + ", " for i in v.items) + ")"
             if v.cls is tuple:
@@ -138,6 +144,13 @@ class Rebuilder:
             return f"{self.expr(v.receiver)}.{v.name}"
         if isinstance(v, ExitVar) and v.context is None:
             return f"{self.ns.ref(GradModeExit)}({v.restore})"
+        if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
+            if v.pull is not None:
+                raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
+            over = getattr(v, "over", None)
+            if over is not None:  # a list iterator sees the list's later appends
+                return f"{self.ns.ref(_list_iterator)}({self.expr(over)}, {v.pos})"
+            return "iter([" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "])"
         if v is NULL:
             return "_NULL"
         raise CannotRebuild(f"cannot rebuild a {type(v).__name__} outside the graph")
@@ -170,6 +183,12 @@ def _new_object(cls, attrs, base=None, contents=None):
             base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
+
+
+def _list_iterator(items: list, pos: int):
+    it = iter(items)
+    it.__setstate__(pos)
+    return it
 
 
 def _make_function(code, globals_, defaults, kwdefaults, closure=None):

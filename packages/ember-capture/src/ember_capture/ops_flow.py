@@ -72,7 +72,7 @@ def _get_iter(fr, inst):
 def _for_iter(fr, inst):
     it = fr.stack[-1]
     if not isinstance(it, IterVar):
-        raise Unsupported("unsupported_iter", f"iterating over {type(it).__name__}")
+        raise Unsupported("unsupported_iter", f"iterating over {S.describe(it)}")
     if it.more():
         fr.push(it.take())
         return

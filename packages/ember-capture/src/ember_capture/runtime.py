@@ -99,6 +99,10 @@ class FrameState:
         self.entries: list = []
         self.eager_forever = False
         self.resumes: dict = {}
+        # A resume function's state: the original frame's state, and the prologue's length in
+        # bytes (Note [Breaks in loops]).
+        self.origin: FrameState | None = None
+        self.shift = 0
         # A resume function of a frame with cells takes its closure cells first (Note [Resuming with cells]).
         self.cell_args = cell_args
         self.bind, self.arg_names = make_binder(func, self_obj)
@@ -248,7 +252,7 @@ class FrameState:
             fr = plan.frame
             roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
-        side_values += [a for _, args in tr.call_effects for a in args]
+        side_values += [a for _, args in tr.call_effects for a in args] + list(tr.mutated_lists.values())
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
@@ -264,7 +268,9 @@ class FrameState:
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
-        effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
+        # Note [Mutated input lists]: written back first, so that every later reader sees them
+        effects = [f"{v.source}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
+        effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.
             effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
@@ -325,11 +331,12 @@ class FrameState:
             if self.resumes_with_cells():  # cells come with each call; these stand in for the signature
                 placeholder = tuple(types.CellType() for _ in code.co_freevars)
                 fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, placeholder)
-                wrapper = FrameState(self.session, fn, name=name, cell_args=len(code.co_freevars)).wrapper
+                state = FrameState(self.session, fn, name=name, cell_args=len(code.co_freevars))
             else:
                 fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, self.func.__closure__)
-                wrapper = FrameState(self.session, fn, name=name).wrapper
-            self.resumes[key] = wrapper
+                state = FrameState(self.session, fn, name=name)
+            state.origin, state.shift = self, len(code.co_code) - len(self.code.co_code)
+            wrapper = self.resumes[key] = state.wrapper
         return wrapper
 
     def call_native(self, fn, args, kwargs):

@@ -46,6 +46,7 @@ class Tracer:
         self.attr_write_list: list = []  # (object Var, name, value Var)
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
+        self.mutated_lists: dict = {}  # id(ListVar) -> ListVar: Note [Mutated input lists]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell
@@ -79,7 +80,12 @@ class Tracer:
         return inlinable_file(fn.__code__.co_filename)
 
     def mark_mutated(self, var: ListVar):
-        raise Unsupported("side_effect", "mutating a list that came from the inputs")
+        """Note [Mutated input lists]: a list from the inputs (a frame's argument, a list held by
+        an object, the list a loop appends to, passed to a resume function) is changed
+        symbolically, then its final contents are written into the same object after the graph
+        (``L[k][:] = [...]``), before anything else sees it: a later native call, a resume
+        function or the caller. Its identity and its other references are kept."""
+        self.mutated_lists.setdefault(id(var), var)
 
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
         self.attr_writes[(id(obj.value), name)] = value
