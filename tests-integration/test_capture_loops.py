@@ -175,3 +175,32 @@ def test_long_loop_runs_at_constant_depth(recorder):
     got = compiled(x, n)
     torch.testing.assert_close(got, long_loop(x, n))
     assert 2 <= len(recorder.graphs) <= 6  # the same few resume functions, compiled once each
+
+
+# -- lists from the inputs changed by the trace (Note [Mutated input lists]) ----------------
+
+def append_to_inputs(x, out, state):
+    out.append(x * 2)
+    out[0] = out[0] + 1
+    state["seen"].append(x.sum())
+    del state["seen"][0]
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_lists_written_back(backend, recorder):
+    compiled = ember.compile(append_to_inputs, backend=recorder if backend == "eager" else backend)
+    for n in (3, 4):
+        x = torch.randn(n)
+        runs = []
+        for fn in (append_to_inputs, compiled):
+            out, state = [torch.ones(n)], {"seen": [torch.zeros(()), torch.ones(())]}
+            result = fn(x, out, state)
+            assert result is out  # the same list object, changed in place
+            runs.append((out, state["seen"]))
+        (eager_out, eager_seen), (got_out, got_seen) = runs
+        torch.testing.assert_close(got_out, eager_out, **TOL[backend])
+        torch.testing.assert_close(got_seen, eager_seen, **TOL[backend])
+    ember.reset()
+    report = ember.explain(append_to_inputs)(torch.randn(3), [torch.ones(3)], {"seen": [torch.zeros(())]})
+    assert report.graph_count == 1 and report.graph_break_count == 0, report

@@ -65,18 +65,27 @@ def collect_tensors(vars_, out: dict):
 class Rebuilder:
     """Python expressions that rebuild symbolic values from ``__o`` (graph outputs) and ``L``."""
 
-    def __init__(self, ns, output_index: dict, has_graph: bool):
+    def __init__(self, ns, output_index: dict, has_graph: bool, mutated=()):
         self.ns = ns
         self.output_index = output_index  # node -> position in the graph's output tuple
         self.has_graph = has_graph
         self.prelude: list[str] = []  # statements binding mutable values built once
         self._temps: dict[int, str] = {}
+        self.mutated = set(mutated)  # ids of input lists the trace changed
 
     def expr(self, v: Var) -> str:
         if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
-            # A container from the inputs is never mutated by a trace (that is a break), so the
-            # real object is still equal to it: pass the object itself, keeping its identity.
-            return v.source
+            # A container from the inputs is not mutated by a trace (that is a break), except a
+            # list written back after the graph (Note [Mutated input lists]): either way the
+            # real object equals it: pass the object itself, keeping its identity (a mutated one
+            # read from its source once).
+            if id(v) not in self.mutated:
+                return v.source
+            name = self._temps.get(id(v))
+            if name is None:
+                name = self._temps[id(v)] = f"__t{len(self._temps)}"
+                self.prelude.append(f"{name} = {v.source}")
+            return name
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
         if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar, IterVar)):

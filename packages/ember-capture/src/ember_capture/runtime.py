@@ -267,9 +267,9 @@ class FrameState:
                 exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
-        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
+        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph, tr.mutated_lists)
         # Note [Mutated input lists]: written back first, so that every later reader sees them
-        effects = [f"{v.source}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
+        effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
         effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.
