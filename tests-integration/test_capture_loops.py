@@ -204,3 +204,22 @@ def test_input_lists_written_back(backend, recorder):
     ember.reset()
     report = ember.explain(append_to_inputs)(torch.randn(3), [torch.ones(3)], {"seen": [torch.zeros(())]})
     assert report.graph_count == 1 and report.graph_break_count == 0, report
+
+
+def while_scalar_limit(x, limit):
+    x = x.abs() + 0.01
+    steps = torch.zeros(())
+    while x.sum().item() < limit:  # ~50 iterations, a new float from .item() on each
+        x = x * 1.1 + 0.01
+        steps = steps + 1
+    return x, steps
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scalar_condition_runs_natively(backend, recorder):
+    """Note [Scalar conditions at a break]: the float from .item() is compared natively, so
+    the resume functions do not specialize on it: a few compiles, not one per iteration (which
+    would end at the recompile limit with the loop running eagerly)."""
+    report = check(lambda x: while_scalar_limit(x, 300.0), backend, recorder,
+                   [(torch.rand(3),), (torch.rand(3),)])
+    assert report.graph_count <= 4, report

@@ -25,6 +25,17 @@ def why_no_break(code, inst) -> str | None:
     return None
 
 
+_SCALARS = (bool, int, float)
+_PURE_SCALAR_OPS = frozenset({"COMPARE_OP", "BINARY_OP", "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE"})
+
+
+class _Step:
+    """One more instruction run natively after the breaking one."""
+
+    def __init__(self, action, inst, next_offset):
+        self.inst, self.next_offset, self.state, self.kw_names = inst, next_offset, action.state, ()
+
+
 class Bounce:
     """The next resume function to call, handed back to the frame that started the chain."""
 
@@ -64,9 +75,13 @@ class BreakAction:
         self.unbound = tuple(root_name for root_name, name in zip(root_code.co_varnames, frame.code.co_varnames)
                              if name not in frame.locals and root_name not in root_code.co_cellvars)
         self.handler = NATIVE[inst.opname]
+        self.info = info
+        self.bound = {n: i for i, n in enumerate(frame.code.co_varnames) if n in frame.locals}
 
     def __call__(self, stack, locals_, cells=()):
         target = self.handler(self, stack, RUNTIME_NULL)
+        if stack and type(stack[-1]) in _SCALARS:
+            target = self.continue_natively(target, stack, locals_)
         null_mask = tuple(v is RUNTIME_NULL for v in stack)
         fn = self.root.resume_function(target - self.shift, null_mask, self.unbound)
         args = (*cells, *locals_[:self.n_locals], *[v for v in stack if v is not RUNTIME_NULL])
@@ -76,6 +91,32 @@ class BreakAction:
         while type(result) is Bounce:
             result = result.fn(*result.args)
         return result
+
+    def continue_natively(self, target, stack, locals_):
+        """Note [Scalar conditions at a break]: ``while x.sum().item() < limit:`` breaks at
+        ``.item()``; resuming right after it would pass the float to the resume function, which
+        specializes on it (a new compile for every value, so a loop soon runs eagerly). Instead the
+        instructions that only compute on Python scalars (constants, bound locals holding
+        scalars, comparisons, arithmetic) up to the conditional jump that consumes them run
+        natively too, and the resume function starts at the branch taken."""
+        info = self.info
+        while target in info.index:
+            inst = info.insts[info.index[target]]
+            name = inst.opname
+            if name == "LOAD_CONST" and type(inst.argval) in _SCALARS:
+                stack.append(inst.argval)
+            elif name == "LOAD_FAST" and inst.argval in self.bound \
+                    and type(locals_[self.bound[inst.argval]]) in _SCALARS:
+                stack.append(locals_[self.bound[inst.argval]])
+            elif name in _PURE_SCALAR_OPS and all(type(v) in _SCALARS for v in stack[-2:]):
+                NATIVE[name](_Step(self, inst, info.insts[info.index[target] + 1].offset), stack, RUNTIME_NULL)
+            elif "POP_JUMP" in name and "NONE" not in name and type(stack[-1]) in _SCALARS:
+                return NATIVE[name](_Step(self, inst, info.insts[info.index[target] + 1].offset), stack,
+                                    RUNTIME_NULL)
+            else:
+                return target
+            target = info.insts[info.index[target] + 1].offset
+        return target
 
 
 @native("CALL")
