@@ -223,3 +223,42 @@ def test_scalar_condition_runs_natively(backend, recorder):
     report = check(lambda x: while_scalar_limit(x, 300.0), backend, recorder,
                    [(torch.rand(3),), (torch.rand(3),)])
     assert report.graph_count <= 4, report
+
+
+# -- graph breaks inside context-manager blocks ----------------------------------------------
+
+def autocast_with_breaks(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x.T
+        print("inside autocast")
+        z = y @ y  # bfloat16: the resume function runs under the same autocast
+        if z.sum() > 0:  # a second break in the same block
+            z = z * 2
+        w = z @ y
+    return w, w.float() @ x
+
+
+def grad_modes_with_break(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+            print("inside enable_grad")
+            c = b * a
+        d = c + a
+    return d, c, a.requires_grad, c.requires_grad, d.requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_inside_autocast_resumes_inside(backend, recorder, capsys):
+    report = check(autocast_with_breaks, backend, recorder, inputs((4, 4), (3, 4)))
+    assert report.graph_count >= 3, report
+    assert not torch.is_autocast_enabled("cpu")  # the block was left
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_inside_grad_mode_blocks(backend, recorder, capsys):
+    x = torch.randn(3, requires_grad=True)
+    report = check(grad_modes_with_break, backend, recorder, [(x,), (torch.randn(4, requires_grad=True),)])
+    assert report.graph_count == 2 and report.graph_break_count == 1, report
+    assert torch.is_grad_enabled()

@@ -153,6 +153,8 @@ class Rebuilder:
             return f"{self.expr(v.receiver)}.{v.name}"
         if isinstance(v, ExitVar) and v.context is None:
             return f"{self.ns.ref(GradModeExit)}({v.restore})"
+        if isinstance(v, ExitVar):  # Note [Breaks in autocast blocks]
+            return f"{self.ns.ref(AutocastExit)}({self.ns.ref(v.node.args)})"
         if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
             if v.pull is not None:
                 raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
@@ -176,6 +178,22 @@ class GradModeExit:
         if self.restore is not None:  # None: a no-op context's exit (Note [Profiler contexts])
             torch._C._set_grad_enabled(self.restore)
         return None
+
+
+class AutocastExit:
+    """Note [Breaks in autocast blocks]: at a graph break inside ``with torch.autocast(...)``,
+    the graph leaves the region it entered, and the entry enters a real autocast with the same
+    arguments (made here) before the breaking instruction runs, so that the native part and the
+    resume function run under it; the resume function calls this object where the block ends
+    (a graph break: a native call) or on an exception, to leave it."""
+
+    def __init__(self, args):
+        device_type, dtype, enabled, cache_enabled = args
+        self.context = torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        self.context.__enter__()
+
+    def __call__(self, *exc_info):
+        return self.context.__exit__(*(exc_info or (None, None, None)))
 
 
 def _new_object(cls, attrs, base=None, contents=None):

@@ -29,6 +29,7 @@ from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
 from .tracebacks import hide_ember_frames
 from .tracer import Tracer
+from .variables import ExitVar
 
 MAX_RESTARTS = 32
 _ALL_STATES: "weakref.WeakSet[FrameState]" = weakref.WeakSet()
@@ -256,6 +257,10 @@ class FrameState:
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
+        if plan.kind == "break":  # Note [Breaks in autocast blocks]: the graph leaves them
+            for v in plan.frame.stack:
+                if isinstance(v, ExitVar) and v.node is not None:
+                    tr.graph.close_autocast(v)
         if has_graph:
             gm = tr.graph.finish(outputs)
             example_inputs = [real for _, real in tr.graph.inputs]
