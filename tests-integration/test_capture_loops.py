@@ -5,6 +5,7 @@ Each case runs through ember.compile with the default backend (inductor) and wit
 backend="eager" (a recording backend), on two calls with fresh inputs, against eager.
 float32 tolerances: eager backend rtol=1e-5, atol=1e-5; inductor rtol=1e-4, atol=1e-5.
 """
+import collections
 import warnings
 
 import pytest
@@ -25,11 +26,22 @@ def check(fn, backend, recorder, inputs, *, eager_frames=0):
         for args in inputs:
             expected = fn(*[a.clone() for a in args])
             got = compiled(*[a.clone() for a in args])
-            torch.testing.assert_close(got, expected, **TOL[backend])
+            assert_same(got, expected, backend)
     eager = [str(w.message) for w in caught if "eagerly" in str(w.message)]
     assert len(eager) <= eager_frames, eager
     ember.reset()
     return ember.explain(fn)(*inputs[0])
+
+
+def assert_same(got, expected, backend):
+    if isinstance(expected, (list, tuple)):
+        assert type(got) is type(expected) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_same(g, e, backend)
+    elif isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected, **TOL[backend])
+    else:
+        assert got == expected
 
 
 def inputs(*shapes):
@@ -262,3 +274,41 @@ def test_break_inside_grad_mode_blocks(backend, recorder, capsys):
     report = check(grad_modes_with_break, backend, recorder, [(x,), (torch.randn(4, requires_grad=True),)])
     assert report.graph_count == 2 and report.graph_break_count == 1, report
     assert torch.is_grad_enabled()
+
+
+# -- OrderedDict ------------------------------------------------------------------------------
+
+def ordered_dict_built(x):
+    d = collections.OrderedDict()
+    d["a"] = x
+    d["b"] = x * 2
+    d["c"] = x - 1
+    d.move_to_end("a")
+    d.move_to_end("c", last=False)
+    key, last = d.popitem()
+    first_key, first = d.popitem(last=False)
+    return sum(d.values()) + last * first, list(d.keys()), key, first_key
+
+
+def ordered_dict_input(x, d):
+    return x * sum(d.values()) + len(d.keys())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_methods_captured(backend, recorder):
+    report = check(ordered_dict_built, backend, recorder, inputs((3,), (4,)))
+    assert report.graph_count == 1 and report.graph_break_count == 0, report
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_input_bound_methods(backend, recorder):
+    """`d.values` read from an OrderedDict input is a new bound method on each read: guarded as
+    the same method of the same object, not by identity (which failed on the inputs it was made
+    from: 'internal guard error')."""
+    compiled = ember.compile(ordered_dict_input, backend=recorder if backend == "eager" else backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (3, 3, 4):
+            x = torch.randn(n)
+            d = collections.OrderedDict(a=torch.randn(n), b=torch.randn(n))
+            torch.testing.assert_close(compiled(x, d), ordered_dict_input(x, d), **TOL[backend])
