@@ -312,3 +312,27 @@ def test_ordered_dict_input_bound_methods(backend, recorder):
             x = torch.randn(n)
             d = collections.OrderedDict(a=torch.randn(n), b=torch.randn(n))
             torch.testing.assert_close(compiled(x, d), ordered_dict_input(x, d), **TOL[backend])
+
+
+# -- a disable(recursive=False) function's callees (issue 13) -----------------------------------
+
+def make_shallow_disabled():
+    def inner(x):  # reached through outer's closure
+        return x.sin() * 3
+
+    @ember.disable(recursive=False)
+    def outer(x):
+        return inner(x) + 1
+
+    def fn(x):
+        return outer(x) * 2
+    return fn
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shallow_disable_captures_closure_callees(backend, recorder):
+    fn = make_shallow_disabled()
+    check(fn, backend, recorder, inputs((3,), (4,)))
+    if backend == "eager":
+        ops = [n.target for gm in recorder.graphs for n in gm.graph.nodes]
+        assert "sin" in ops  # inner was compiled, though outer's own body ran natively
