@@ -6,6 +6,8 @@ backend="eager" (a recording backend), on two calls with fresh inputs, against e
 float32 tolerances: eager backend rtol=1e-5, atol=1e-5; inductor rtol=1e-4, atol=1e-5.
 """
 import collections
+import dataclasses
+import functools
 import warnings
 
 import pytest
@@ -40,6 +42,9 @@ def assert_same(got, expected, backend):
             assert_same(g, e, backend)
     elif isinstance(expected, torch.Tensor):
         torch.testing.assert_close(got, expected, **TOL[backend])
+    elif dataclasses.is_dataclass(expected):
+        assert type(got) is type(expected)
+        assert_same(list(vars(got).values()), list(vars(expected).values()), backend)
     else:
         assert got == expected
 
@@ -336,3 +341,137 @@ def test_shallow_disable_captures_closure_callees(backend, recorder):
     if backend == "eager":
         ops = [n.target for gm in recorder.graphs for n in gm.graph.nodes]
         assert "sin" in ops  # inner was compiled, though outer's own body ran natively
+
+
+# -- the rest of issue 13's list: each captured in one graph, or a clean break -----------------
+
+def import_inside(x):
+    import math
+    from torch.nn import functional as F
+    return F.relu(x) * math.pi
+
+
+def _mul(x, y=2):
+    return x * y
+
+
+_PARTIAL = functools.partial(_mul, y=3)
+
+
+def hasattr_on_partial(x):
+    if hasattr(_PARTIAL, "func") and not hasattr(_PARTIAL, "missing"):
+        x = _PARTIAL(x)
+    return x
+
+
+_Pair = collections.namedtuple("_Pair", ["a", "b"])
+
+
+def namedtuple_built(x):
+    p, q = _Pair(x, x * 2), _Pair(a=x + 1, b=3)
+    return p.a + p.b + q.a * q.b, p
+
+
+def len_of_tensor(x):
+    return x * len(x)
+
+
+def generators(x):
+    def scaled(n):
+        for i in range(n):
+            yield x * i
+    return sum(scaled(3)), sum(t.sum() for t in (x, x * 2))
+
+
+class _Left(torch.nn.Module):
+    def f(self, x):
+        return x + 1
+
+
+class _Right(torch.nn.Module):
+    def f(self, x):
+        return x * 2
+
+
+class _Both(_Left, _Right):
+    def f(self, x):
+        return super().f(x) + super(_Left, self).f(x)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class _WithProperty(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @property
+    def doubled(self):
+        return self.lin.weight * 2
+
+    def forward(self, x):
+        return x @ self.doubled
+
+
+@dataclasses.dataclass
+class _Out:
+    value: torch.Tensor
+    scale: int = 1
+
+
+def dataclass_output(x):
+    return _Out(x * 2, 3)
+
+
+_LAZY = torch.nn.LazyLinear(3)
+
+
+def lazy_module(x):
+    return _LAZY(x).relu()
+
+
+def numpy_break(x):
+    y = x * 2
+    return torch.from_numpy(y.numpy() * 3) + 1
+
+
+def tolist_break(x):
+    y = x * 2
+    values = y.tolist()
+    return y + len(values), values[0]
+
+
+CAPTURED = [import_inside, hasattr_on_partial, namedtuple_built, len_of_tensor, generators, _Both(),
+            _WithProperty(), dataclass_output, lazy_module]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", CAPTURED, ids=lambda f: getattr(f, "__name__", type(f).__name__))
+def test_captured_in_one_graph(fn, backend, recorder):
+    report = check(fn, backend, recorder, inputs((3, 4), (5, 4)))
+    assert report.graph_count == 1 and report.graph_break_count == 0, report
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [numpy_break, tolist_break])
+def test_data_reads_are_clean_breaks(fn, backend, recorder):
+    report = check(fn, backend, recorder, inputs((3, 4), (5, 4)))
+    assert report.graph_count >= 2 and report.graph_break_count >= 1, report
+    assert all(r.kind != "cannot_resume" for r in report.break_reasons)
+
+
+def test_fullgraph_error_names_function_file_and_line():
+    def helper(x):
+        print("inside helper")
+        return x
+
+    def outer(x):
+        for i in range(2):
+            x = helper(x) + i
+        return x
+
+    with pytest.raises(Exception, match="print") as info:
+        ember.compile(outer, backend="eager", fullgraph=True)(torch.randn(2))
+    text = str(info.value)
+    assert "outer" in text and "helper" in text and __file__ in text and "print(" in text
