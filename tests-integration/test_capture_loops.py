@@ -475,3 +475,30 @@ def test_fullgraph_error_names_function_file_and_line():
         ember.compile(outer, backend="eager", fullgraph=True)(torch.randn(2))
     text = str(info.value)
     assert "outer" in text and "helper" in text and __file__ in text and "print(" in text
+
+
+class DeepStack(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Layer() for _ in range(n)])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) * 1.5  # i is not read: it is not guarded
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_in_each_of_many_layers(backend, recorder, capsys):
+    """Note [Lazy locals]: the loop's index and layer pass through the resume functions without
+    being guarded, so 12 iterations (more than the recompile limit, 8) reuse one compile of each;
+    the 12 layers, submodules of the captured model, are each captured."""
+    torch.manual_seed(0)
+    model = DeepStack(12)
+    compiled = ember.compile(model, backend=recorder if backend == "eager" else backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (2, 2, 3):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(compiled(x), model(x), **TOL[backend])
+    assert not [str(w.message) for w in caught if "eagerly" in str(w.message)]

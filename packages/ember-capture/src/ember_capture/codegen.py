@@ -21,6 +21,7 @@ import types
 
 import torch
 
+from .lazy import LazyVar
 from .variables import (
     NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
     TensorVar, TupleVar,
@@ -39,6 +40,8 @@ class CannotRebuild(Exception):
 def collect_tensors(vars_, out: dict):
     """TensorVars reachable from vars_, keyed by node (graph outputs, deduplicated)."""
     for v in vars_:
+        if type(v) is LazyVar:
+            v = v.var
         if isinstance(v, TensorVar):
             out.setdefault(v.node, v)
         elif isinstance(v, (ListVar, TupleVar, SetVar)):
@@ -74,6 +77,10 @@ class Rebuilder:
         self.mutated = set(mutated)  # ids of input lists the trace changed
 
     def expr(self, v: Var) -> str:
+        if type(v) is LazyVar:  # Note [Lazy locals]: unused by the trace, the same object
+            if v.var is None:
+                return v.source
+            v = v.var
         if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
             # A container from the inputs is not mutated by a trace (that is a break), except a
             # list written back after the graph (Note [Mutated input lists]): either way the

@@ -48,6 +48,7 @@ class Session:
         self.callees: dict = {}  # id(obj) -> (obj, wrapper)
         self.instances: dict = {}  # module forward's code -> instances captured at graph breaks
         self.warned: set = set()
+        self.root = None  # the captured function or module
 
     def callee(self, obj):
         """The capture wrapper used when a graph break calls a user function natively.
@@ -62,7 +63,7 @@ class Session:
         if not isinstance(obj, types.FunctionType):
             code = type(obj).forward.__code__
             seen = self.instances.get(code, 0)
-            if seen >= self.config.recompile_limit:
+            if seen >= self.config.recompile_limit and not self.owns(obj):
                 self.warn_once(("instances", code), f"ember: {type(obj).__name__}.forward was captured for "
                                f"{seen} instances (a module built on each call?); running new instances "
                                "eagerly", 3)
@@ -72,6 +73,11 @@ class Session:
                                None if isinstance(obj, types.FunctionType) else obj).wrapper)
         self.callees[id(obj)] = hit
         return hit[1]
+
+    def owns(self, module) -> bool:
+        """Whether ``module`` is a submodule of the captured module (the layers of its
+        ModuleList, reached one by one at graph breaks in a loop): not built on each call."""
+        return isinstance(self.root, torch.nn.Module) and any(m is module for m in self.root.modules())
 
     def warn_once(self, key, message, stacklevel):
         if key not in self.warned:
@@ -202,7 +208,8 @@ class FrameState:
         breaks: dict = {}
         func = self.func
         for _ in range(MAX_RESTARTS):
-            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args)
+            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args,
+                        lazy_locals=self.origin is not None)
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
