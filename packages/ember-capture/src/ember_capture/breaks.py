@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .codegen import RUNTIME_NULL
 from .frame import VERSION, CodeInfo
+from .ops_313 import CONVERSIONS, compare_op_313
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .tables import registrar
 
@@ -26,7 +27,7 @@ def why_no_break(code, inst) -> str | None:
 
 
 _SCALARS = (bool, int, float)
-_PURE_SCALAR_OPS = frozenset({"COMPARE_OP", "BINARY_OP", "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE"})
+_PURE_SCALAR_OPS = frozenset({"COMPARE_OP", "BINARY_OP", "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE", "TO_BOOL"})
 
 
 class _Step:
@@ -119,29 +120,46 @@ class BreakAction:
         return target
 
 
+def _callee(first, second, null):
+    """(callable, self or ``null``) of the two values below a call's arguments: 3.11/3.12 keep
+    ``NULL, callable`` or ``method, self``; 3.13 keeps ``callable, NULL`` or ``method, self``.
+    A self of None is an argument (a with-block's ``__exit__(None, None, None)`` is called with
+    the exit in the method slot and None as "self"), so "no self" is ``null``, not None."""
+    if VERSION >= (3, 13):
+        return first, second
+    return (second, null) if first is null else (first, second)
+
+
 @native("CALL")
-def _call(action, stack, null):
+def _call(action, stack, null, kw_names=None):
     argc = action.inst.arg
     args = stack[len(stack) - argc:]
     del stack[len(stack) - argc:]
-    first, second = stack[-2:]
+    fn, self_ = _callee(*stack[-2:], null)
     del stack[-2:]
-    fn, args = (second, args) if first is null else (first, [second] + args)
+    if self_ is not null:
+        args = [self_] + args
+    kw_names = action.kw_names if kw_names is None else kw_names
     kwargs = {}
-    if action.kw_names:
-        n = len(action.kw_names)
-        kwargs = dict(zip(action.kw_names, args[len(args) - n:]))
+    if kw_names:
+        n = len(kw_names)
+        kwargs = dict(zip(kw_names, args[len(args) - n:]))
         args = args[:len(args) - n]
     stack.append(action.state.call_native(fn, args, kwargs))
     return action.next_offset
+
+
+@native("CALL_KW")
+def _call_kw(action, stack, null):
+    return _call(action, stack, null, kw_names=stack.pop())
 
 
 @native("CALL_FUNCTION_EX")
 def _call_ex(action, stack, null):
     kwargs = stack.pop() if action.inst.arg & 1 else {}
     args = stack.pop()
-    fn = stack.pop()
-    stack.pop()  # NULL
+    fn, _ = _callee(*stack[-2:], null)
+    del stack[-2:]
     stack.append(action.state.call_native(fn, list(args), dict(kwargs)))
     return action.next_offset
 
@@ -175,7 +193,7 @@ def _stack_op(n_in, fn):
 
 
 native("BINARY_OP")(_stack_op(2, lambda inst, a, b: BINARY_OPS[inst.arg](a, b)))
-native("COMPARE_OP")(_stack_op(2, lambda inst, a, b: COMPARE_OPS[inst.argval](a, b)))
+native("COMPARE_OP")(_stack_op(2, lambda inst, a, b: _compare(inst, a, b)))
 native("BINARY_SUBSCR")(_stack_op(2, lambda inst, a, b: a[b]))
 native("CONTAINS_OP")(_stack_op(2, lambda inst, a, b: (a in b) != bool(inst.arg)))
 native("UNARY_NEGATIVE")(_stack_op(1, lambda inst, a: -a))
@@ -183,6 +201,17 @@ native("UNARY_INVERT")(_stack_op(1, lambda inst, a: ~a))
 native("UNARY_NOT")(_stack_op(1, lambda inst, a: not a))
 native("FORMAT_VALUE")(lambda action, stack, null: _format_value(action, stack))
 native("BINARY_SLICE")(_stack_op(3, lambda inst, a, start, stop: a[start:stop]))
+native("TO_BOOL")(_stack_op(1, lambda inst, a: bool(a)))
+native("CONVERT_VALUE")(_stack_op(1, lambda inst, a: CONVERSIONS[inst.arg](a)))
+native("FORMAT_SIMPLE")(_stack_op(1, lambda inst, a: format(a, "")))
+native("FORMAT_WITH_SPEC")(_stack_op(2, lambda inst, a, spec: format(a, spec)))
+
+
+def _compare(inst, a, b):
+    if VERSION < (3, 13):
+        return COMPARE_OPS[inst.argval](a, b)
+    fn, to_bool = compare_op_313(inst.arg)
+    return bool(fn(a, b)) if to_bool else fn(a, b)
 
 
 def _format_value(action, stack):
@@ -235,9 +264,12 @@ def _load_method(action, stack, null):
 @native("LOAD_ATTR")
 def _load_attr(action, stack, null):
     obj = stack.pop()
-    if VERSION >= (3, 12) and action.inst.arg & 1:
+    method = VERSION >= (3, 12) and action.inst.arg & 1
+    if method and VERSION == (3, 12):
         stack.append(null)
     stack.append(getattr(obj, action.inst.argval))
+    if method and VERSION >= (3, 13):
+        stack.append(null)
     return action.next_offset
 
 

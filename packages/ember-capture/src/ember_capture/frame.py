@@ -3,6 +3,12 @@
 Opcode handlers live in tables keyed by CPython version (``HANDLERS[(3, 11)]``), filled by the
 ``@op`` decorator in the ``ops_*`` modules; a handler that exists in several versions is
 registered once for all of them, and a version's differences are separate handlers.
+
+Note [One handler per version]: each handler names the versions it serves (``since((3, 12))``,
+``until((3, 12))``, or a tuple); registering a second handler for the same opcode and version
+raises, so no handler wins silently by import order. A CPython version not in
+``SUPPORTED_VERSIONS`` is never traced: ``ember_capture.api`` runs the function eagerly with
+one warning naming the version.
 """
 from __future__ import annotations
 
@@ -16,17 +22,30 @@ from .resume import parse_exception_table
 from .variables import CellVar, ConstVar, Var
 
 VERSION = sys.version_info[:2]
-SUPPORTED_VERSIONS = ((3, 11), (3, 12))
+SUPPORTED_VERSIONS = ((3, 11), (3, 12), (3, 13))
 HANDLERS: dict[tuple, dict] = {v: {} for v in SUPPORTED_VERSIONS}
+
+
+def since(version: tuple) -> tuple:
+    """The supported versions from ``version`` on (for ``@op(..., versions=since((3, 12)))``)."""
+    return tuple(v for v in SUPPORTED_VERSIONS if v >= version)
+
+
+def until(version: tuple) -> tuple:
+    """The supported versions up to and including ``version``."""
+    return tuple(v for v in SUPPORTED_VERSIONS if v <= version)
 CO_GENERATOR = 0x20
 CO_ASYNC = 0x80 | 0x100 | 0x200  # coroutine, iterable coroutine, async generator
 
 
 def op(*names, versions=SUPPORTED_VERSIONS):
-    """Register the decorated function as the handler of opcodes ``names``."""
+    """Register the decorated function as the handler of opcodes ``names``. A version has one
+    handler per opcode: registering a second one is a bug (Note [One handler per version])."""
     def deco(fn):
         for v in versions:
             for n in names:
+                if n in HANDLERS[v]:
+                    raise AssertionError(f"two handlers for {n} on {v}: {HANDLERS[v][n].__name__}, {fn.__name__}")
                 HANDLERS[v][n] = fn
         return fn
     return deco
@@ -220,4 +239,4 @@ class StopAtBreak(Exception):
         self.inst = inst
 
 
-__all__ = ["Frame", "op", "HANDLERS", "StopAtBreak", "TracedRaise", "CodeInfo", "VERSION"]
+__all__ = ["Frame", "op", "since", "until", "HANDLERS", "StopAtBreak", "TracedRaise", "CodeInfo", "VERSION"]

@@ -6,7 +6,7 @@ import builtins
 from . import semantics as S
 from .builder import wrap
 from .config import Unsupported
-from .frame import op
+from .frame import op, since, until
 from .variables import NULL, ConstVar, ObjVar, SuperVar, Var
 
 
@@ -41,7 +41,7 @@ def _load_const(fr, inst):
     fr.push(ConstVar(inst.argval))
 
 
-@op("RETURN_CONST", versions=((3, 12),))
+@op("RETURN_CONST", versions=since((3, 12)))
 def _return_const(fr, inst):
     fr.return_(ConstVar(inst.argval))
 
@@ -51,7 +51,8 @@ def _return_value(fr, inst):
     fr.return_(fr.pop())
 
 
-@op("LOAD_FAST", "LOAD_FAST_CHECK")
+@op("LOAD_FAST", versions=until((3, 12)))
+@op("LOAD_FAST_CHECK")
 def _load_fast(fr, inst):
     try:
         fr.push(fr.locals[inst.argval])
@@ -59,7 +60,7 @@ def _load_fast(fr, inst):
         raise Unsupported("unbound_local", f"local variable {inst.argval!r} is unbound") from None
 
 
-@op("LOAD_FAST_AND_CLEAR", versions=((3, 12),))
+@op("LOAD_FAST_AND_CLEAR", versions=since((3, 12)))
 def _load_fast_and_clear(fr, inst):
     fr.push(fr.locals.pop(inst.argval, NULL))
 
@@ -78,7 +79,7 @@ def _delete_fast(fr, inst):
     fr.locals.pop(inst.argval, None)
 
 
-@op("LOAD_GLOBAL")
+@op("LOAD_GLOBAL", versions=until((3, 12)))
 def _load_global(fr, inst):
     if inst.arg & 1:
         fr.push(NULL)
@@ -160,12 +161,17 @@ def _load_assertion_error(fr, inst):
 
 @op("LOAD_SUPER_ATTR", versions=((3, 12),))
 def _load_super_attr(fr, inst):
+    attr = super_attr(fr, inst)
+    if inst.arg & 1:
+        fr.push(NULL)
+    fr.push(attr)
+
+
+def super_attr(fr, inst) -> Var:
+    """Pop LOAD_SUPER_ATTR's super, class and self; the attribute it looks up."""
     self_var = fr.pop()
     cls = fr.pop()
     super_fn = fr.pop()
     if not (isinstance(super_fn, ObjVar) and super_fn.value is super):
         raise Unsupported("unsupported_call", "LOAD_SUPER_ATTR with a shadowed super")
-    attr = S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval)
-    if inst.arg & 1:
-        fr.push(NULL)
-    fr.push(attr)
+    return S.getattr_var(fr, SuperVar(S.const_value(cls), self_var), inst.argval)

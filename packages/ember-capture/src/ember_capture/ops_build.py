@@ -5,7 +5,7 @@ import operator
 
 from . import semantics as S
 from .config import Unsupported
-from .frame import op
+from .frame import op, since, until
 from .variables import ConstVar, DictVar, ListVar, SetVar, TupleVar
 
 # BINARY_OP's argument -> operator function (the same numbering in 3.11 and 3.12).
@@ -27,7 +27,7 @@ def _binary_op(fr, inst):
     fr.push(S.binary(fr, BINARY_OPS[inst.arg], a, b))
 
 
-@op("COMPARE_OP")
+@op("COMPARE_OP", versions=until((3, 12)))
 def _compare_op(fr, inst):
     b = fr.pop()
     a = fr.pop()
@@ -75,7 +75,7 @@ def _subscr(fr, inst):
     fr.push(S.getitem(fr, obj, key))
 
 
-@op("BINARY_SLICE", versions=((3, 12),))
+@op("BINARY_SLICE", versions=since((3, 12)))
 def _binary_slice(fr, inst):
     stop = fr.pop()
     start = fr.pop()
@@ -91,7 +91,7 @@ def _store_subscr(fr, inst):
     S.setitem(fr, obj, key, value)
 
 
-@op("STORE_SLICE", versions=((3, 12),))
+@op("STORE_SLICE", versions=since((3, 12)))
 def _store_slice(fr, inst):
     stop = fr.pop()
     start = fr.pop()
@@ -146,14 +146,19 @@ def _build_string(fr, inst):
     fr.push(ConstVar("".join(S.const_value(p) for p in parts)))
 
 
-@op("FORMAT_VALUE")
+@op("FORMAT_VALUE", versions=until((3, 12)))
 def _format_value(fr, inst):
     spec = fr.pop() if inst.arg & 0x04 else ConstVar("")
-    value = S.const_value(fr.pop(), "formatting a value")
+    value = fr.pop()
     conv = {0: None, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
     if conv is not None:
-        value = conv(value)
-    fr.push(ConstVar(format(value, S.const_value(spec))))
+        value = ConstVar(conv(S.const_value(value, "formatting a value")))
+    fr.push(format_value(fr, value, spec))
+
+
+def format_value(fr, value, spec):
+    """``format(value, spec)`` of an f-string field."""
+    return ConstVar(format(S.const_value(value, "formatting a value"), S.const_value(spec)))
 
 
 @op("LIST_APPEND")
@@ -203,7 +208,7 @@ def _list_to_tuple(fr, inst):
     fr.push(TupleVar(S.unpack(fr, fr.pop())))
 
 
-@op("CALL_INTRINSIC_1", versions=((3, 12),))
+@op("CALL_INTRINSIC_1", versions=since((3, 12)))
 def _call_intrinsic_1(fr, inst):
     name = inst.argrepr
     if name == "INTRINSIC_LIST_TO_TUPLE":

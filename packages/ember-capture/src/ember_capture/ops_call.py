@@ -4,16 +4,16 @@ from __future__ import annotations
 from . import calls
 from . import semantics as S
 from .config import Unsupported
-from .frame import op
+from .frame import op, until
 from .variables import NULL, CellVar, DictVar, FunctionVar
 
 
-@op("KW_NAMES")
+@op("KW_NAMES", versions=until((3, 12)))
 def _kw_names(fr, inst):
     fr.kw_names = fr.code.co_consts[inst.arg]
 
 
-@op("CALL")
+@op("CALL", versions=until((3, 12)))
 def _call(fr, inst):
     fn, args, kwargs = pop_call_args(fr, inst.arg)
     fr.push(calls.call(fr, fn, args, kwargs))
@@ -36,7 +36,7 @@ def pop_call_args(fr, argc):
     return fn, args, kwargs
 
 
-@op("CALL_FUNCTION_EX")
+@op("CALL_FUNCTION_EX", versions=until((3, 12)))
 def _call_function_ex(fr, inst):
     fn, args, kwargs = pop_call_ex_args(fr, inst.arg)
     fr.push(calls.call(fr, fn, args, kwargs))
@@ -47,6 +47,11 @@ def pop_call_ex_args(fr, flags):
     args_var = fr.pop()
     fn = fr.pop()
     null = fr.pop()
+    return call_ex_args(fr, fn, null, args_var, kwargs_var)
+
+
+def call_ex_args(fr, fn, null, args_var, kwargs_var):
+    """(callable, args, kwargs) of CALL_FUNCTION_EX's popped values."""
     if null is not NULL:
         raise Unsupported("internal", "CALL_FUNCTION_EX without NULL")
     if not isinstance(kwargs_var, DictVar):
@@ -54,7 +59,7 @@ def pop_call_ex_args(fr, flags):
     return fn, S.unpack(fr, args_var), dict(kwargs_var.items)
 
 
-@op("MAKE_FUNCTION")
+@op("MAKE_FUNCTION", versions=until((3, 12)))
 def _make_function(fr, inst):
     code = S.const_value(fr.pop())
     flags = inst.arg

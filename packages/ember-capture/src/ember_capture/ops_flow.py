@@ -11,11 +11,12 @@ import types
 from . import semantics as S
 from .config import Unsupported
 from .contexts import is_noop_context
-from .frame import TracedRaise, op
+from .frame import TracedRaise, op, since
 from .variables import NULL, AutocastVar, BoundVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
 V311 = ((3, 11),)
 V312 = ((3, 12),)
+V312_UP = since((3, 12))
 
 
 @op("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT")
@@ -39,10 +40,10 @@ for _names, _test, _versions in [
     (("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE"), lambda fr, v: not S.truthy(fr, v), V311),
     (("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE"), _is_none, V311),
     (("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"), lambda fr, v: not _is_none(fr, v), V311),
-    (("POP_JUMP_IF_TRUE",), lambda fr, v: S.truthy(fr, v), V312),
-    (("POP_JUMP_IF_FALSE",), lambda fr, v: not S.truthy(fr, v), V312),
-    (("POP_JUMP_IF_NONE",), _is_none, V312),
-    (("POP_JUMP_IF_NOT_NONE",), lambda fr, v: not _is_none(fr, v), V312),
+    (("POP_JUMP_IF_TRUE",), lambda fr, v: S.truthy(fr, v), V312_UP),
+    (("POP_JUMP_IF_FALSE",), lambda fr, v: not S.truthy(fr, v), V312_UP),
+    (("POP_JUMP_IF_NONE",), _is_none, V312_UP),
+    (("POP_JUMP_IF_NOT_NONE",), lambda fr, v: not _is_none(fr, v), V312_UP),
 ]:
     op(*_names, versions=_versions)(_cond_jump(_test))
 
@@ -85,12 +86,13 @@ def _exhausted_311(fr, inst):
 
 
 def _exhausted_312(fr, inst):
-    # 3.12 jumps to an END_FOR that pops two values: the iterator and the next value.
+    # 3.12 jumps to an END_FOR that pops two values: the iterator and the next value; 3.13's
+    # END_FOR pops one (the NULL pushed here) and the POP_TOP after it pops the iterator.
     fr.push(NULL)
     fr.jump(inst.argval)
 
 
-_FOR_ITER_EXHAUSTED = {(3, 11): _exhausted_311, (3, 12): _exhausted_312}
+_FOR_ITER_EXHAUSTED = {(3, 11): _exhausted_311, (3, 12): _exhausted_312, (3, 13): _exhausted_312}
 
 
 @op("END_FOR", versions=V312)
@@ -171,10 +173,10 @@ def _send_done_312(fr):
     fr.push(ConstVar(None))  # 3.12 keeps the receiver; END_SEND removes it
 
 
-_SEND_DONE = {(3, 11): _send_done_311, (3, 12): _send_done_312}
+_SEND_DONE = {(3, 11): _send_done_311, (3, 12): _send_done_312, (3, 13): _send_done_312}
 
 
-@op("END_SEND", versions=V312)
+@op("END_SEND", versions=V312_UP)
 def _end_send(fr, inst):
     del fr.stack[-2]
 

@@ -23,12 +23,23 @@ cells of a cell-argument keep only their cell: the argument's own slot is rename
 from __future__ import annotations
 
 import dis
+import sys
 import types
 
 _OP = dis.opmap
 _DEREF_OPS = {_OP[n] for n in ("LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE", "DELETE_DEREF",
                                "LOAD_CLASSDEREF", "MAKE_CELL") if n in _OP}
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
+_CELL_LOAD_OPS = {_OP["LOAD_FAST"]} if sys.version_info >= (3, 13) else set()
+_CELL_PAIR_OPS = {_OP[n] for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST") if n in _OP}
+
+
+def _names_cell(code, oparg: int, freevars: tuple) -> bool:
+    return code._varname_from_oparg(oparg) in freevars
+
+
+def _cell_in_pair(code, oparg: int, freevars: tuple) -> bool:
+    return _names_cell(code, oparg >> 4, freevars) or _names_cell(code, oparg & 15, freevars)
 
 
 class CannotResume(Exception):
@@ -85,10 +96,14 @@ def resume_code(code: types.CodeType, target: int, null_mask: tuple, unbound: tu
 
 def _renumber_derefs(code: types.CodeType, n_locals: int, freevars: tuple) -> bytes:
     """Deref opargs index "locals plus": old index -> name -> its slot among the new free
-    variables. MAKE_CELL (before any resume target) becomes a NOP."""
+    variables. MAKE_CELL (before any resume target) becomes a NOP. From 3.13 on, LOAD_FAST of
+    a cell's slot stands for LOAD_CLOSURE and is renumbered the same way."""
     out = bytearray(code.co_code)
     for i in range(0, len(out), 2):
-        if out[i] not in _DEREF_OPS:
+        if out[i] in _CELL_PAIR_OPS and _cell_in_pair(code, out[i + 1], freevars):
+            raise CannotResume("a packed pair of locals names a cell")
+        if out[i] not in _DEREF_OPS and not (out[i] in _CELL_LOAD_OPS
+                                             and _names_cell(code, out[i + 1], freevars)):
             continue
         if i >= 2 and out[i - 2] == _OP["EXTENDED_ARG"]:
             raise CannotResume("free variable index too large")

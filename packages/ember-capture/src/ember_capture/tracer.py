@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import calls
-from . import ops_basic, ops_build, ops_call, ops_flow  # noqa: F401  (fill the opcode tables)
+from . import ops_basic, ops_build, ops_call, ops_flow, ops_313  # noqa: F401  (fill the opcode tables)
 from .builder import wrap
 from .builtins_table import BUILTINS
 from .config import CaptureConfig, Unsupported

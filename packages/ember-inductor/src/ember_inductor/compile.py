@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 
 from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
+from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
 from ember_inductor.ir import InputBuffer
 from ember_inductor.lowering import lower_graph
@@ -19,6 +20,8 @@ from ember_inductor.passes import transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
+from ember_inductor.shape_padding import pad_matmul_shapes
+from ember_inductor.templates import use_gemm_templates
 from ember_inductor.verify import verify_graph
 from ember_inductor.wrapper import generate_wrapper
 
@@ -98,8 +101,10 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
     backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    with _timed(t, "rewrite"):  # graph-level rewrites of matrix products, before their lowering
+        rewritten = rewrite(gm, options, backend_name)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
-        lowered = lower_graph(transpose_matmul_outputs(gm), example_inputs, options,
+        lowered = lower_graph(rewritten, example_inputs, options,
                               channels_last=options.conv_layout in ("channels_last", "auto"),
                               split_reductions=backend_name == "triton")
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
@@ -126,11 +131,32 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                for x in example_inputs]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
-    _report(compiled, gm, specs, options)
+    diagram = fused_graph(planned, names, specs) if options.trace_graph_diagram else None
+    _report(compiled, gm, specs, options, diagram)
     return compiled
 
 
-def _report(compiled: CompiledGraph, gm, specs, options) -> None:
+_SAID_CPU_AUTOTUNE = [False]
+
+
+def rewrite(gm: fx.GraphModule, options: InductorOptions, backend_name: str) -> fx.GraphModule:
+    """The rewrites that replace matrix products before lowering, each on a copy of the graph:
+    transposed outputs (Note [transposed matmul outputs]), padding (Note [shape padding]), GEMM
+    templates with their epilogues where they beat the library (Note [GEMM choice]).
+    max_autotune has nothing to choose among on the C++ backend: it says so, once."""
+    gm = transpose_matmul_outputs(gm)
+    if options.shape_padding:
+        gm = pad_matmul_shapes(gm)
+    if options.max_autotune and backend_name == "triton":
+        gm = use_gemm_templates(gm, options)
+    if options.max_autotune and backend_name == "cpp" and not _SAID_CPU_AUTOTUNE[0]:
+        _SAID_CPU_AUTOTUNE[0] = True
+        log.info("ember_inductor: max_autotune has no templates for the C++ (CPU) backend; "
+                 "CPU graphs compile as by default")
+    return gm
+
+
+def _report(compiled: CompiledGraph, gm, specs, options, diagram=None) -> None:
     if "output_code" in options.logs:
         bodies = "\n".join(f"# {k.name}\n{k.meta.get('body', k.source)}" for k in compiled.kernels)
         print(f"# ember_inductor output code ({len(compiled.kernels)} kernels; the C++ prelude "
@@ -146,29 +172,36 @@ def _report(compiled: CompiledGraph, gm, specs, options) -> None:
         print("# ember_inductor eager fallbacks\n" + "\n".join(map(str, compiled.fallbacks)), file=sys.stderr)
     if "timings" in options.logs:
         print(f"# ember_inductor pass timings {compiled.timings}", file=sys.stderr)
-    if options.trace_enabled:
-        write_trace(compiled, gm, specs, options)
+    if options.trace_enabled or diagram is not None:
+        write_trace(compiled, gm, specs, options, diagram)
 
 
 _TRACE_COUNT = [0]
 
 
-def write_trace(compiled: CompiledGraph, gm, specs, options) -> str:
-    """Write graph, IR, kernel descriptions, sources, wrapper and timings to one folder."""
+def write_trace(compiled: CompiledGraph, gm, specs, options, diagram=None) -> str:
+    """Write graph, IR, kernel descriptions, sources, wrapper and timings to one folder (with
+    trace_enabled), and the fused graph's diagram (with trace_graph_diagram: `diagram` holds
+    its steps)."""
     _TRACE_COUNT[0] += 1
     folder = os.path.join(options.resolved_trace_dir,
                           f"graph_{os.getpid()}_{_TRACE_COUNT[0]}_{int(time.time())}")
     os.makedirs(folder, exist_ok=True)
-    files = {
-        "graph.py": gm.code,
-        "ir.txt": compiled.ir,
-        "kernels.txt": "\n\n".join(format_kernel(s) for s in specs),
-        "wrapper.py": compiled.source,
-        "timings.json": json.dumps(compiled.timings, indent=1),
-    }
-    ext = {"cpp": "cpp", "triton": "py"}.get(compiled.backend, "txt")
-    for k in compiled.kernels:
-        files[f"{k.name}.{ext}"] = k.source
+    files = {}
+    if options.trace_enabled:
+        files.update({
+            "graph.py": gm.code,
+            "ir.txt": compiled.ir,
+            "kernels.txt": "\n\n".join(format_kernel(s) for s in specs),
+            "wrapper.py": compiled.source,
+            "timings.json": json.dumps(compiled.timings, indent=1),
+        })
+        ext = {"cpp": "cpp", "triton": "py"}.get(compiled.backend, "txt")
+        for k in compiled.kernels:
+            files[f"{k.name}.{ext}"] = k.source
+    if diagram is not None:
+        files["graph_diagram.svg"] = to_svg(diagram)
+        files["graph_diagram.dot"] = to_dot(diagram)
     for name, text in files.items():
         with open(os.path.join(folder, name), "w") as f:
             f.write(text)

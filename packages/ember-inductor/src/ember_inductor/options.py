@@ -11,6 +11,13 @@ from dataclasses import dataclass, field
 BACKENDS = ("auto", "cpp", "triton")
 CONV_LAYOUTS = ("auto", "channels_last", "preserve")
 LOG_KINDS = frozenset({"output_code", "ir", "schedule", "fallback", "timings"})
+# torch.compile's option names -> ours ("trace.enabled" is "trace_enabled" by the dot rule)
+ALIASES = {
+    "triton.cudagraphs": "cudagraphs",
+    "max_autotune_gemm": "max_autotune",
+    "max_autotune_pointwise": "autotune",
+    "triton.autotune_pointwise": "autotune",
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,12 @@ class InductorOptions:
     compile_workers: int = 4           # kernels compiled in parallel
     conv_layout: str = "auto"          # auto: channels_last in graphs with 2-D convolutions;
                                        # see Note [channels-last convolutions]
+    # torch.compile's documented options (its spellings are accepted: see ALIASES)
+    max_autotune: bool = False         # triton: GEMM templates autotuned against cuBLAS (templates/)
+    epilogue_fusion: bool = True       # with max_autotune: pointwise consumers of a matmul in its epilogue
+    fallback_random: bool = False      # random ops draw torch's numbers (the facade keeps them ATen ops)
+    shape_padding: bool = False        # pad matmul dims to aligned sizes where it pays (shape_padding.py)
+    trace_graph_diagram: bool = False  # write the fused graph as a diagram (diagram.py) into trace_dir
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -62,9 +75,9 @@ class InductorOptions:
         valid = {f.name for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, value in {**(options or {}), **overrides}.items():
-            name = key.replace(".", "_")
+            name = ALIASES.get(key, key).replace(".", "_")
             if name not in valid:
-                dotted = sorted(n.replace("trace_", "trace.") for n in valid)
+                dotted = sorted({_spelling(n) for n in valid} | set(ALIASES))
                 raise ValueError(f"unknown inductor option {key!r}; valid options: {', '.join(dotted)}")
             kwargs[name] = value
         return cls(**kwargs)
@@ -88,11 +101,18 @@ class InductorOptions:
 _TYPES = {"str": str, "bool": bool, "int": int, "frozenset": frozenset, "tuple": tuple}
 
 
+def _spelling(name: str) -> str:
+    """The name users write: "trace_graph_diagram" -> "trace.graph_diagram"."""
+    return name.replace("trace_", "trace.", 1) if name.startswith("trace_") else name
+
+
 def _check_type(name, value, annotation):
     allowed = [_TYPES[t.strip()] for t in str(annotation).split("|") if t.strip() in _TYPES]
     if "None" in str(annotation) and value is None:
         return
     if bool in allowed and int not in allowed and not isinstance(value, bool):
-        raise TypeError(f"InductorOptions.{name} must be bool, got {value!r}")
+        raise TypeError(f"InductorOptions.{name}: option {_spelling(name)!r} must be bool "
+                        f"(valid: True or False), got {value!r}")
     if allowed and not isinstance(value, tuple(allowed)):
-        raise TypeError(f"InductorOptions.{name} must be {annotation}, got {value!r}")
+        raise TypeError(f"InductorOptions.{name}: option {_spelling(name)!r} must be {annotation}, "
+                        f"got {value!r}")

@@ -12,6 +12,7 @@ from ember_prims._library import (  # noqa: F401
 from ember_prims import prims as _prims  # noqa: F401  (defines the ops)
 from ember_prims.externs import EXTERN_OPS
 from ember_prims.decomps import register, table
+from ember_prims.decomps.creation import RANDOM_OPS
 from ember_prims.decomps.linalg import extra_decompositions
 from ember_prims.decompose import SpecError, UndecomposedOpError, decompose, is_metadata_query, verify
 
@@ -19,6 +20,6 @@ import torch as _torch
 
 ops = _torch.ops.ember_prims
 
-__all__ = ["__version__", "ops", "PRIMS", "PrimInfo", "EXTERN_OPS", "CATEGORIES", "is_prim", "table",
+__all__ = ["__version__", "ops", "PRIMS", "PrimInfo", "EXTERN_OPS", "CATEGORIES", "is_prim", "table", "RANDOM_OPS",
            "register", "decompose", "verify", "SpecError", "UndecomposedOpError", "is_metadata_query",
            "extra_decompositions"]

@@ -29,8 +29,9 @@ MODES: dict[str | None, dict[str, Any]] = {
     None: {},
     "default": {},
     "reduce-overhead": {"cudagraphs": True},
-    "max-autotune": {"autotune": True, "cudagraphs": True},
-    "max-autotune-no-cudagraphs": {"autotune": True},
+    # GEMM templates autotuned against cuBLAS, epilogues fused, and the block-size autotuner
+    "max-autotune": {"autotune": True, "max_autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"autotune": True, "max_autotune": True},
 }
 
 # Option names accepted for torch.compile's spelling: the name ember's inductor options use.

@@ -119,6 +119,15 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
 
 
 # random ---------------------------------------------------------------------------------------
+# The ATen ops whose decompositions draw from ember's counter-based Philox instead of torch's
+# generator: a consumer that wants eager's random numbers (torch.compile's `fallback_random`)
+# leaves these out of the table, so they stay ATen ops and run eagerly, in program order.
+RANDOM_OPS: frozenset = frozenset({
+    aten.rand.default, aten.randn.default, aten.rand_like.default, aten.randn_like.default,
+    aten.bernoulli.p, aten.bernoulli.default, aten.native_dropout.default,
+})
+
+
 def _uniform(shape, dtype, device):
     seed = P.random_seed(device)
     return P.uniform(list(shape), seed, 0, dtype=dtype, device=device)
