@@ -26,6 +26,10 @@ EXPECTED = {name: (1, 0) for name in (
     "gpt-neo", "opt", "llama", "mistral", "qwen2", "qwen3", "phi", "phi3", "gemma", "gemma2", "falcon",
     "gptj", "vit", "deit", "beit", "swin", "convnext", "resnet", "clip")}
 EXPECTED.update({'bloom': (1, 3), 't5': (4, 8), 'bart': (4, 10), 'marian': (4, 10), 'whisper': (2, 9), 'wav2vec2': (3, 6)})
+# BLOOM's and Whisper's breaks are inside a loop: that frame ran eagerly (its loop in one piece);
+# since breaks in loops resume inside the loop, its iterations are captured piecewise: more
+# graphs and breaks, fewer ops run eagerly (Note [Breaks in loops]).
+EXPECTED.update({'bloom': (9, 14), 'whisper': (12, 19)})
 TOL = {"eager": dict(rtol=1e-5, atol=1e-5), "inductor": dict(rtol=1e-3, atol=1e-4)}
 
 
