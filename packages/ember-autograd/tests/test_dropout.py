@@ -98,7 +98,7 @@ def test_ember_prims_dropout_masks_agree():
     ember_prims = pytest.importorskip("ember_prims")
     gm = torch.fx.symbolic_trace(lambda x: (F.dropout(x * 2, 0.5, True),))
     x = torch.randn(64, requires_grad=True)
-    fn = aot(gm, [x], fw_compiler=eager_compiler, decompositions=ember_prims.table(),
+    fn = aot(gm, [x], fw_compiler=eager_compiler, decompositions=ember_prims.Decomposer(),
              partition=min_cut_partition)
     y = fn(x)[0]
     y.backward(torch.ones_like(y))
@@ -120,7 +120,7 @@ def test_ember_prims_min_cut_saves_the_seed_and_recomputes_the_mask():
 
     args = [torch.randn(16, 8), torch.randn(8, 32, requires_grad=True), torch.randn(32, 4, requires_grad=True)]
     fn = aot(torch.fx.symbolic_trace(f), args, fw_compiler=eager_compiler,
-             decompositions=ember_prims.table(), partition=min_cut_partition, config=config)
+             decompositions=ember_prims.Decomposer(), partition=min_cut_partition, config=config)
     art = fn.training
     seed = torch.ops.ember_prims.random_seed.default
     assert any(n.target is seed and n.name in art.saved for n in art.forward.graph.nodes)

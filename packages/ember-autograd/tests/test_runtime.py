@@ -168,7 +168,7 @@ def test_ember_prims_decompositions_training_matches_eager():
     gm = torch.fx.symbolic_trace(f)
     args = [torch.randn(4, 8), torch.randn(6, 8, requires_grad=True), torch.randn(6, requires_grad=True)]
     ref = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
-    fn = aot(gm, args, fw_compiler=eager_compiler, decompositions=ember_prims.table())
+    fn = aot(gm, args, fw_compiler=eager_compiler, decompositions=ember_prims.Decomposer())
     fn(*args)[0].backward()
     f(*ref)[0].backward()
     torch.testing.assert_close(args[1].grad, ref[1].grad, rtol=1e-5, atol=1e-5)

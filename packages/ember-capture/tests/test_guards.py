@@ -470,3 +470,43 @@ def test_tensor_subclass_and_device_of_input_guarded():
     before = len(graphs)
     assert g(torch.empty(3, device="meta")).device.type == "meta"
     assert len(graphs) == before + 1
+
+
+# Note [Stride guard]: a row-major tensor whose sizes are all >= 2 is guarded by
+# `X.is_contiguous()`; where a size is 0 or 1 the strides there are free under torch's
+# contiguity, so the exact comparison stays. Each pair below has equal shapes and both
+# tensors are "contiguous" or not alike only by that loose notion: the second must miss.
+_SAME_SHAPE_OTHER_STRIDES = {
+    "size-1 dim": (lambda: torch.randn(1, 3), lambda: torch.randn(3, 1).t()),
+    "transposed": (lambda: torch.randn(3, 4), lambda: torch.randn(4, 3).t()),
+    "expanded": (lambda: torch.randn(2, 3), lambda: torch.randn(1, 3).expand(2, 3)),
+    "size-1 inner": (lambda: torch.randn(2, 1), lambda: torch.randn(2, 2)[:, :1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SAME_SHAPE_OTHER_STRIDES))
+def test_same_shape_other_strides_misses_the_cache(case):
+    first, second = (make() for make in _SAME_SHAPE_OTHER_STRIDES[case])
+    assert first.shape == second.shape and first.stride() != second.stride()
+    graphs = []
+    g = ember_capture.capture(lambda x: x * 2 + 1, lambda gm, inputs: graphs.append(gm) or gm.forward)
+    torch.testing.assert_close(g(first), first * 2 + 1)
+    torch.testing.assert_close(g(first.clone()), first * 2 + 1)  # a new tensor, same layout: a hit
+    assert len(graphs) == 1
+    out = g(second)
+    torch.testing.assert_close(out, second * 2 + 1)
+    assert len(graphs) == 2, case
+
+
+def test_row_major_and_0d_tensors_skip_the_stride_tuple():
+    def f(x, s):
+        return x * s
+
+    g = ember_capture.capture(f, Recorder(), CaptureConfig(logs=frozenset()))
+    x, s = torch.randn(2, 3), torch.tensor(2.0)
+    torch.testing.assert_close(g(x, s), x * s)
+    checks = " ".join(" ".join(c) for c in g._ember_state.entries[0].guard_checks.values())
+    assert "X.is_contiguous()" in checks and "X.stride()" not in checks
+    x2 = torch.randn(3, 2).t()  # same shape, column-major: misses and recompiles
+    torch.testing.assert_close(g(x2, s), x2 * s)
+    assert len(g._ember_state.entries) == 2

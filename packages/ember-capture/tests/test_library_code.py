@@ -75,3 +75,28 @@ def test_function_with_plain_signature_called_by_keyword():
     x, y = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(compiled(x, y), plain(x, b=y))
     torch.testing.assert_close(ember_capture.capture(plain, counting_backend(graphs))(x, b=y), plain(x, b=y))
+
+
+def test_distributed_wrappers_under_torch_nn_run_natively():
+    """DDP's forward drives its reducer and profiler records (it raised AssertionError when
+    inlined); DataParallel's scatters to devices: both run natively, the module they wrap is
+    captured where it is called."""
+    import inspect
+    assert not inlinable_file(inspect.getfile(torch.nn.parallel.DistributedDataParallel))
+    assert not inlinable_file(inspect.getfile(torch.nn.DataParallel))
+    assert inlinable_file(torch.nn.modules.container.__file__)
+
+
+def test_a_module_that_is_not_inlined_still_runs_its_captured_inner_module():
+    inner = torch.nn.Linear(4, 4)
+    graphs = []
+    wrapped = torch.nn.DataParallel(ember_capture.capture(inner, counting_backend(graphs)))  # no GPU: calls the module
+
+    def step(x):
+        return wrapped(x).relu().sum()
+
+    compiled = ember_capture.capture(step, counting_backend(graphs))
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), step(x))
+    assert graphs  # the inner module and the step's tail were captured

@@ -15,7 +15,7 @@ import torch
 import ember_prims
 from ember_inductor import InductorOptions, compile_graph
 from ember_inductor.graph_builder import GraphBuilder
-from ember_inductor.lowering import channels_last_strides
+from ember_inductor.layout import channels_last_strides
 
 P = ember_prims.ops
 aten = torch.ops.aten
@@ -183,3 +183,30 @@ def test_attention_in_a_conv_graph_gets_eager_layouts(backend, tmp_path):
         want = [n.meta["val"] for n in _conv_then_attention(rb, fn[0], fn[1], fn[2], fn[3:])]
         for g, e in zip(cg(fresh), want):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+def test_the_layout_plan_is_one_pass_that_reads_the_saved_outputs_contract():
+    """plan_layouts decides a graph's layouts before lowering (Note [saved outputs]: autograd's
+    meta["ember_saved_outputs"] is read there, and only there)."""
+    from ember_inductor.layout import LayoutPlan, plan_layouts
+    gm, _, _ = _build("cpu", saved_from=1)
+    assert plan_layouts(gm, "auto") == LayoutPlan(channels_last=True, saved_from=1)
+    assert plan_layouts(gm, "preserve") == LayoutPlan(channels_last=False, saved_from=1)
+    plan = plan_layouts(_build("cpu")[0], "channels_last")
+    assert plan.saved_from is None and not plan.leaves_as_planned(0) and not plan.leaves_as_planned(2)
+
+
+def test_lowering_lays_out_what_the_plan_says(options):
+    """Lowering holds no layout policy: handed a channels-last plan, a graph without any
+    convolution realizes its 4-D value channels-last; the default plan keeps it contiguous."""
+    from ember_inductor.layout import LayoutPlan
+    from ember_inductor.lowering import lower_graph
+    b = GraphBuilder()
+    x = b.input(torch.randn(2, 4, 6, 5))
+    y = b.call(P.exp.default, x)
+    b.output(b.call(P.sum.default, y, [1]), y)
+    gm = b.build()
+    planned = lower_graph(gm, b.examples, options, LayoutPlan(channels_last=True, saved_from=1))
+    assert planned.outputs[1].strides == channels_last_strides((2, 4, 6, 5))
+    default = lower_graph(gm, b.examples, options)
+    assert default.outputs[1].strides == (120, 30, 5, 1)

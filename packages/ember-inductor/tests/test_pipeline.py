@@ -7,7 +7,7 @@ import torch
 import ember_prims
 
 from ember_inductor import BuildError, InductorOptions, compile_graph
-from ember_inductor.codegen.common import Op, compute_stages, format_kernel
+from ember_inductor.kernel import Op, compute_stages, format_kernel
 from ember_inductor.graph_builder import GraphBuilder
 from ember_inductor.lowering import lower_graph
 from ember_inductor.scheduler import fuse

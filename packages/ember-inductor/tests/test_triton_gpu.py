@@ -182,7 +182,9 @@ def test_launch_fast_path_gpu(tmp_path):
             launcher(*args)
             _check(args[-1], eager(*args[:-1]))
             assert launcher._fast is not None  # set by the first launch
-            assert launcher._fast_ok(args)  # and taken by the later ones
+            args[-1].fill_(float("nan"))
+            assert launcher._fast.launch_now(args)  # and taken by the later ones
+            _check(args[-1], eager(*args[:-1]))
 
 
 _SECOND_PROCESS = """

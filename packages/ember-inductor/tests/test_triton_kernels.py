@@ -151,10 +151,10 @@ def test_iota_masked_and_indirect_loads(run_spec, device):
     # gather: out[i] = table[idx[i]] where i < 40, else iota i as float
     idx = b.load("idx", i, torch.int64)
     inb = b.cmp("lt", pos, b.const(40, torch.int64))
-    from ember_inductor.codegen.common import value_symbol
+    from ember_inductor.kernel import value_symbol
     g_id = len(b.ops)
     b.arg("table", F32, "in")
-    from ember_inductor.codegen.common import Op
+    from ember_inductor.kernel import Op
     b.ops.append(Op(g_id, "load", "table", (idx,), F32, value_symbol(idx), mask=inb))
     val = b.pw("where", inb, g_id, b.convert(pos, F32), dtype=F32)
     b.store("out", i, val)

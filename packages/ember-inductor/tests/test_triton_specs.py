@@ -1,7 +1,7 @@
 """Hand-built KernelSpecs for the Triton backend's tests and GPU benchmarks (and their golden checks).
 
 `SpecBuilder` writes a kernel description the way the scheduler does (see Note [Kernel
-description] in codegen/common.py), so tests exercise the renderer without the lowering.
+description] in kernel.py), so tests exercise the renderer without the lowering.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import sympy
 import torch
 
-from ember_inductor.codegen.common import KernelArg, KernelSpec, Op, range_var, reduction_var
+from ember_inductor.kernel import KernelArg, KernelSpec, Op, range_var, reduction_var
 
 
 class SpecBuilder:

@@ -142,3 +142,32 @@ def test_seed_model_ops_all_decompose_or_are_externs():
     externs = {str(k) for k in ember_prims.EXTERN_OPS}
     missing = [op for op in seed["all"] if op not in table and op not in externs]
     assert not missing
+
+
+def test_a_decomposition_that_calls_its_own_op_emits_that_call():
+    # Note [applying the table]: "lower small matmuls, leave big ones to BLAS": the entry calls
+    # its own op for the big case, which is then emitted as the extern it is (no recursion).
+    table = ember_prims.table()
+    table[aten.mm.default] = lambda a, b: (aten.mm.default(a, b) if a.shape[0] > 4
+                                           else (a.unsqueeze(2) * b.unsqueeze(0)).sum(1))
+    small, big = torch.randn(2, 3), torch.randn(8, 3)
+    m = torch.randn(3, 5)
+    gm = _aten_graph(lambda s, b, m: (s @ m, b @ m), small, big, m)
+    pg = ember_prims.decompose(gm, table)
+    ember_prims.verify(pg)
+    assert [n.target for n in pg.graph.nodes].count(aten.mm.default) == 1
+    got = pg(small, big, m)
+    torch.testing.assert_close(got[0], small @ m)
+    torch.testing.assert_close(got[1], big @ m)
+
+
+def test_a_decomposition_may_call_a_composite_op_outside_the_table():
+    # aten.matmul has no entry but a CompositeImplicitAutograd kernel: it is broken into the ops
+    # eager would run (mm, views), which the table then covers.
+    table = ember_prims.table()
+    table[aten.dot.default] = lambda a, b: aten.matmul.default(a.unsqueeze(0), b.unsqueeze(1)).reshape(())
+    a, b = torch.randn(6), torch.randn(6)
+    pg = ember_prims.decompose(_aten_graph(lambda a, b: (torch.dot(a, b),), a, b), table)
+    ember_prims.verify(pg)
+    assert aten.matmul.default not in {n.target for n in pg.graph.nodes}
+    torch.testing.assert_close(pg(a, b)[0], torch.dot(a, b))

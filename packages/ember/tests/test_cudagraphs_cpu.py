@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import ember
-from ember.cudagraphs import GraphRunner, graph_label, static_positions
+from ember.cudagraphs import CopyOut, GraphRunner, graph_label, static_positions
 from ember.settings import make_settings
 
 pytestmark = pytest.mark.usefixtures("fresh_ember")
@@ -89,3 +89,23 @@ def test_graph_runner_on_cpu_inputs_runs_the_function_every_call():
         x, y = torch.randn(3), torch.randn(3)
         torch.testing.assert_close(runner([x, y])[0], x + y)
     assert len(calls) == 4 and runner.rec is None and runner.disabled == "an input is not a CUDA tensor"
+
+
+def test_backward_outputs_are_copied_out_of_the_pool():
+    """CopyOut (a backward replay's gradients): each copy equals its source, keeps its shape and
+    strides, and keeps its values when the source is overwritten (by the next replay)."""
+    sources = [torch.randn(3, 4), torch.randn(5), torch.randn(4, 3).t(), None, torch.arange(6),
+               torch.arange(4), torch.randn(2, 2), 7, torch.randn(0, 3), torch.randn(1)]
+    before = [s.clone() if isinstance(s, torch.Tensor) else s for s in sources]
+    plan = CopyOut(sources)
+    copies = plan.copies()
+    for src in sources:
+        if isinstance(src, torch.Tensor):
+            src.fill_(1)  # the next replay writes the pool
+    for got, src, old, fresh in zip(copies, sources, before, plan.copies()):
+        if not isinstance(src, torch.Tensor):
+            assert got is src
+            continue
+        assert got.shape == src.shape and got.stride() == src.stride() and got.dtype == src.dtype
+        torch.testing.assert_close(got, old)    # kept its values
+        torch.testing.assert_close(fresh, src)  # a later copy sees the new ones

@@ -3,6 +3,7 @@ trace (joint or inference) -> verify -> partition -> verify -> compile forward -
 backward) compile backward."""
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -84,10 +85,11 @@ class AotFunction:
             return self.gm(*args)
 
     def _runner(self, args):
-        needs_grad = torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-        grads = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args) if needs_grad else None
-        key = (grads, _autocast_state())
+        # The requires-grad pattern of the inputs, in one C-level pass (a model's ~300 inputs
+        # are read on every call): numbers have no `requires_grad` and read False.
+        grads = tuple(map(getattr, args, _REQUIRES_GRAD, _FALSE)) if torch.is_grad_enabled() else ()
+        needs_grad = True in grads
+        key = (grads if needs_grad else None, _autocast_state())
         runner = self._runners.get(key)
         if runner is None:
             runner = self._compile_training(args) if needs_grad else self._compile_inference(args)
@@ -144,7 +146,7 @@ class AotFunction:
 
 
 def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
-        bw_compiler: Compiler | None = None, decompositions: dict | None = None,
+        bw_compiler: Compiler | None = None, decompositions: Callable | dict | None = None,
         partition: Partitioner | None = None, *, config: AotConfig | None = None) -> AotFunction:
     """Lowers a torch-level FX graph to functional ATen graphs and compiles them.
 
@@ -154,7 +156,10 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
     graph and *fake* example inputs (the placeholders' ``meta["val"]``); the callable is called
     ``f(*tensors)`` (or ``f(list)`` if it sets ``_boxed_call = True``) and returns a tuple.
     bw_compiler defaults to fw_compiler and runs at the first backward.
-    decompositions: ``{OpOverload: fn}`` applied while tracing (the facade passes ember_prims').
+    decompositions: a decomposer, ``OpOverload -> fn | None``, asked for every op while tracing:
+    the facade passes ``ember_prims.Decomposer()``, the one implementation of the rules that
+    apply ember_prims' table (Note [applying the table]); a plain ``{OpOverload: fn}`` mapping
+    is looked up as is.
     partition: `default_partition` (save what is needed) or `min_cut_partition`, or your own.
 
     Example::
@@ -168,7 +173,7 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
         >>> torch.allclose(w.grad, x.t() @ torch.cos(x @ w).detach())
         True
     """
-    fn = AotFunction(gm, fw_compiler, bw_compiler or fw_compiler, dict(decompositions or {}),
+    fn = AotFunction(gm, fw_compiler, bw_compiler or fw_compiler, decompositions,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn
@@ -181,8 +186,14 @@ def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:
         (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs))
 
 
+_REQUIRES_GRAD = itertools.repeat("requires_grad")
+_FALSE = itertools.repeat(False)
+
+
 def _autocast_state() -> tuple:
     # autocast sits above the tracer: its casts are baked into the graphs, so it keys the cache
+    if not torch._C._is_any_autocast_enabled():
+        return ()
     return tuple((device, torch.get_autocast_dtype(device)) for device in ("cpu", "cuda")
                  if torch.is_autocast_enabled(device))
 

@@ -8,8 +8,8 @@ backward's, exactly as they run in eager.
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
+from collections.abc import Mapping
 
 import torch
 import torch.fx
@@ -46,9 +46,11 @@ _FAKE_REASONS = {
 class AtenTracer(TorchDispatchMode):
     """Records ATen ops on fake tensors into `graph` (see module docstring).
 
-    decompositions: ``{OpOverload: fn}``; applied to any op outside ``ember_prims`` before it is
-    recorded, recursively (the decomposition's own calls dispatch here again), except that a
-    decomposition calling its own op records that call as is."""
+    decompositions: a decomposer, ``OpOverload -> fn | None``, asked for each op before it is
+    recorded: given a function, the tracer runs it and the ops it calls dispatch here again (the
+    facade passes ``ember_prims.Decomposer``, which owns the rules of applying the table: Note
+    [applying the table] in ember_prims/decomposer.py). A plain ``{OpOverload: fn}`` mapping is
+    looked up as is."""
 
     def __init__(self, graph: torch.fx.Graph, root: torch.nn.Module, fake_mode: FakeTensorMode,
                  decompositions: dict | None = None):
@@ -56,12 +58,11 @@ class AtenTracer(TorchDispatchMode):
         self.graph = graph
         self.root = root  # owns tensor constants (get_attr targets)
         self.fake_mode = fake_mode
-        self.decompositions = dict(decompositions or {})
+        self.decompose = _as_decomposer(decompositions)
         self.stack_trace: str | None = None  # the torch-level node being run (set by the caller)
         self.functional = Functionalizer(self._record, self.call, self.constant)
         self._constants: dict[int, torch.Tensor] = {}
         self._keep: list[torch.Tensor] = []
-        self._active: set = set()  # ops whose decomposition is running
 
     # --- mode plumbing -------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -114,44 +115,36 @@ class AtenTracer(TorchDispatchMode):
         if func.namespace == "prim":  # prim.device and friends: metadata, nothing to record
             with self._below():
                 return func(*args, **kwargs)
-        decomposition = self.decompositions.get(func)
-        if decomposition is not None and writes_arguments(func, args, kwargs):
-            decomposition = None  # Note [functionalize before decompose]
-        if is_view(func) and func.namespace != "ember_prims":
-            return self._view(func, args, kwargs, decomposition)
-        if decomposition is not None and func.namespace != "ember_prims" and func not in self._active:
-            # an op is not decomposed again inside its own decomposition: that call is the base case
-            return self._run_decomposition(func, decomposition, *args, **kwargs)
-        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
-            with self._on_top():
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
+        writes = writes_arguments(func, args, kwargs)
+        if writes or (is_view(func) and func.namespace != "ember_prims"):
+            return self._functionalize_first(func, args, kwargs, writes)
+        decomposition = self.decompose(func)
+        if decomposition is None and _composite(func):
+            # whatever the decomposer (a plain mapping, or none), the graph records only ops
+            # with kernels of their own, as eager runs them (a composite op called from inside a
+            # decomposition reaches the tracer below autograd, where eager would break it up)
+            decomposition = func.decompose
+        if decomposition is not None:
+            return self._run(decomposition, *args, **kwargs)
         return self._functionalize(func, args, kwargs)
 
-    def _view(self, func, args, kwargs, decomposition):
-        # Note [functionalize before decompose]: a view op is tracked as a view of its input
-        # before it is decomposed (its decomposition only computes the view's value), so that a
-        # write through it reaches its base and the base's other views. A view op with an ATen
-        # decomposition of its own (reshape, narrow, flatten...) is first broken into the view
-        # ops eager would run: reshape is a view, or a copy, depending on the input's strides.
-        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
-            with self._on_top():
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        lower = None
-        if decomposition is not None and func not in self._active:
-            lower = functools.partial(self._run_decomposition, func, decomposition)
+    def _functionalize_first(self, func, args, kwargs, writes: bool):
+        # Note [functionalize before decompose]: a call that writes its arguments is
+        # functionalized first and only its functional counterpart is decomposed; a view op is
+        # tracked as a view of its input before it is decomposed (its decomposition only
+        # computes the view's value), so that a write through it reaches its base and the base's
+        # other views. Either is first broken into the ops eager would run when it has a
+        # CompositeImplicitAutograd kernel (reshape is a view, or a copy, depending on the
+        # input's strides).
+        if _composite(func):
+            return self._run(func.decompose, *args, **kwargs)
+        decomposition = None if writes else self.decompose(func)
+        lower = None if decomposition is None else lambda *a, **k: self._run(decomposition, *a, **k)
         return self._functionalize(func, args, kwargs, lower)
 
-    def _run_decomposition(self, func, decomposition, *args, **kwargs):
-        self._active.add(func)
-        try:
-            with self._on_top():
-                return decomposition(*args, **kwargs)
-        finally:
-            self._active.discard(func)
+    def _run(self, decomposition, *args, **kwargs):
+        with self._on_top():  # the ops it calls dispatch here again
+            return decomposition(*args, **kwargs)
 
     def _functionalize(self, func, args, kwargs, lower=None):
         args, kwargs = self.functional.as_fakes((args, kwargs))
@@ -189,6 +182,18 @@ class AtenTracer(TorchDispatchMode):
         stack = self.current_stack_trace()
         if stack is not None:
             node.meta["stack_trace"] = stack
+
+
+def _composite(func) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+
+
+def _as_decomposer(decompositions):
+    if decompositions is None:
+        return lambda op: None
+    if isinstance(decompositions, Mapping):
+        return decompositions.get
+    return decompositions
 
 
 class TorchGraphInterpreter(torch.fx.Interpreter):

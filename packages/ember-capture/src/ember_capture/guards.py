@@ -53,7 +53,7 @@ class Guards:
         self.add(
             source,
             f"type(X) is {ns.ref(type(t))} and X.dtype is {ns.ref(t.dtype)} and {_device_check(ns, t.device)}"
-            f" and X.shape == {tuple(t.shape)!r} and X.stride() == {tuple(t.stride())!r}"
+            f" and X.shape == {tuple(t.shape)!r}{_stride_check(t)}"
             f" and X.requires_grad is {t.requires_grad}",
             f"{source}: {type(t).__name__} {t.dtype} {t.device} shape={tuple(t.shape)} "
             f"stride={tuple(t.stride())} requires_grad={t.requires_grad}",
@@ -110,8 +110,34 @@ _DEVICE_FLAG = {"cpu": "X.is_cpu", "meta": "X.is_meta"}
 
 
 def _device_check(ns, device: torch.device) -> str:
+    if device.type == "cuda" and device.index is not None:
+        return f"X.is_cuda and X.get_device() == {device.index}"
     flag = _DEVICE_FLAG.get(device.type) if device.index is None else None
     return flag or f"X.device == {ns.ref(device)}"
+
+
+# Note [Stride guard]: `X.stride() == (...)` builds a tuple on every call (about a quarter of a
+# tensor's guard). After the shape guard, the strides are implied where that is exact:
+# - a 0-d tensor has no strides (nothing to check);
+# - when every size is at least 2, `X.is_contiguous()` (no allocation) holds for exactly one
+#   stride tuple, the row-major one, so it stands for the comparison with that tuple.
+# A size of 0 or 1 leaves some strides free in torch's notion of contiguity: those tensors, and
+# any other layout (channels-last, transposed), keep the comparison.
+def _stride_check(t: torch.Tensor) -> str:
+    shape, strides = tuple(t.shape), tuple(t.stride())
+    if not shape:
+        return ""
+    if all(n >= 2 for n in shape) and strides == _row_major(shape):
+        return " and X.is_contiguous()"
+    return f" and X.stride() == {strides!r}"
+
+
+def _row_major(shape: tuple) -> tuple:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
 
 
 class Namespace(dict):

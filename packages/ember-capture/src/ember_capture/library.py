@@ -45,6 +45,12 @@ _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 # autograd state.
 TORCH_INLINED = ("nn/", "masked/", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py")
 _TORCH_INLINE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_INLINED)
+# Within those, the distributed wrappers (DistributedDataParallel, DataParallel) are machinery:
+# their forward drives the reducer, broadcasts buffers and marks the module DDP runs; it runs
+# natively, and the module it wraps is captured when it is called (a compiled module, or
+# ember.compile(ddp_model), which compiles it).
+TORCH_NATIVE = ("nn/parallel/",)
+_TORCH_NATIVE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_NATIVE)
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep  # ember_capture itself
 
 
@@ -56,7 +62,7 @@ def inlinable_file(filename: str) -> bool:
     if path.startswith(_OWN_DIR):
         return False
     if path.startswith(_TORCH_DIR):
-        return path.startswith(_TORCH_INLINE_DIRS)
+        return path.startswith(_TORCH_INLINE_DIRS) and not path.startswith(_TORCH_NATIVE_DIRS)
     for site in _SITE_DIRS:
         if path.startswith(site):
             top = path[len(site):].split(os.sep, 1)[0].removesuffix(".py")

@@ -11,10 +11,13 @@ from contextlib import contextmanager
 import torch
 import torch.fx as fx
 
-from ember_inductor.codegen.common import KernelSource, choose_backend, format_kernel, get_backend
+from ember_inductor.kernel import format_kernel
+
+from ember_inductor.codegen.common import KernelSource, choose_backend, get_backend
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
 from ember_inductor.ir import InputBuffer
+from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
 from ember_inductor.passes import transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
@@ -100,20 +103,24 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     if options.debug_verify:
         with _timed(t, "verify"):  # the input spec: prims ops, meta["val"] everywhere, no mutation
             verify_graph(gm)
-    backend_name = choose_backend(options.backend, _device_of(gm, example_inputs))
+    device = _device_of(gm, example_inputs)
+    backend_name = choose_backend(options.backend, device)
+    backend = get_backend(backend_name)
+    if device.type not in backend.device_types:  # its kernels would read memory they cannot address
+        raise ValueError(f"ember_inductor: the {backend_name} backend runs on "
+                         f"{' or '.join(backend.device_types)} tensors, not {device.type} ones")
     with _timed(t, "rewrite"):  # graph-level rewrites of matrix products, before their lowering
         rewritten = rewrite(gm, options, backend_name)
+    with _timed(t, "plan_layouts"):  # before lowering: every buffer it makes consults the plan
+        layout = plan_layouts(rewritten, options.conv_layout)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
-        lowered = lower_graph(rewritten, example_inputs, options,
-                              channels_last=options.conv_layout in ("channels_last", "auto"),
-                              split_reductions=backend_name == "triton")
+        lowered = lower_graph(rewritten, example_inputs, options, layout, split_reductions=backend_name == "triton")
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
         steps = fuse(lowered.steps, options.max_fusion_size)
     with _timed(t, "plan_buffers"):  # after fusion: only kernel boundaries need memory
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
         input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
-    backend = get_backend(backend_name)
     with _timed(t, "render"):  # kernel descriptions -> backend source text
         specs, names = [], {}
         for ps in planned:

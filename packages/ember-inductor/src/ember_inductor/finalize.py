@@ -6,8 +6,9 @@ import dataclasses
 
 import sympy
 
-from ember_inductor.codegen.common import (FloorDiv, KernelArg, KernelSpec, ModIndex, range_var,
-                                           reduction_var)
+from ember_inductor.kernel import KernelArg, KernelSpec, range_var, reduction_var
+
+from ember_inductor.indexing import FloorDiv, ModIndex
 from ember_inductor.scheduler import KernelGroup
 
 

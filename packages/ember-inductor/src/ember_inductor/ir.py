@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import sympy
 import torch
 
-from ember_inductor.codegen.common import Op
+from ember_inductor.kernel import Op
 
 Index = tuple  # of sympy expressions, one per dim
 
@@ -214,6 +214,7 @@ class ExternCall:
     origin: str                # graph node name
     outputs: list = field(default_factory=list)  # ExternBuffers
     reason: str = ""
+    fit: bool = True           # the wrapper checks its results' layout (LayoutPlan.fits_result)
 
 
 @dataclass(eq=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from ember_inductor.codegen.common import range_var, reduction_var
+from ember_inductor.kernel import range_var, reduction_var
 from ember_inductor.ir import ComputedBuffer, ExternCall, FusionConflict, KernelBuilder, Reduction
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 from ember_inductor.ir import Buffer, ExternCall, InputBuffer
-from ember_inductor.lowering import LAYOUT_FREE_EXTERNS
 from ember_inductor.scheduler import KernelGroup
 
 
@@ -101,7 +100,7 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
     comment = f"  # {call.origin}: {call.reason}"
     if len(call.outputs) == 1 and call.outputs[0] is not None and call.outputs[0].item is None:
         out = call.outputs[0]
-        if call.op in LAYOUT_FREE_EXTERNS:  # a fresh contiguous product: nothing to fit
+        if not call.fit:  # the layout plan says its result's layout is known (a fresh product)
             w.emit(f"{out.name} = {expr}{comment}")
         else:
             w.emit(f"{out.name} = fit({expr}, {out.sizes}, {out.strides}){comment}")

@@ -14,6 +14,7 @@ from ember_prims.externs import EXTERN_OPS
 from ember_prims.decomps import register, table
 from ember_prims.decomps.creation import RANDOM_OPS
 from ember_prims.decomps.linalg import extra_decompositions
+from ember_prims.decomposer import Decomposer
 from ember_prims.decompose import SpecError, UndecomposedOpError, decompose, is_metadata_query, verify
 
 import torch as _torch
@@ -21,5 +22,5 @@ import torch as _torch
 ops = _torch.ops.ember_prims
 
 __all__ = ["__version__", "ops", "PRIMS", "PrimInfo", "EXTERN_OPS", "CATEGORIES", "is_prim", "table", "RANDOM_OPS",
-           "register", "decompose", "verify", "SpecError", "UndecomposedOpError", "is_metadata_query",
+           "register", "Decomposer", "decompose", "verify", "SpecError", "UndecomposedOpError", "is_metadata_query",
            "extra_decompositions"]

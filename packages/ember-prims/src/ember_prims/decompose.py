@@ -1,9 +1,10 @@
 """`decompose(gm)`: an ATen-level FX graph in, a prims-level graph out; `verify(gm)` checks one.
 
 How: the ATen graph is interpreted on FakeTensors under `_Recorder`, a TorchDispatchMode. Every
-op that reaches the recorder is either in the table (its decomposition runs, with the recorder
-re-entered, so the ops it calls are seen in turn), a prim or an extern (emitted as a node of the
-new graph, with the fake result as `meta["val"]`), or an error naming the op and the user's line.
+op that reaches the recorder is either decomposed (the `Decomposer` gives it a decomposition,
+which runs with the recorder re-entered, so the ops it calls are seen in turn: Note [applying the
+table]), a prim or an extern (emitted as a node of the new graph, with the fake result as
+`meta["val"]`), or an error naming the op and the user's line.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils import _pytree as pytree
 
 from ember_prims._library import is_prim
-from ember_prims.decomps import table as _default_table
+from ember_prims.decomposer import Decomposer
 from ember_prims.externs import EXTERN_OPS
 
 
@@ -47,9 +48,9 @@ def is_metadata_query(func) -> bool:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, graph: fx.Graph, table: dict, constants: dict):
+    def __init__(self, graph: fx.Graph, decomposer: Decomposer, constants: dict):
         super().__init__()
-        self.graph, self.table, self.constants = graph, table, constants
+        self.graph, self.decomposer, self.constants = graph, decomposer, constants
         self.nodes: dict[int, tuple[torch.Tensor, fx.Node]] = {}  # id(fake) -> (fake, node)
         self.source: fx.Node | None = None  # the ATen node being decomposed
 
@@ -72,9 +73,10 @@ class _Recorder(TorchDispatchMode):
         return self.dispatch(func, args, kwargs or {})
 
     def dispatch(self, func, args, kwargs):
-        if func in self.table:
+        decomposition = self.decomposer(func)
+        if decomposition is not None:
             with self:
-                return self.table[func](*args, **kwargs)
+                return decomposition(*args, **kwargs)
         if is_prim(func) or func in EXTERN_OPS:
             out = func(*args, **kwargs)
             self._emit(func, args, kwargs, out)
@@ -114,17 +116,18 @@ def _fake_like(mode: FakeTensorMode, val):
 def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] | None = None) -> fx.GraphModule:
     """Rewrite an ATen-level graph into `ember_prims` ops and `EXTERN_OPS`, `meta["val"]` on every node.
 
-    Placeholders need `meta["val"]` (a real, meta or fake tensor, or an int). An entry in the table
-    wins over extern status. Example::
+    Placeholders need `meta["val"]` (a real, meta or fake tensor, or an int). The table applies by
+    the rules of `Decomposer` (Note [applying the table]), as in ember.compile's production path
+    (ember-autograd's tracer): an entry wins over extern status, and an entry that calls its own
+    op gets that call emitted. Example::
 
         gm = decompose(aten_gm)          # the default table
         t = ember_prims.table(); t[aten.gelu.default] = my_gelu
         gm = decompose(aten_gm, t)
     """
-    table = _default_table() if table is None else table
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     graph, constants = fx.Graph(), {}
-    rec = _Recorder(graph, table, constants)
+    rec = _Recorder(graph, Decomposer(table), constants)
     env: dict[fx.Node, object] = {}
     load = lambda a: fx.node.map_arg(a, lambda n: env[n])  # noqa: E731
     for node in gm.graph.nodes:

@@ -11,7 +11,9 @@ import torch
 
 import ember_capture
 from ember.backends import build_compiler
+from ember.ddp import compile_ddp, is_ddp, split_at_ddp_buckets
 from ember.errors import InvalidArgument
+from ember.fsdp import compile_fsdp, has_fsdp_units
 from ember.module import OptimizedModule
 from ember.record import CompileRecord
 from ember.settings import CAPTURE_LOGS, make_settings
@@ -35,6 +37,11 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
 
     Arguments are validated before anything is wrapped: a bad backend, mode or option raises
     `ember.InvalidArgument` naming the valid choices, and the model is left as it was.
+
+    A DistributedDataParallel module, or a model holding FSDP2 units, is compiled around torch's
+    distributed machinery: DDP's forward and FSDP's hooks run natively, the computation between
+    them is compiled, and under DDP each graph is split at its gradient buckets
+    (docs/distributed.md).
     """
     if model is None:
         # Decorator with arguments: validate now, so a typo fails at the decorator line.
@@ -49,10 +56,16 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if prepared is None:
         return model
     compiler, config = prepared
+    # Pickling or deep-copying a compiled module compiles the copied module again with these arguments.
+    recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                  mode=mode, options=options)
+    if is_ddp(model):  # DDP's forward runs natively; the module it wraps is compiled (ember.ddp)
+        return compile_ddp(model, recompile)
+    if has_fsdp_units(model):  # FSDP's hooks run natively around captured forwards (ember.fsdp)
+        compiled = compile_fsdp(model, lambda fn: ember_capture.capture(fn, compiler, config), recompile)
+        object.__setattr__(compiled, "_ember_record", record)
+        return compiled
     if isinstance(model, torch.nn.Module):
-        # Pickling or deep-copying the wrapper compiles the copied module again with these arguments.
-        recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                      mode=mode, options=options)
         compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
         object.__setattr__(compiled, "_ember_record", record)
         return compiled
@@ -88,7 +101,8 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
     settings = make_settings(backend_name=name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                              options=options)
-    compiler = build_compiler(backend, settings, record)
+    # Inside a DDP forward, each graph is split at DDP's gradient buckets (Note [DDP buckets]).
+    compiler = split_at_ddp_buckets(build_compiler(backend, settings, record))
     if disable:
         return None
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,

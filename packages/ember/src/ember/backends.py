@@ -259,18 +259,18 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
         return run
 
-    decompositions = _without_random if options.fallback_random else ember_prims.table
+    decompositions = _without_random if options.fallback_random else ember_prims.Decomposer
     return AotComposition(fw_compiler, decompositions=decompositions, config=_AOT_CONFIG, name="inductor",
                           cudagraphs=_cudagraphs(settings, options.cudagraphs))
 
 
-def _without_random() -> dict:
+def _without_random() -> "ember_prims.Decomposer":
     """options={"fallback_random": True}: the random ops stay ATen ops, which the inductor calls
     eagerly in program order, so they draw torch's generator's numbers, as eager does."""
     table = ember_prims.table()
     for op in ember_prims.RANDOM_OPS:
         table.pop(op, None)
-    return table
+    return ember_prims.Decomposer(table)
 
 
 def _cudagraphs(settings: Settings, wanted: bool) -> CUDAGraphs | None:

@@ -408,7 +408,7 @@ class BackwardRunner:
             inputs[i].copy_(args[i])
         self.graph.replay()
         self.replays += 1
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
+        return self.copy_out.copies()
 
     def _slow_call(self, args: list) -> Any:
         fw = self.forward
@@ -446,6 +446,48 @@ class BackwardRunner:
             inputs[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
         graph, outs = _capture(self.forward.pool, lambda: list(self.fn(list(inputs))))
         self.inputs, self.outputs, self.graph = inputs, outs, graph
+        self.copy_out = CopyOut(outs)
+
+
+_unflatten = torch._C._nn.unflatten_dense_tensors
+
+
+class CopyOut:
+    """Fresh copies of a backward graph's outputs (the gradients), which the next replay
+    overwrites. A model's backward returns hundreds of gradients: one `clone` each costs an
+    allocation and a kernel launch each. The contiguous ones of each (device, dtype) are copied
+    into one new buffer instead, with one `_foreach_copy_`; each copy is a view of that buffer,
+    at its own offset (autograd may keep it as `.grad`). The others are cloned."""
+
+    def __init__(self, outputs: list) -> None:
+        self.outputs = outputs
+        groups: dict[tuple, list[int]] = {}
+        self.cloned = []
+        for k, o in enumerate(outputs):
+            if not isinstance(o, torch.Tensor):
+                continue
+            if o.is_contiguous() and o.numel():
+                groups.setdefault((o.device, o.dtype), []).append(k)
+            else:
+                self.cloned.append(k)
+        self.groups = []
+        for (device, dtype), ks in groups.items():
+            if len(ks) == 1:
+                self.cloned += ks
+            else:
+                self.groups.append((device, dtype, ks, [outputs[k] for k in ks],
+                                    sum(outputs[k].numel() for k in ks)))
+
+    def copies(self) -> list:
+        out = list(self.outputs)
+        for device, dtype, ks, sources, total in self.groups:
+            copies = _unflatten(torch.empty(total, dtype=dtype, device=device), sources)
+            torch._foreach_copy_(copies, sources)
+            for k, c in zip(ks, copies):
+                out[k] = c
+        for k in self.cloned:
+            out[k] = out[k].clone()
+        return out
 
 
 # --- wiring: compilers for ember_autograd.aot --------------------------------------------------

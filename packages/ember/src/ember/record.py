@@ -3,7 +3,7 @@
 Note [compile record]: one `CompileRecord` per `ember.compile` call. Each captured graph gets an
 index; the facade adds a step when the backend takes the graph ("capture"), ember_autograd's
 passes ("trace", "partition", "fw_compile", "bw_compile" at the first backward) and the
-inductor's ("lower", "fuse", "plan_buffers", "render", "build"), each with its seconds and its
+inductor's ("plan_layouts", "lower", "fuse", "plan_buffers", "render", "build"), each with its seconds and its
 artifact (a graph, a CompiledGraph with its source). `ember.compile_record(compiled)` returns it;
 `ember.explain(fn, backend=...)` prints it.
 """

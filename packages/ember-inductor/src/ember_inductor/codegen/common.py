@@ -1,27 +1,11 @@
-"""The renderer interface: what a code generation backend receives, and what it returns.
+"""The renderer interface: what a code generation backend is, and the registry of backends.
 
-Note [Kernel description]
-    The scheduler hands each backend one `KernelSpec` per fused kernel. A kernel iterates an
-    outer space `ranges` (variables x0, x1, ...: independent, parallel) and, for reduction
-    kernels, an inner space `reduction_ranges` (variables r0, r1, ...). Ranges are exact
-    (static sympy Integers now, symbolic later); tails and masks are the backend's business
-    (a Triton block masks `x < xnumel`, the C++ loop has a scalar tail).
-
-    `ops` is the kernel body as an SSA DAG in topological order: every value is computed once,
-    named by its `id`, and the backend renders it as the variable `tmp{id}`. Index expressions
-    are sympy expressions over x*, r* and, for indirect indexing (gather, index), symbols
-    `tmp{id}` naming int64 values of the kernel (those ids are also listed in `args`, so the
-    DAG order covers them). Indices are in elements of the buffer's storage (offsets folded in).
-
-    Where each op runs is decided once, here, for every backend (`stages`): a reduction kernel
-    alternates outer stages (once per outer index) and inner loops (over the reduction ranges);
-    a `reduce` op's value is available from the next outer stage on. An inner op may be needed
-    by several inner loops (softmax reads x in three): it is listed in each and recomputed
-    there. A pointwise kernel is a single outer stage.
-
-The backend returns `KernelSource` objects from `render` and, from `build`, one launcher per
+Each backend receives one `KernelSpec` per fused kernel (Note [Kernel description] in
+kernel.py) and returns `KernelSource` objects from `render` and, from `build`, one launcher per
 kernel: `launcher(*tensors)` with tensors in `KernelSpec.args` order. A new backend is one
-module defining a `Backend` subclass plus one line in `BACKENDS` below.
+module defining a `Backend` subclass plus one line in `BACKENDS` below. What every backend
+computes the same way about a kernel (its accumulator dtypes, whether it is a column
+reduction) is in kernel_analysis.py; index arithmetic is in indexing.py.
 """
 from __future__ import annotations
 
@@ -34,178 +18,12 @@ import sympy
 import torch
 
 import ember_prims
-
-# ---------------------------------------------------------------------------------------------
-# Kernel description
-# ---------------------------------------------------------------------------------------------
-
-# kind -> meaning of (target, args, index)
-OP_KINDS = {
-    "load": "target=buffer name, index=element index, args=ids of indirect index values used in "
-            "index; mask=None or a bool value id: masked-off lanes read 0 and touch no memory "
-            "-> value of the buffer's dtype",
-    "store": "target=buffer name, index=element index, args=(value,) -> no value",
-    "const": "target=Python scalar (bool/int/float, may be inf/nan) -> value of dtype",
-    "index": "index=sympy expr over x*/r* (args: indirect values in it) -> int64 value (iota, "
-             "argmax positions, Philox counters)",
-    "pointwise": "target=prim name ('add', 'sin', 'where', ...), args=operands -> value of dtype",
-    "convert": "target=None, args=(value,) -> value converted to dtype (C-style, bool: != 0)",
-    "reduce": "target='sum'|'prod'|'amax'|'amin'|'any'|'all'|'argmax'|'argmin', args=(value,) "
-              "or (value, position) for arg-reductions (position: an int64 'index' op; the first "
-              "extreme wins, NaN counts as extreme; amax/amin propagate NaN) -> value of dtype "
-              "(int64 for arg-reductions); accumulate low-precision floats in float32",
-    "rand": "target='uniform'|'normal', args=(seed, offset) int64 -> Philox4x32-10 float32, "
-            "bit-identical to triton tl.rand/tl.randn(seed, offset)",
-}
-
-
-@dataclass(frozen=True)
-class Op:
-    id: int
-    kind: str
-    target: object
-    args: tuple[int, ...]
-    dtype: torch.dtype | None  # None for stores
-    index: sympy.Expr | None = None
-    mask: int | None = None    # loads only: a bool value id (see OP_KINDS["load"])
-
-    @property
-    def name(self) -> str:
-        return f"tmp{self.id}"
-
-
-@dataclass(frozen=True)
-class KernelArg:
-    name: str              # buffer name in the wrapper
-    dtype: torch.dtype
-    role: str              # "in" | "out" | "inout"
-
-
-@dataclass(frozen=True)
-class Stage:
-    inner: bool            # True: an inner loop over reduction_ranges
-    ops: tuple[int, ...]   # op ids, in order (an inner loop lists every inner op it needs)
-    reduces: tuple[int, ...] = ()  # inner loop: the reduce ops it accumulates (declare before,
-                                   # accumulate inside, their value exists after the loop)
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    name: str
-    ranges: tuple[sympy.Expr, ...]
-    reduction_ranges: tuple[sympy.Expr, ...]
-    args: tuple[KernelArg, ...]
-    ops: tuple[Op, ...]
-    origins: tuple[str, ...] = ()   # graph nodes this kernel computes (for comments)
-    stages: tuple[Stage, ...] = field(default=(), compare=False)
-
-    @property
-    def range_vars(self) -> tuple[sympy.Symbol, ...]:
-        return tuple(range_var(i) for i in range(len(self.ranges)))
-
-    @property
-    def reduction_vars(self) -> tuple[sympy.Symbol, ...]:
-        return tuple(reduction_var(i) for i in range(len(self.reduction_ranges)))
-
-    @property
-    def is_reduction(self) -> bool:
-        return bool(self.reduction_ranges)
-
-    def op(self, op_id: int) -> Op:
-        return self._by_id[op_id]
-
-    @property
-    def _by_id(self) -> dict[int, Op]:
-        cache = self.__dict__.get("_by_id_cache")
-        if cache is None:
-            cache = {o.id: o for o in self.ops}
-            object.__setattr__(self, "_by_id_cache", cache)
-        return cache
-
-    def with_stages(self) -> "KernelSpec":
-        return KernelSpec(self.name, self.ranges, self.reduction_ranges, self.args, self.ops,
-                          self.origins, compute_stages(self.ops))
-
-    def __str__(self) -> str:
-        return format_kernel(self)
-
-
-def range_var(i: int) -> sympy.Symbol:
-    return sympy.Symbol(f"x{i}", integer=True, nonnegative=True)
-
-
-def reduction_var(i: int) -> sympy.Symbol:
-    return sympy.Symbol(f"r{i}", integer=True, nonnegative=True)
-
-
-def value_symbol(op_id: int) -> sympy.Symbol:
-    """The symbol by which an index expression refers to the int64 value `tmp{op_id}`."""
-    return sympy.Symbol(f"tmp{op_id}", integer=True)
-
-
-def _is_inner_index(expr) -> bool:
-    return expr is not None and any(s.name.startswith("r") for s in expr.free_symbols)
-
-
-def compute_stages(ops: Sequence[Op]) -> tuple[Stage, ...]:
-    """Place ops in alternating outer stages / inner loops (see Note [Kernel description])."""
-    level: dict[int, tuple[bool, int]] = {}  # id -> (inner, k)
-    for op in ops:
-        inner = _is_inner_index(op.index)
-        k = 0
-        for a in op.args + ((op.mask,) if op.mask is not None else ()):
-            a_inner, a_k = level[a]
-            inner |= a_inner
-            k = max(k, a_k)
-        if op.kind == "reduce":
-            inner, k = False, k + 1  # accumulated in loop k, available in the outer stage k + 1
-        level[op.id] = (inner, k)
-    n_loops = max([k + 1 for inner, k in level.values() if inner] +
-                  [level[o.id][1] for o in ops if o.kind == "reduce"] + [0])
-    if n_loops == 0:
-        return (Stage(False, tuple(o.id for o in ops)),)
-    by_id = {o.id: o for o in ops}
-    stages = []
-    for k in range(n_loops + 1):
-        outer = tuple(o.id for o in ops if level[o.id] == (False, k))
-        if outer:
-            stages.append(Stage(False, outer))
-        if k == n_loops:
-            break
-        reduces = tuple(o.id for o in ops if o.kind == "reduce" and level[o.id][1] == k + 1)
-        needed: set[int] = set()
-        stack = [o.id for o in ops if level[o.id] == (True, k)]
-        stack += [a for r in reduces for a in by_id[r].args]
-        while stack:
-            i = stack.pop()
-            if i in needed or not level[i][0]:
-                continue
-            needed.add(i)
-            stack.extend(by_id[i].args)
-            if by_id[i].mask is not None:
-                stack.append(by_id[i].mask)
-        stages.append(Stage(True, tuple(o.id for o in ops if o.id in needed), reduces))
-    return tuple(stages)
-
-
-def format_kernel(k: KernelSpec) -> str:
-    """A readable dump of a kernel description (golden tests, traces)."""
-    lines = [f"kernel {k.name}: ranges={list(k.ranges)} reduction_ranges={list(k.reduction_ranges)}"]
-    lines.append("  args: " + ", ".join(f"{a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
-                                        for a in k.args))
-    for op in k.ops:
-        args = ", ".join(f"tmp{a}" for a in op.args)
-        dt = str(op.dtype).removeprefix("torch.") if op.dtype is not None else "-"
-        idx = f" [{op.index}]" if op.index is not None else ""
-        idx += f" mask=tmp{op.mask}" if op.mask is not None else ""
-        tgt = op.target if not isinstance(op.target, str) else op.target
-        lines.append(f"  {op.name} = {op.kind} {tgt}{idx}({args}) : {dt}")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# Backend plug-ins
-# ---------------------------------------------------------------------------------------------
+from ember_inductor.indexing import FloorDiv, ModIndex
+from ember_inductor.kernel import KernelSpec
+# Moved to kernel.py and indexing.py (issue 14): still importable from here for code written
+# against the old module.
+from ember_inductor.kernel import (  # noqa: F401,E402
+    OP_KINDS, KernelArg, Op, Stage, compute_stages, format_kernel, range_var, reduction_var, value_symbol)
 
 @dataclass(frozen=True)
 class KernelSource:
@@ -225,29 +43,21 @@ class KernelSource:
 #     tests/test_prim_coverage.py checks every prim of ember_prims.PRIMS against these tables.
 PRIM_TABLES = {ember_prims.UNARY: "table", ember_prims.BINARY: "table", ember_prims.TERNARY: "table",
                ember_prims.REDUCTION: "reductions", ember_prims.RANDOM: "random"}
-OP_KIND_TABLES = {"pointwise": "table", "reduce": "reductions", "rand": "random"}
 
 
 class Backend(abc.ABC):
-    """A code generator: renders KernelSpecs and builds launchers.
-
-    Capabilities are class attributes; the scheduler reads them.
-    """
+    """A code generator: renders KernelSpecs and builds launchers. What it can render is its
+    tables, keyed by prim name (Note [prims and backends]; tests/test_prim_coverage.py checks
+    them against ember_prims.PRIMS); what every backend computes alike about a kernel is in
+    kernel_analysis.py, not here."""
 
     name: ClassVar[str]
-    device_types: ClassVar[tuple[str, ...]]
+    device_types: ClassVar[tuple[str, ...]]  # the tensors its kernels address (compile_graph checks)
     # The tables keyed by prim name, one per op kind that names a prim (see PRIM_TABLES):
     # pointwise prim -> format function(*operand_strings, ...) -> expression string
     table: ClassVar[Mapping[str, Callable[..., str]]]
     reductions: ClassVar[Mapping[str, object]]  # reduction prim -> how it is rendered
     random: ClassVar[Mapping[str, object]]  # random prim -> how it is rendered
-    # dtypes this backend loads/stores natively; others are computed in float
-    supports_multi_stage_reductions: ClassVar[bool] = True
-
-    def supports(self, op: Op) -> bool:
-        """Whether this backend can render `op` (the scheduler falls back to extern otherwise)."""
-        attr = OP_KIND_TABLES.get(op.kind)
-        return attr is None or op.target in getattr(self, attr)
 
     @abc.abstractmethod
     def render(self, kernel: KernelSpec, options) -> KernelSource:
@@ -288,36 +98,6 @@ def choose_backend(requested: str, device: torch.device) -> str:
     if requested != "auto":
         return requested
     return "triton" if device.type == "cuda" else "cpp"
-
-
-# ---------------------------------------------------------------------------------------------
-# Index expressions
-# ---------------------------------------------------------------------------------------------
-
-class FloorDiv(sympy.Function):
-    """a // b for non-negative integer index arithmetic."""
-    is_integer = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 1:
-            return a
-        if a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) // int(b))
-
-
-class ModIndex(sympy.Function):
-    """a % b for non-negative integer index arithmetic."""
-    is_integer = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 1 or a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) % int(b))
 
 
 class IndexPrinter:

@@ -15,8 +15,10 @@ from typing import Sequence
 
 import torch
 
-from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource, KernelSpec, Op, Stage
+from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource
 from ember_inductor.codegen.cpp_build import build_many
+from ember_inductor.kernel import KernelSpec, Op, Stage
+from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
 
 PRELUDE = (Path(__file__).with_name("cpp_prelude.h")).read_text()
 
@@ -121,15 +123,9 @@ class CppIndexPrinter(IndexPrinter):
 _print_index = CppIndexPrinter()
 
 
-# reduce kind -> (init(dtype), update(acc, v), OpenMP reduction operator or None)
-def _acc_type(dtype):
-    if dtype in LOW_PRECISION:
-        return "float"
-    if dtype == torch.bool:
-        return "int"
-    if not dtype.is_floating_point:
-        return "int64_t"
-    return ctype(dtype)
+def _acc_type(op: Op, src: torch.dtype) -> str:
+    """The C type of a reduction's accumulator (Note [shared kernel analyses])."""
+    return ctype(accumulator_dtype(op.target, src))
 
 
 def _lowest(dtype):
@@ -230,7 +226,7 @@ class CppKernelRenderer:
             self.emit(f"{ctype(src)} acc{op.id} = 0; int64_t pos{op.id} = 0; bool first{op.id} = true;")
             return
         init, _, _ = REDUCTIONS[op.target]
-        self.emit(f"{_acc_type(src)} acc{op.id} = {init(src)};")
+        self.emit(f"{_acc_type(op, src)} acc{op.id} = {init(src)};")
         if op.target in ("amax", "amin") and _is_float(src):
             self.emit(f"int nan{op.id} = 0;")
 
@@ -407,20 +403,7 @@ class CppKernelRenderer:
             return False
         if any(self.ops[r].target not in REDUCTIONS for st in inner for r in st.reduces):
             return False
-        x, r = k.range_vars[-1], k.reduction_vars[-1]
-        rows = cols = 0
-        for i in (i for st in inner for i in st.ops):
-            op = self.ops[i]
-            if op.kind not in ("load", "store") or op.index is None:
-                continue
-            sx, sr = _stride(op.index, x), _stride(op.index, r)
-            if sx == 0:
-                continue  # the same for every output element (a row of weights)
-            if sr == 1:
-                rows += 1
-            elif sx == 1 and sr not in (0, None):
-                cols += 1
-        return cols > rows
+        return is_column_reduction(k)  # Note [shared kernel analyses]
 
     def render_column_reduction(self, params: str) -> str:
         """Note [column reductions]
@@ -446,7 +429,7 @@ class CppKernelRenderer:
         xi = " + ".join(reversed(flat))
         inner_at = [j for j, st in enumerate(k.stages) if st.inner]
         all_red = [self.ops[i] for j in inner_at for i in k.stages[j].reduces]
-        acc_t = {op.id: _acc_type(self.ops[op.args[0]].dtype) for op in all_red}
+        acc_t = {op.id: _acc_type(op, self.ops[op.args[0]].dtype) for op in all_red}
         nt = str(self.num_threads) if self.num_threads else "omp_get_max_threads()"
         parallel = outer_n * red_n * max(1, len(k.ops) // 2) >= 32768 and red_n > 1
         self.lines = [f'extern "C" void kernel({params}) {{']
@@ -590,14 +573,6 @@ class CppKernelRenderer:
                    not inner_stages, "", body)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
-
-
-def _stride(index, var) -> int | None:
-    """The constant step of `index` when `var` grows by one; None when it is not affine in it."""
-    if var not in index.free_symbols:
-        return 0
-    d = index.diff(var)
-    return int(d) if d.is_Integer else None
 
 
 def _column_update(op: Op, src_dtype, acc: str, v: str) -> str:

@@ -23,13 +23,16 @@ from typing import Sequence
 import sympy
 import torch
 
-from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource, KernelSpec, Op, Stage
+from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource
 from ember_inductor.codegen.triton_autotune import candidates, next_pow2
 from ember_inductor.codegen.triton_helpers import helper_sources
 from ember_inductor.codegen.triton_launch import BuildGroup, TritonLauncher
 from ember_inductor.codegen.triton_prims import (
-    ARG_REDUCTIONS, REDUCTIONS, TL_DTYPE, TRITON_EXPR, ExprCtx, acc_dtype, render,
+    ARG_REDUCTIONS, REDUCTIONS, TL_DTYPE, TRITON_EXPR, ExprCtx, render,
 )
+from ember_inductor.indexing import stride
+from ember_inductor.kernel import KernelSpec, Op, Stage
+from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
 
 PERSISTENT_MAX_RBLOCK = 8192
 INT32_MAX = 2**31 - 1
@@ -63,17 +66,6 @@ def _const(value, dtype: torch.dtype) -> str:
 # Layout: how the block maps onto the kernel's variables
 # ---------------------------------------------------------------------------------------------
 
-def _coeffs(expr, syms) -> dict:
-    """Coefficient of each symbol in an affine index (None where the index is not affine)."""
-    try:
-        poly = sympy.Poly(expr, *syms)
-    except (sympy.PolynomialError, sympy.GeneratorsNeeded):
-        return {}
-    if poly.total_degree() > 1:
-        return {}
-    return {s: poly.coeff_monomial(s) for s in syms}
-
-
 def _transposed_var(k: KernelSpec):
     """For pointwise kernels of rank >= 2: the variable another access is contiguous along, if
     it is not the last one (then a tiled layout keeps both accesses coalesced)."""
@@ -83,32 +75,13 @@ def _transposed_var(k: KernelSpec):
     for op in k.ops:
         if op.kind not in ("load", "store") or op.index is None:
             continue
-        c = _coeffs(op.index, xs)
-        if not c or c[xs[-1]] == 1:
+        c = {s: stride(op.index, s) for s in xs}
+        if None in c.values() or c[xs[-1]] == 1:
             continue
         for i, s in enumerate(xs[:-1]):
             if c[s] == 1 and int(k.ranges[i]) >= 16:
                 return i
     return None
-
-
-def _is_column_reduction(k: KernelSpec) -> bool:
-    """A reduction whose loads are contiguous along the last outer variable and not along r
-    (sum over dim 0 of a row-major matrix, e.g. a bias gradient)."""
-    xs, rs = k.range_vars, k.reduction_vars
-    if not xs or not rs:
-        return False
-    saw = False
-    for op in k.ops:
-        if op.kind != "load" or op.index is None or not (op.index.free_symbols & set(rs)):
-            continue
-        c = _coeffs(op.index, xs + rs)
-        if not c:
-            return False
-        if any(c[r] == 1 for r in rs):
-            return False  # some load is contiguous along r: the row layout suits it
-        saw = saw or c[xs[-1]] == 1
-    return saw
 
 
 def _needs_int64(k: KernelSpec) -> bool:
@@ -179,7 +152,7 @@ class _KernelWriter:
                 if ynumel // 16 <= 65535:  # grid dim 1 limit at the smallest YBLOCK
                     return "tiled", t
             return "pointwise", None
-        if _is_column_reduction(self.k) and self.xnumel > 1:
+        if is_column_reduction(self.k) and self.xnumel > 1:
             # rows are contiguous along x: many columns per program, a short r loop, so each
             # load instruction reads XBLOCK consecutive elements (a row of a [XBLOCK, RBLOCK] tile)
             self.column = True
@@ -306,8 +279,7 @@ class _KernelWriter:
         src = self.k.op(op.args[0])
         if op.target in ("any", "all"):
             return f"({src.name} != 0).to(tl.int32)", torch.int32
-        # sum/prod accumulate in the (possibly wider) result dtype: int8 -> int64 sums must not wrap
-        acc = acc_dtype(op.target, op.dtype if op.target in ("sum", "prod") else src.dtype)
+        acc = accumulator_dtype(op.target, src.dtype)  # Note [shared kernel analyses]
         v = src.name if acc == src.dtype else f"{src.name}.to({TL_DTYPE[acc]})"
         return v, acc
 

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ember_inductor.codegen.atomic import write_text_atomic
+
 _lock = threading.Lock()
 
 
@@ -111,11 +113,7 @@ def store_config(cache_dir: str, key: str, config: LaunchConfig) -> None:
     with _lock:
         data = _read(cache_dir)
         data[key] = asdict(config)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True))  # Note [atomic cache writes]
 
 
 def autotune(key: str, configs: list[LaunchConfig], run, cache_dir: str) -> LaunchConfig:

@@ -120,6 +120,9 @@ class TritonLauncher:
         return cfg
 
     def __call__(self, *tensors):
+        fast = self._fast
+        if fast is not None and tensors[0].is_cuda and fast.launch_now(tensors):
+            return
         if self.meta["xnumel"] == 0 or self.meta.get("ynumel") == 0:
             return  # empty iteration space: nothing to launch (a grid of 0 is an error)
         tensors = [_storage_base(t) for t in tensors]
@@ -129,12 +132,9 @@ class TritonLauncher:
             cfg = self.config(tensors, interpret)
             with interpreting():
                 fn[self.grid(cfg)](*tensors, **cfg.kwargs())
-        elif self._warm:
-            if self._fast is not None and self._fast_ok(tensors):
-                self._launch_compiled(tensors)
-            else:
-                grid, kwargs = self._launch
-                fn[grid](*tensors, **kwargs)
+        elif self._warm:  # the fast path declined (Note [Launch fast path]): Triton's own launch
+            grid, kwargs = self._launch
+            fn[grid](*tensors, **kwargs)
         else:  # first launch: autotune and compile into our cache dir
             if self.group is not None:
                 self.group.warm()
@@ -146,10 +146,11 @@ class TritonLauncher:
             self._remember_compiled(compiled, tensors, fn, cfg)
 
     # Note [Launch fast path]: after the first GPU launch, later launches call the compiled
-    # kernel directly, skipping JITFunction.run's argument binding and cache lookup (about half
-    # the host time of a launch). That is only valid while the specialization would be the same:
-    # every pointer 16-byte aligned as on the first launch (Triton specializes on it), the same
-    # current device, and no launch hooks (profilers) installed; otherwise the normal path runs.
+    # kernel's C launcher directly (FastLaunch), skipping JITFunction.run's argument binding and
+    # cache lookup, and the Python of Triton's CudaLauncher.__call__ when the kernel needs no
+    # scratch memory. That is only valid while the specialization would be the same: every
+    # pointer 16-byte aligned as on the first launch (Triton specializes on it), the same current
+    # device, and no launch hooks (profilers) installed; otherwise Triton's normal path runs.
     def _remember_compiled(self, compiled, tensors, fn, cfg):
         self._fast = None
         if compiled is None or not all(t.data_ptr() % 16 == 0 for t in tensors):
@@ -157,16 +158,50 @@ class TritonLauncher:
         kw = cfg.kwargs()
         consts = tuple(kw[name] for name in fn.arg_names[len(tensors):])
         grid = tuple(self.grid(cfg)) + (1,) * (3 - len(self.grid(cfg)))
-        self._fast = (compiled, _driver.active.get_current_device(), grid, consts)
+        self._fast = FastLaunch(compiled, grid, consts)
 
-    def _fast_ok(self, tensors) -> bool:
-        return (_driver.active.get_current_device() == self._fast[1]
-                and _no_hook(triton.knobs.runtime.launch_enter_hook)
-                and _no_hook(triton.knobs.runtime.launch_exit_hook)
-                and all(t.data_ptr() % 16 == 0 for t in tensors))
 
-    def _launch_compiled(self, tensors):
-        kernel, device, (g0, g1, g2), consts = self._fast
-        stream = _driver.active.get_current_stream(device)
-        kernel.run(g0, g1, g2, stream, kernel.function, kernel.packed_metadata, None, None, None,
-                   *tensors, *consts)
+_RUNTIME_KNOBS = triton.knobs.runtime
+# The C launcher's argument order (grid, stream, function, cooperative, pdl, two scratch
+# buffers, then CudaLauncher's own arguments) is Triton 3.6's, checked on the H100 by
+# test_launch_fast_path_gpu; other versions keep CudaLauncher.__call__.
+_DIRECT_C_LAUNCH = triton.__version__.startswith("3.6.")
+
+
+class FastLaunch:
+    """Note [Launch fast path]: one compiled kernel's launch, its checks and arguments bound."""
+
+    def __init__(self, compiled, grid: tuple, consts: tuple):
+        active = _driver.active
+        self.get_device = active.get_current_device
+        if self.get_device is torch.cuda.current_device:  # CUDA is initialized by now: the C getter
+            self.get_device = torch._C._cuda_getDevice
+        self.get_stream = active.get_current_stream
+        self.device = self.get_device()
+        run = compiled.run
+        launch = getattr(run, "launch", None)
+        if (_DIRECT_C_LAUNCH and launch is not None and not getattr(run, "global_scratch_size", 1)
+                and not getattr(run, "profile_scratch_size", 1)):
+            # CudaLauncher.__call__ without its Python: no scratch to allocate
+            self.launch = launch
+            self.prefix = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                           compiled.packed_metadata, None, None, None)
+        else:
+            self.launch = run
+            self.prefix = (compiled.function, compiled.packed_metadata, None, None, None)
+        self.grid = grid
+        self.consts = consts
+
+    def launch_now(self, tensors) -> bool:
+        """Launch on the current stream and return True, or return False (nothing launched)
+        when a condition of the fast path does not hold."""
+        if (self.get_device() != self.device or not _no_hook(_RUNTIME_KNOBS.launch_enter_hook)
+                or not _no_hook(_RUNTIME_KNOBS.launch_exit_hook)):
+            return False
+        bases = [t if not t.storage_offset() else t.as_strided((1,), (1,), 0) for t in tensors]
+        for t in bases:
+            if t.data_ptr() % 16:
+                return False
+        g0, g1, g2 = self.grid
+        self.launch(g0, g1, g2, self.get_stream(self.device), *self.prefix, *bases, *self.consts)
+        return True

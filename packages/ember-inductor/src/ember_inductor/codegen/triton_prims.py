@@ -379,13 +379,6 @@ class ReductionRule:
     final: Callable[[torch.dtype, str], str]
 
 
-def acc_dtype(kind: str, dtype: torch.dtype) -> torch.dtype:
-    """Accumulate half types in float32 (as ATen does); `any` in int32."""
-    if kind in ("any", "all"):
-        return torch.int32
-    return torch.float32 if dtype in _HALF else dtype
-
-
 def _lowest(dtype) -> str:
     if dtype.is_floating_point:
         return "float('-inf')"

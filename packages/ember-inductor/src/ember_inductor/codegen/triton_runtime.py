@@ -29,6 +29,8 @@ from triton.runtime import interpreter as _interpreter
 from triton.runtime.interpreter import InterpretedFunction, TensorHandle
 from triton.runtime.jit import JITFunction
 
+from ember_inductor.codegen.atomic import write_text_atomic
+
 _lock = threading.Lock()
 _loaded: dict[tuple[str, bool], types.ModuleType] = {}
 
@@ -67,10 +69,7 @@ def load_module(source: str, cache_dir: str, interpret: bool) -> types.ModuleTyp
         os.makedirs(src_dir, exist_ok=True)
         path = os.path.join(src_dir, f"k{digest}.py")
         if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)  # atomic: concurrent processes never see half a file
+            write_text_atomic(path, source)  # Note [atomic cache writes]
         name = f"ember_triton_k{digest}_{'i' if interpret else 'c'}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)

@@ -4,6 +4,7 @@ Each prim of `ember_prims.PRIMS` has one lowering, registered in `LOWERINGS` by
 `@lowering("name", ...)` next to its kind (pointwise.py, views.py, reductions.py, misc.py), or is
 listed in `RUNS_EAGERLY`. A node without a lowering (an ATen extern, a prim of RUNS_EAGERLY)
 becomes an extern call: the wrapper calls the op eagerly, so the result is never wrong, only slower.
+Layouts are not decided here: lowering consults the graph's `LayoutPlan` (layout.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch.fx as fx
 
 from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
                                Pointwise, Reduction, View, contiguous_strides)
+from ember_inductor.layout import LayoutPlan
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS, PRIM_NAMES, RUNS_EAGERLY
 
@@ -53,17 +55,18 @@ def _fmt_buffer(b) -> str:
 
 
 class LoweringContext:
-    """What lowerings need: naming, realization, and the steps list being built."""
+    """What lowerings need: naming, realization, the steps list being built, and the graph's
+    layout plan (consulted wherever a buffer is made)."""
 
-    def __init__(self, options):
+    def __init__(self, options, layout: LayoutPlan | None = None):
         self.options = options
+        self.layout = layout or LayoutPlan()
         self.steps: list = []
         self.fallbacks: list = []
         self._count = 0
         self._realized: dict[int, tuple] = {}  # id(lazy value) -> (lazy value, its buffer)
-        self.relaid: set[int] = set()  # ids of buffers laid out channels-last for a convolution
+        self.relaid: set[int] = set()  # ids of buffers laid out as the plan says, not as recorded
         self._laid_out: dict[tuple, tuple] = {}  # (id(value), strides) -> (value, buffer): realize_as
-        self.channels_last_graph = False  # set by lower_graph: see Note [channels-last convolutions]
         self.split_reductions = False  # set by lower_graph: see Note [split reductions]
 
     def new_name(self, prefix="buf") -> str:
@@ -71,14 +74,15 @@ class LoweringContext:
         return f"{prefix}{self._count}"
 
     def realize(self, node: IRNode, origin: str = "", contiguous: bool = False) -> Buffer:
-        """Materialize a lazy value into a buffer that one kernel writes: contiguous, or
-        channels-last for a 4-D value of a graph with 2-D convolutions (unless `contiguous`)."""
+        """Materialize a lazy value into a buffer that one kernel writes: contiguous, or in the
+        layout the plan gives it (unless `contiguous`)."""
         if isinstance(node, Buffer):
             return node
         if id(node) in self._realized:
             return self._realized[id(node)][1]
-        if self.channels_last_graph and not contiguous and _channels_last_candidate(node):
-            return self.channels_last(node, origin)
+        planned = None if contiguous else self.layout.realized_strides(node)
+        if planned is not None:
+            return self.relaid_as(node, planned, origin)
         buf = ComputedBuffer(self.new_name(), tuple(node.sizes), contiguous_strides(node.sizes),
                              node.dtype, node.device, 0, body=node,
                              origins=(origin or getattr(node, "origin", ""),))
@@ -93,16 +97,15 @@ class LoweringContext:
         hit = self._realized.get(id(value)) if isinstance(value, IRNode) else None
         return hit[1] if hit is not None else value
 
-    def channels_last(self, value: IRNode, origin: str) -> Buffer:
-        """`value` (N, C, H, W) as a buffer laid out (N, H, W, C): see Note [channels-last
-        convolutions]. A lazy value is written once, in that order, and later consumers read it."""
-        cl = channels_last_strides(value.sizes)
-        if isinstance(value, Buffer) and tuple(value.strides) == cl:
+    def relaid_as(self, value: IRNode, strides: tuple, origin: str) -> Buffer:
+        """`value` as a buffer with the plan's `strides` (channels-last: Note [channels-last
+        convolutions]). A lazy value is written once, in that order, and later consumers read it."""
+        if isinstance(value, Buffer) and tuple(value.strides) == strides:
             return value
         hit = self._realized.get(id(value))
         if hit is not None and id(hit[1]) in self.relaid:
             return hit[1]
-        buf = self.realize_as(value, cl, origin)
+        buf = self.realize_as(value, strides, origin)
         self.relaid.add(id(buf))
         if not isinstance(value, Buffer):
             self._realized[id(value)] = (value, buf)
@@ -136,37 +139,40 @@ class LoweringContext:
         return buf
 
     def extern(self, node: fx.Node, op, args, kwargs, reason: str) -> object:
-        """Call `op` eagerly from the wrapper; tensor arguments are realized first."""
-        relayout = self.channels_last_graph and _conv_2d(op, args)
-        if relayout:
+        """Call `op` eagerly from the wrapper; tensor arguments are realized first, in the
+        layouts the plan gives them."""
+        relaid = self.layout.relaid_operands(op, args)
+        recorded_operands = self.layout.recorded_operands(op, args)
+        if relaid:
             args = list(args)
-            for i in CONV_ACTIVATION_ARGS[op]:
-                args[i] = self.channels_last(args[i], node.name)
+            for i in relaid:
+                args[i] = self.relaid_as(args[i], self.layout.relaid_strides(args[i]), node.name)
         def realize_arg(a):
             if isinstance(a, Buffer) and any(st < 0 for st in a.strides):  # torch views cannot flip
                 a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
-            if isinstance(a, View) and a.permutation is not None and op in LAYOUT_FREE_EXTERNS:
+            if isinstance(a, View) and a.permutation is not None and self.layout.strided_operands(op):
                 # a transposed operand: the base is written in its own order (contiguous stores)
                 # and the library call gets a strided view of it (BLAS reads either layout)
                 base = self.realize(a.base, node.name)
                 return dataclasses.replace(base, sizes=tuple(a.sizes), is_view=True,
                                            strides=tuple(base.strides[d] for d in a.permutation))
-            if isinstance(a, IRNode) and self.channels_last_graph and not relayout:
+            if isinstance(a, IRNode) and recorded_operands:
                 return self.as_recorded(a, recorded.get(id(a)), node.name)
             return self.realize(a, node.name) if isinstance(a, IRNode) else a
         recorded = _recorded_strides(node, args, kwargs)
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
-        call = ExternCall(self.new_name("ext"), op, args, kwargs, node.name, reason=reason)
+        call = ExternCall(self.new_name("ext"), op, args, kwargs, node.name, reason=reason,
+                          fit=self.layout.fits_result(op))
         self.steps.append(call)
         val = node.meta.get("val")
         vals = list(val) if isinstance(val, (tuple, list)) else [val]
         for i, v in enumerate(vals):
             if isinstance(v, torch.Tensor):
-                strides = channels_last_strides(v.shape) if relayout and i == 0 else tuple(v.stride())
+                strides = self.layout.result_strides(bool(relaid), i, v)
                 out = ExternBuffer(self.new_name(), tuple(v.shape), strides, v.dtype, v.device,
                                    0, call=call, item=i if isinstance(val, (tuple, list)) else None)
-                if relayout and i == 0:
+                if relaid and i == 0:
                     self.relaid.add(id(out))
             else:
                 out = None
@@ -219,67 +225,6 @@ def same_layout(sizes, a, b) -> bool:
     return all(n <= 1 or x == y for n, x, y in zip(sizes, a, b))
 
 
-# Externs whose result layout does not depend on their operands' strides (a fresh contiguous
-# product): only these may receive a permuted operand as a strided view. Others (attention
-# kernels) may lay their output out after their inputs, which the recorded strides would not
-# describe.
-LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
-
-# Note [channels-last convolutions]
-#     Convolution libraries (oneDNN on the CPU, cuDNN on the GPU) run 2-D convolutions faster on
-#     (N, H, W, C) memory than on (N, C, H, W): on this project's 2-core CPU oneDNN runs the
-#     small ResNet's convolutions 10-20 % faster channels-last, forward and backward (and ember's
-#     step gains more: tools/conv_layout_bench.py). In a graph with a 2-D convolution, every 4-D
-#     value that is realized (the convolutions' inputs, a residual stream) is written
-#     channels-last: through a permuted view, so its kernel stores contiguously in (N, H, W, C)
-#     order, and every consumer reads that one buffer. A convolution's activation result (its
-#     output; the input gradient of its backward) is then channels-last too (the wrapper's
-#     `fit` copies if a library ever answers otherwise), and the kernels after it (batch norm,
-#     ReLU, the residual add) read it through its strides. Weights stay as they are: the
-#     library converts them, and their gradients keep the recorded layout.
-#     A graph output keeps its recorded layout (a copy where a channels-last buffer would
-#     escape), except the outputs that the output node's meta["ember_saved_outputs"] marks as
-#     saved for the backward: those leave channels-last, and ember_autograd compiles the
-#     backward for the layouts it receives.
-#     `conv_layout="auto"` (the default) chooses this on both backends. On the Triton backend it
-#     used to make resnet50's training step slower on an H100 (0.77x -> 0.60x eager at batch
-#     32): batch norm was cuDNN's extern, whose NCHW outputs `fit` copied back (5.9 ms a step).
-#     Batch norm now decomposes (Note [vendor batch norm]), and its per-channel statistics over
-#     channels-last memory are column reductions, split in two kernels when the rows are few
-#     (Note [split reductions]).
-CONV_ACTIVATION_ARGS = {
-    torch.ops.aten.convolution.default: (0,),                 # input
-    torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
-}
-
-
-def _conv_2d(op, args) -> bool:
-    positions = CONV_ACTIVATION_ARGS.get(op)
-    return positions is not None and all(
-        isinstance(args[i], IRNode) and len(args[i].sizes) == 4 for i in positions)
-
-
-def _channels_last_candidate(node: IRNode) -> bool:
-    """A 4-D lazy value (not a reduction) with channels and pixels: realized channels-last."""
-    return (not isinstance(node, Reduction) and len(node.sizes) == 4
-            and node.sizes[1] > 1 and node.sizes[2] * node.sizes[3] > 1)
-
-
-def _has_conv_2d(gm: fx.GraphModule) -> bool:
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target in CONV_ACTIVATION_ARGS:
-            val = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
-            if isinstance(val, torch.Tensor) and val.dim() == 4:
-                return True
-    return False
-
-
-def channels_last_strides(sizes) -> tuple[int, ...]:
-    n, c, h, w = (int(s) for s in sizes)
-    s_n, s_h, s_w, s_c = contiguous_strides((n, h, w, c))
-    return (s_n, s_c, s_h, s_w)
-
-
 MAX_RECOMPUTED_READS = 3
 
 
@@ -301,15 +246,14 @@ def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
     reads[node] = found
 
 
-def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool = False,
+def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan | None = None,
                 split_reductions: bool = False) -> LoweredGraph:
     """Walk the graph once, lowering each node by table; unknown ops become extern calls.
-    `channels_last`: lay out 2-D convolutions' activations channels-last (Note [channels-last
-    convolutions]), if the graph has any. `split_reductions`: reduce long rows of few-row
-    reductions in two kernels (Note [split reductions])."""
-    ctx = LoweringContext(options)
+    `layout`: the graph's layout plan (layout.plan_layouts; default: every layout as recorded).
+    `split_reductions`: reduce long rows of few-row reductions in two kernels (Note [split
+    reductions])."""
+    ctx = LoweringContext(options, layout)
     ctx.split_reductions = split_reductions
-    ctx.channels_last_graph = channels_last and _has_conv_2d(gm)
     env: dict[fx.Node, object] = {}
     inputs, constants = [], []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -337,19 +281,19 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, channels_last: bool
             single = not isinstance(result, (tuple, list))
             output_kind = list if isinstance(result, list) else tuple
             seen: dict[fx.Node, object] = {}
-            saved_from = node.meta.get("ember_saved_outputs", len(result) if not single else 1)
             for k, r in enumerate([result] if single else result):
                 if isinstance(r, fx.Node) and r in seen:  # one value returned twice (a forward's
                     outputs.append(seen[r])               # output that is also saved): one buffer
                     continue
                 v = ctx.current(env[r]) if isinstance(r, fx.Node) else r
-                if isinstance(v, Buffer) and id(v) in ctx.relaid and k >= saved_from:
-                    pass  # saved for the backward: leaves channels-last (Note [channels-last convolutions])
+                planned = ctx.layout.leaves_as_planned(k)
+                if isinstance(v, Buffer) and id(v) in ctx.relaid and planned:
+                    pass  # saved for the backward: leaves as planned (Note [saved outputs])
                 elif isinstance(v, Buffer) and (v.is_view or id(v) in ctx.relaid):
                     # outputs are fresh values, never views, in their recorded layout
                     v = Pointwise(v.sizes, v.dtype, v.device, v.load, r.name)
                 if isinstance(v, IRNode) and not isinstance(v, Buffer):
-                    v = ctx.realize(v, r.name, contiguous=k < saved_from)
+                    v = ctx.realize(v, r.name, contiguous=not planned)
                 outputs.append(v)
                 if isinstance(r, fx.Node):
                     seen[r] = v

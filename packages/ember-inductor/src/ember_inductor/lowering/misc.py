@@ -7,7 +7,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ember_inductor.codegen.common import value_symbol
+from ember_inductor.kernel import value_symbol
 from ember_inductor.ir import contiguous_strides
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise

@@ -11,7 +11,7 @@ import dataclasses
 import sympy
 import torch
 
-from ember_inductor.codegen.common import FloorDiv, ModIndex
+from ember_inductor.indexing import FloorDiv, ModIndex
 from ember_inductor.ir import Buffer, View, contiguous_strides, numel
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise

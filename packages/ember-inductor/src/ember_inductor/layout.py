@@ -1,0 +1,148 @@
+"""Layout planning: the pass that decides, before lowering, which memory layout the graph's
+realized values, its library calls' operands and results, and its outputs get. Lowering consults
+the plan (`LoweringContext.layout`) and holds no layout policy of its own; the wrapper calls
+`fit` on the extern results the plan marks.
+
+    >>> import torch, torch.fx as fx
+    >>> from ember_inductor.layout import plan_layouts
+    >>> g = fx.Graph(); x = g.placeholder("x")
+    >>> _ = g.output((g.call_function(torch.ops.ember_prims.neg.default, (x,)),))
+    >>> plan_layouts(fx.GraphModule(torch.nn.Module(), g), "auto")
+    LayoutPlan(channels_last=False, saved_from=None)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from ember_inductor.ir import IRNode, Reduction, contiguous_strides
+
+# Note [channels-last convolutions]
+#     Convolution libraries (oneDNN on the CPU, cuDNN on the GPU) run 2-D convolutions faster on
+#     (N, H, W, C) memory than on (N, C, H, W): on this project's 2-core CPU oneDNN runs the
+#     small ResNet's convolutions 10-20 % faster channels-last, forward and backward (and ember's
+#     step gains more: tools/conv_layout_bench.py). In a graph with a 2-D convolution, every 4-D
+#     value that is realized (the convolutions' inputs, a residual stream) is written
+#     channels-last: through a permuted view, so its kernel stores contiguously in (N, H, W, C)
+#     order, and every consumer reads that one buffer. A convolution's activation result (its
+#     output; the input gradient of its backward) is then channels-last too (the wrapper's
+#     `fit` copies if a library ever answers otherwise), and the kernels after it (batch norm,
+#     ReLU, the residual add) read it through its strides. Weights stay as they are: the
+#     library converts them, and their gradients keep the recorded layout.
+#     A graph output keeps its recorded layout (a copy where a channels-last buffer would
+#     escape), except the outputs saved for the backward (Note [saved outputs]): those leave
+#     channels-last, and ember_autograd compiles the backward for the layouts it receives.
+#     `conv_layout="auto"` (the default) chooses this on both backends. On the Triton backend it
+#     used to make resnet50's training step slower on an H100 (0.77x -> 0.60x eager at batch
+#     32): batch norm was cuDNN's extern, whose NCHW outputs `fit` copied back (5.9 ms a step).
+#     Batch norm now decomposes (Note [vendor batch norm]), and its per-channel statistics over
+#     channels-last memory are column reductions, split in two kernels when the rows are few
+#     (Note [split reductions]).
+#
+# Note [saved outputs]
+#     The contract with ember_autograd: a training forward's output node carries
+#     meta["ember_saved_outputs"] = k, and the outputs from position k on are the values saved
+#     for the backward (the user's outputs and the new values of mutated inputs come first).
+#     Those are the only outputs whose layout is the forward compiler's choice: ember_autograd
+#     compiles the backward for the strides they arrive in. Every other output, and every output
+#     of a graph without the key, keeps the layout its node's meta["val"] recorded (eager's).
+
+CONV_ACTIVATION_ARGS = {
+    torch.ops.aten.convolution.default: (0,),                 # input
+    torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
+}
+
+# Externs whose result layout does not depend on their operands' strides (a fresh contiguous
+# product): only these may receive a permuted operand as a strided view, and their results need
+# no `fit`. Others (attention kernels) may lay their output out after their inputs, which the
+# recorded strides would not describe.
+LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
+
+SAVED_OUTPUTS = "ember_saved_outputs"  # the output node's meta key (Note [saved outputs])
+
+
+@dataclass(frozen=True)
+class LayoutPlan:
+    """The layouts of one graph. channels_last: 4-D values are realized channels-last (Note
+    [channels-last convolutions]). saved_from: outputs from this position on are saved for the
+    backward and may leave in the layout the plan gave them (Note [saved outputs]); None: none."""
+
+    channels_last: bool = False
+    saved_from: int | None = None
+
+    def realized_strides(self, value: IRNode) -> tuple | None:
+        """The strides a lazy value is realized with, where not contiguous."""
+        if self.channels_last and _channels_last_candidate(value):
+            return channels_last_strides(value.sizes)
+        return None
+
+    def relaid_operands(self, op, args) -> tuple[int, ...]:
+        """The positions of `op`'s operands laid out channels-last before the call: a 2-D
+        convolution's activations; its first result is then channels-last too."""
+        positions = CONV_ACTIVATION_ARGS.get(op, ()) if self.channels_last else ()
+        if positions and all(isinstance(args[i], IRNode) and len(args[i].sizes) == 4 for i in positions):
+            return positions
+        return ()
+
+    @staticmethod
+    def relaid_strides(value: IRNode) -> tuple:
+        """The strides of a relaid convolution operand: channels-last."""
+        return channels_last_strides(value.sizes)
+
+    def recorded_operands(self, op, args) -> bool:
+        """Whether `op`'s tensor operands get the layout the graph recorded (eager's) rather than
+        the plan's: every extern of a channels-last graph but the convolutions (Note [externs see
+        eager's layouts])."""
+        return self.channels_last and not self.relaid_operands(op, args)
+
+    def result_strides(self, relaid: bool, item: int, val: torch.Tensor) -> tuple:
+        """An extern result's strides: channels-last for a relaid convolution's activation
+        result, else the recorded ones."""
+        return channels_last_strides(val.shape) if relaid and item == 0 else tuple(val.stride())
+
+    @staticmethod
+    def fits_result(op) -> bool:
+        """Whether the wrapper checks `op`'s result against the planned strides (`fit`)."""
+        return op not in LAYOUT_FREE_EXTERNS
+
+    @staticmethod
+    def strided_operands(op) -> bool:
+        """Whether `op` may read a permuted operand as a strided view (BLAS reads either)."""
+        return op in LAYOUT_FREE_EXTERNS
+
+    def leaves_as_planned(self, position: int) -> bool:
+        """Whether output `position` may leave in the plan's layout (saved for the backward)."""
+        return self.saved_from is not None and position >= self.saved_from
+
+
+def plan_layouts(gm: fx.GraphModule, conv_layout: str) -> LayoutPlan:
+    """The layout plan of a prims-level graph. `conv_layout` (InductorOptions): "auto" and
+    "channels_last" lay out 2-D convolutions' activations channels-last if the graph has any;
+    "preserve" keeps every recorded layout."""
+    output = gm.graph.output_node()
+    saved = output.meta.get(SAVED_OUTPUTS)
+    return LayoutPlan(channels_last=conv_layout in ("auto", "channels_last") and _has_conv_2d(gm),
+                      saved_from=saved)
+
+
+def channels_last_strides(sizes) -> tuple[int, ...]:
+    n, c, h, w = (int(s) for s in sizes)
+    s_n, s_h, s_w, s_c = contiguous_strides((n, h, w, c))
+    return (s_n, s_c, s_h, s_w)
+
+
+def _channels_last_candidate(node: IRNode) -> bool:
+    """A 4-D lazy value (not a reduction) with channels and pixels: realized channels-last."""
+    return (not isinstance(node, Reduction) and len(node.sizes) == 4
+            and node.sizes[1] > 1 and node.sizes[2] * node.sizes[3] > 1)
+
+
+def _has_conv_2d(gm: fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in CONV_ACTIVATION_ARGS:
+            val = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
+            if isinstance(val, torch.Tensor) and val.dim() == 4:
+                return True
+    return False
