@@ -7,6 +7,7 @@ computes the same formulas in another order: rtol=1e-4, atol=1e-5).
 import copy
 import pathlib
 import sys
+import warnings
 
 import pytest
 import torch
@@ -201,23 +202,38 @@ STEP_OPTIONS = {
 def test_optimizer_step_is_captured_and_matches_eager(name, backend):
     """`opt.step()` alone, compiled: no graph break; after three steps (the first creates the
     state) parameters and state equal eager's."""
-    ref_model = MLP()
+    compiled_optimizer_steps(name, backend, "cpu")
+
+
+def compiled_optimizer_steps(name, backend, device, tol=TOL):
+    ref_model = MLP().to(device)
     model = copy.deepcopy(ref_model)
     ref_opt, opt = STEP_OPTIONS[name](ref_model.parameters()), STEP_OPTIONS[name](model.parameters())
 
     def step(o):
         o.step()
     compiled = ember.compile(step, backend=backend)
-    for x, y in batches((16, 32), 3):
-        for m in (ref_model, model):
-            m.zero_grad()
-            F.cross_entropy(m(x), y).backward()
-        step(ref_opt)
-        compiled(opt)
-    assert_same_training_state(model, opt, ref_model, ref_opt)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ember")  # a fallback to eager fails the test
+        for x, y in batches((16, 32), 3, device):
+            for m in (ref_model, model):
+                m.zero_grad()
+                F.cross_entropy(m(x), y).backward()
+            step(ref_opt)
+            compiled(opt)
+    assert_same_training_state(model, opt, ref_model, ref_opt, tol)  # devices and dtypes too
     stats = compiled._ember_state.session.stats
     assert not stats.breaks, [str(b) for b in stats.breaks]
     assert len(stats.graphs) <= 2  # the first step (creates the state), then the steady step
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sgd_momentum", "adam", "adam_foreach_amsgrad", "adam_tensor_lr", "adamw"])
+def test_optimizer_step_on_cuda_is_compiled(name):
+    """On CUDA, Adam's step counts are 0-d CPU tensors (torch.optim's default): the step's
+    graph compiles (it fell back to eager: Note [0-d CPU operands] in ember_prims) and the
+    counts stay CPU tensors, as in eager."""
+    compiled_optimizer_steps(name, "inductor", "cuda", tol=dict(rtol=1e-4, atol=1e-5))
 
 
 def test_documents_step_under_reduce_overhead():

@@ -619,3 +619,23 @@ def test_aliased_inputs_one_of_them_mutated():
             out = compiled(x, x)
         torch.testing.assert_close(out, f(e, e), **TOL)
         torch.testing.assert_close(x, e, **TOL)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "triton", "eager"])
+def test_mutated_input_saved_for_a_backward_raises_as_in_eager(backend):
+    """The inductor writes a mutated input in place from its kernel (Note [mutated inputs
+    written in place]): the input's version still changes, so a backward that saved the old
+    value raises, as in eager, instead of using the new value silently."""
+    def update(b):
+        b.mul_(2.0).add_(1.0)
+
+    compiled = ember.compile(update, **BACKENDS[backend])
+    for _ in range(2):  # a second call with new tensors: the cached graph
+        w = torch.randn(8, requires_grad=True)
+        buf = torch.randn(8)
+        expected = buf * 2 + 1
+        y = (w * buf).sum()  # saves buf
+        compiled(buf)
+        torch.testing.assert_close(buf, expected, **TOL)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()

@@ -115,6 +115,7 @@ class Phase:
             gen.manual_seed(seed * 1000 + i)
             self.batches.append(workload.make_batch(gen, phase))
         self.reference: tuple[list, list] | None = None
+        self.whole = False  # set per variant: the step function is the whole training step
         self._ref64: tuple[list, list] | bool | None = None
 
     def reset(self) -> None:
@@ -134,18 +135,24 @@ class Phase:
         """One call on batch 0 from the initial weights: the outputs and, in training, the loss and
         the gradients (read before the optimizer step)."""
         b = batch if batch is not None else self.batches[0]
+        if self.whole and batch is None:
+            loss = fn(b)
+            return measure.detach_cpu(loss), self._grads(module)
         out = fn(*b.args, **b.kwargs)
         if self.phase == "infer":
             return measure.detach_cpu(out), []
         loss = self.workload.loss(out, b)
         loss.backward()
-        grads = [p.grad.detach().to("cpu", copy=True) if p.grad is not None else torch.zeros(())
-                 for p in self.params(module)]
+        grads = self._grads(module)
         outs = measure.detach_cpu(loss)
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
         return outs, grads
+
+    def _grads(self, module) -> list:
+        return [p.grad.detach().to("cpu", copy=True) if p.grad is not None else torch.zeros(())
+                for p in self.params(module)]
 
     def reference64(self) -> tuple[list, list] | None:
         """The same first call in float64, on a copy of the model: the arbiter when a variant
@@ -164,8 +171,26 @@ class Phase:
                 self._ref64 = False
         return self._ref64 or None
 
+    def whole_step(self, fn: Callable, opt) -> Callable:
+        """The documents' training step as one function (`--train-step whole`): the compilers
+        get zero_grad, forward, loss, backward and the optimizer step. Gradients stay after it."""
+        loss_fn = self.workload.loss
+
+        def train(b):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(fn(*b.args, **b.kwargs), b)
+            loss.backward()
+            opt.step()
+            return loss
+        return train
+
     def step_fn(self, fn: Callable, opt) -> Callable[[int], Any]:
         batches, loss_fn = self.batches, self.workload.loss
+
+        if self.whole:
+            def whole(i):
+                return fn(batches[i % len(batches)])
+            return whole
 
         if self.phase == "infer":
             def step(i):
@@ -195,24 +220,33 @@ class Phase:
 
 
 def measure_variant(ph: Phase, variant: dict, mode: str | None, timer: Timer, cfg: RunConfig,
-                    dtype: torch.dtype, events: Events) -> dict:
+                    dtype: torch.dtype, events: Events, train_step: str = "model") -> dict:
     name = variant["name"]
     ph.reset()
     opt = ph.optimizer()
+    whole = train_step == "whole" and ph.phase == "train"
     with ph.grad_context():
-        fn = _compiler(variant, mode)(ph.workload.fn)
-        first_s, (outs, grads) = timer.wall(lambda: ph.first_call(fn, opt))
-        events.emit("compiled", variant=name, phase=ph.phase, first_call_s=first_s)
-        # Eager alternates with a compiled variant (its own optimizer: momentum is per step path).
-        baseline = None if variant["kind"] == "eager" else ph.step_fn(ph.workload.fn, ph.optimizer())
-        timing = measure.time_calls(timer, ph.step_fn(fn, opt), cfg, start=1, baseline=baseline)
-        mem_step = ph.step_fn(fn, opt)
+        fn = _compiler(variant, mode)(ph.whole_step(ph.workload.fn, opt) if whole else ph.workload.fn)
+        ph.whole = whole
+        try:
+            first_s, (outs, grads) = timer.wall(lambda: ph.first_call(fn, opt))
+            events.emit("compiled", variant=name, phase=ph.phase, first_call_s=first_s)
+            # Eager alternates with a compiled variant (its own optimizer: momentum is per step path).
+            baseline = None
+            if variant["kind"] != "eager":
+                eager_opt = ph.optimizer()
+                eager_fn = ph.whole_step(ph.workload.fn, eager_opt) if whole else ph.workload.fn
+                baseline = ph.step_fn(eager_fn, eager_opt)
+            timing = measure.time_calls(timer, ph.step_fn(fn, opt), cfg, start=1, baseline=baseline)
+            mem_step = ph.step_fn(fn, opt)
 
-        def memory_calls():
-            for i in range(cfg.memory_calls):
-                mem_step(i)  # outputs not kept: the peak is one call's
+            def memory_calls():
+                for i in range(cfg.memory_calls):
+                    mem_step(i)  # outputs not kept: the peak is one call's
 
-        peak = measure.peak_memory_mb(timer.device, memory_calls)
+            peak = measure.peak_memory_mb(timer.device, memory_calls)
+        finally:
+            ph.whole = False
     ref_outs, ref_grads = ph.reference
     err = measure.max_rel_error(outs, ref_outs)
     grad_err = measure.max_rel_error(grads, ref_grads) if ph.phase == "train" else None
@@ -319,7 +353,8 @@ def run(spec: dict) -> None:
             elif timeout is not None and timeout < 1.0:
                 result = {"status": "skipped", "error": "out of time budget"}
             else:
-                result = _run_guarded(timeout, lambda: measure_variant(ph, v, spec.get("mode"), timer, cfg, dtype, events))
+                result = _run_guarded(timeout, lambda: measure_variant(ph, v, spec.get("mode"), timer, cfg, dtype, events,
+                                                                           spec.get("train_step", "model")))
             _release(v)
             events.emit("result", variant=v["name"], phase=phase, **result)
         del ph

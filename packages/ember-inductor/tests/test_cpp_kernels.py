@@ -427,3 +427,17 @@ def test_division_by_a_row_value_multiplies_by_its_inverse(options):
     cg = compile_graph(b.build(), b.examples, options)
     assert " * inv" in cg.kernels[0].meta["body"]
     torch.testing.assert_close(cg([x, d])[0], x / d.sum(1, keepdim=True), rtol=3e-7, atol=0, equal_nan=True)
+
+
+def test_loop_invariant_values_are_computed_once_before_the_loop(options):
+    """An optimizer's bias correction, 1 - 0.9 ** (step + 1) from a 0-d step count, scaling a
+    parameter: the powf runs once, before the element loop, not once per element."""
+    cpu = torch.device("cpu")
+
+    def build(b, p, step):
+        full = lambda v: b.call(P.full.default, [], v, dtype=torch.float32, device=cpu)  # noqa: E731
+        corr = b.call(P.sub.default, full(1.0), b.call(P.pow.default, full(0.9), b.call(P.add.default, step, full(1.0))))
+        return b.call(P.mul.default, p, b.call(P.broadcast_in_dim.default, corr, [4096], []))
+    cg = run(build, [torch.randn(4096), torch.tensor(3.0)], options, n_kernels=1)
+    body = cg.kernels[0].meta["body"]
+    assert "powf" in body and body.index("powf") < body.index("for (")

@@ -144,6 +144,35 @@ def test_seed_model_ops_all_decompose_or_are_externs():
     assert not missing
 
 
+def test_zero_dim_cpu_operand_with_tensors_of_another_device():
+    """Note [0-d CPU operands]: ATen reads a 0-d CPU tensor next to tensors of another device as
+    a scalar (Adam's step count and lr on CUDA parameters). The decomposition moves it to that
+    device with device_put after converting it to the computation's dtype; what is computed from
+    it alone stays on the CPU. The meta device stands in for CUDA here (no GPU in CI)."""
+    def fn(x, step):
+        step = step + 1  # the new step count: a CPU tensor, as in eager
+        correction = 1 - 0.9 ** step
+        return x * correction, torch.lerp(x, x * 2, step / 10), step
+    x, step = torch.randn(4, 3, device="meta"), torch.tensor(2.0)
+    gm = _aten_graph(fn, x, step)
+    pg = ember_prims.decompose(gm)
+    ember_prims.verify(pg)
+    puts = [n for n in pg.graph.nodes if n.target is torch.ops.ember_prims.device_put.default]
+    assert puts and all(n.args[0].meta["val"].device.type == "cpu" and n.args[0].meta["val"].dim() == 0
+                        for n in puts)
+    out = [n.meta["val"] for n in pg.graph.find_nodes(op="output")[0].args[0]]
+    assert [o.device.type for o in out] == ["meta", "meta", "cpu"]
+    meta, cpu = torch.device("meta"), torch.device("cpu")
+    for n in pg.graph.nodes:  # run it on the CPU: the same graph with every device the CPU
+        n.args, n.kwargs = torch.fx.node.map_aggregate((n.args, n.kwargs), lambda a: cpu if a == meta else a)
+    pg.recompile()
+    real = torch.randn(4, 3)
+    got = pg(real, torch.tensor(2.0))
+    want = fn(real, torch.tensor(2.0))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
 def test_a_decomposition_that_calls_its_own_op_emits_that_call():
     # Note [applying the table]: "lower small matmuls, leave big ones to BLAS": the entry calls
     # its own op for the big case, which is then emitted as the extern it is (no recursion).

@@ -40,6 +40,7 @@ def samples(name):
         "where": [((_t(2, 3, dtype=torch.bool), _t(2, 3), _t(2, 3)), {})],
         "convert_element_type": [((x.transpose(0, 2), torch.bfloat16), {}), ((x, torch.int32), {})],
         "clone": [((x.transpose(0, 2),), {})],
+        "device_put": [((x.transpose(0, 2), CPU), {})],
         "sum": [((x, [0, 2]), {}), ((x, []), {})], "prod": [((x, [1]), {})],
         "amax": [((x.transpose(0, 1), [0]), {})], "amin": [((x, [0, 1, 2]), {})],
         "any": [((x > 1, [1]), {})], "all": [((x > 1, [0, 2]), {})],

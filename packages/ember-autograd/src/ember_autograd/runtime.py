@@ -78,7 +78,10 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
 # Note [compiled mutations]: a compiled forward whose `applies_mutations` is true writes the
 # new values of mutated inputs itself (inside a CUDA graph, say), saved values that are mutated
 # inputs keeping their old value, and may return None in place of those new values; the runtime
-# then skips `replay_mutations` and its own copy of those saved values.
+# then skips `replay_mutations` and its own copy of those saved values. A compiled graph may also
+# write some of them in place and return the input itself as its new value (the inductor does:
+# Note [mutated inputs written in place] in ember_inductor/inplace.py): `replay_mutations` does
+# not copy a value that is its input's memory, and bumps the input's version counter instead.
 
 
 def applies_mutations(fn: Callable) -> bool:
@@ -93,10 +96,13 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     # buffers, and on CUDA a list mixing dtypes (float statistics, int64 num_batches_tracked)
     # falls back to one copy_ per tensor.
     groups: dict = {}
+    written: list[torch.Tensor] = []
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
             dst = tensors[k]
-            if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
+            if _is_same_memory(dst, value):  # Note [compiled mutations]: written in place
+                written.append(dst)
+            elif dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
                 dst.copy_(value)  # broadcast, cross-device or converting: the general path
             else:
                 dsts, srcs = groups.setdefault((dst.device, dst.dtype), ([], []))
@@ -104,6 +110,14 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
                 srcs.append(value)
         for dsts, srcs in groups.values():
             torch._foreach_copy_(dsts, srcs)
+    if written:  # as an in-place op would: autograd then sees that saved values changed
+        torch.autograd.graph.increment_version(written)
+
+
+def _is_same_memory(dst: torch.Tensor, value) -> bool:
+    return value is dst or (isinstance(value, torch.Tensor) and value.data_ptr() == dst.data_ptr()
+                            and value.dtype == dst.dtype and value.shape == dst.shape
+                            and value.stride() == dst.stride() and value.device == dst.device)
 
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):

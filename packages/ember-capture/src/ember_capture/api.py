@@ -31,6 +31,7 @@ def capture(fn, backend, config: CaptureConfig = CaptureConfig(), *, stats: Capt
     if frame.VERSION not in frame.HANDLERS:
         return _eager_on_unknown_python(fn, config)
     session = Session(backend, config, stats if stats is not None else CaptureStats())
+    session.root = fn
     return _capture_in(session, fn)
 
 

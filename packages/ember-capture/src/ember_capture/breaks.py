@@ -19,39 +19,115 @@ native = registrar(NATIVE)
 
 
 def why_no_break(code, inst) -> str | None:
-    """Why the frame cannot split at ``inst`` (None: it can). A break needs a native rule for
-    the instruction, no loop around it (the resume would re-enter the loop)."""
+    """Why the frame cannot split at ``inst`` (None: it can): a break needs a native rule for
+    the instruction. A break inside a loop resumes inside the loop (Note [Breaks in loops])."""
     if inst.opname not in NATIVE:
         return f"{inst.opname} cannot run natively at a break"
-    if CodeInfo.of(code).in_loop(inst.offset):
-        return "it is inside a loop"
     return None
 
 
+_SCALARS = (bool, int, float)
+_PURE_SCALAR_OPS = frozenset({"COMPARE_OP", "BINARY_OP", "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE", "TO_BOOL"})
+
+
+class _Step:
+    """One more instruction run natively after the breaking one."""
+
+    def __init__(self, action, inst, next_offset):
+        self.inst, self.next_offset, self.state, self.kw_names = inst, next_offset, action.state, ()
+
+
+class Bounce:
+    """The next resume function to call, handed back to the frame that started the chain."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args):
+        self.fn = fn
+        self.args = args
+
+
 class BreakAction:
+    """Runs the breaking instruction natively and continues in the resume function.
+
+    Note [Breaks in loops]: every resume function is made from the frame's *original* code
+    (a break in a resume function maps its offsets back by the prologue's length, and drops the
+    stack slots the prologue had as locals), so a break that a loop reaches on every iteration
+    resumes in the same few functions, compiled once each while their guards hold. The loop's
+    iterator is a live stack value: rebuilt as a real iterator at the break, it is an opaque
+    object in the resume function, whose FOR_ITER is a break of its own (``next()`` natively,
+    the item passed on the stack). Resume functions do not call each other: a break in one
+    returns a ``Bounce`` to the original frame's break, which calls the next one in a loop, so
+    a loop of any length runs at a constant Python stack depth."""
+
     def __init__(self, state, frame, inst, reason):
         info = CodeInfo.of(frame.code)
         self.state = state
+        self.root = state.origin or state
+        self.shift = state.shift  # resume prologue's length: offsets in the original code
+        self.bounce = state.origin is not None
         self.inst = inst
         self.reason = reason
         self.kw_names = frame.kw_names
         self.next_offset = info.insts[info.index[inst.offset] + 1].offset
-        self.unbound = tuple(n for n in frame.code.co_varnames if n not in frame.locals)
+        root_code = self.root.code
+        self.n_locals = len(root_code.co_varnames)
+        # The original frame's locals, by slot (a resume code names a cell argument's slot anew).
+        self.unbound = tuple(root_name for root_name, name in zip(root_code.co_varnames, frame.code.co_varnames)
+                             if name not in frame.locals and root_name not in root_code.co_cellvars)
         self.handler = NATIVE[inst.opname]
+        self.info = info
+        self.bound = {n: i for i, n in enumerate(frame.code.co_varnames) if n in frame.locals}
 
     def __call__(self, stack, locals_, cells=()):
         target = self.handler(self, stack, RUNTIME_NULL)
+        if stack and type(stack[-1]) in _SCALARS:
+            target = self.continue_natively(target, stack, locals_)
         null_mask = tuple(v is RUNTIME_NULL for v in stack)
-        fn = self.state.resume_function(target, null_mask, self.unbound)
-        return fn(*cells, *locals_, *[v for v in stack if v is not RUNTIME_NULL])
+        fn = self.root.resume_function(target - self.shift, null_mask, self.unbound)
+        args = (*cells, *locals_[:self.n_locals], *[v for v in stack if v is not RUNTIME_NULL])
+        if self.bounce:  # Note [Breaks in loops]
+            return Bounce(fn, args)
+        result = fn(*args)
+        while type(result) is Bounce:
+            result = result.fn(*result.args)
+        return result
+
+    def continue_natively(self, target, stack, locals_):
+        """Note [Scalar conditions at a break]: ``while x.sum().item() < limit:`` breaks at
+        ``.item()``; resuming right after it would pass the float to the resume function, which
+        specializes on it (a new compile for every value, so a loop soon runs eagerly). Instead the
+        instructions that only compute on Python scalars (constants, bound locals holding
+        scalars, comparisons, arithmetic) up to the conditional jump that consumes them run
+        natively too, and the resume function starts at the branch taken."""
+        info = self.info
+        while target in info.index:
+            inst = info.insts[info.index[target]]
+            name = inst.opname
+            if name == "LOAD_CONST" and type(inst.argval) in _SCALARS:
+                stack.append(inst.argval)
+            elif name == "LOAD_FAST" and inst.argval in self.bound \
+                    and type(locals_[self.bound[inst.argval]]) in _SCALARS:
+                stack.append(locals_[self.bound[inst.argval]])
+            elif name in _PURE_SCALAR_OPS and all(type(v) in _SCALARS for v in stack[-2:]):
+                NATIVE[name](_Step(self, inst, info.insts[info.index[target] + 1].offset), stack, RUNTIME_NULL)
+            elif "POP_JUMP" in name and "NONE" not in name and type(stack[-1]) in _SCALARS:
+                return NATIVE[name](_Step(self, inst, info.insts[info.index[target] + 1].offset), stack,
+                                    RUNTIME_NULL)
+            else:
+                return target
+            target = info.insts[info.index[target] + 1].offset
+        return target
 
 
 def _callee(first, second, null):
-    """(callable, self or None) of the two values below a call's arguments: 3.11/3.12 keep
-    ``NULL, callable`` or ``method, self``; 3.13 keeps ``callable, NULL`` or ``method, self``."""
+    """(callable, self or ``null``) of the two values below a call's arguments: 3.11/3.12 keep
+    ``NULL, callable`` or ``method, self``; 3.13 keeps ``callable, NULL`` or ``method, self``.
+    A self of None is an argument (a with-block's ``__exit__(None, None, None)`` is called with
+    the exit in the method slot and None as "self"), so "no self" is ``null``, not None."""
     if VERSION >= (3, 13):
-        return first, (None if second is null else second)
-    return (second, None) if first is null else (first, second)
+        return first, second
+    return (second, null) if first is null else (first, second)
 
 
 @native("CALL")
@@ -61,7 +137,7 @@ def _call(action, stack, null, kw_names=None):
     del stack[len(stack) - argc:]
     fn, self_ = _callee(*stack[-2:], null)
     del stack[-2:]
-    if self_ is not None:
+    if self_ is not null:
         args = [self_] + args
     kw_names = action.kw_names if kw_names is None else kw_names
     kwargs = {}
@@ -144,6 +220,20 @@ def _format_value(action, stack):
     conv = {0: None, 1: str, 2: repr, 3: ascii}[action.inst.arg & 0x03]
     stack.append(format(conv(value) if conv else value, spec))
     return action.next_offset
+
+
+@native("FOR_ITER")
+def _for_iter(action, stack, null):
+    """The next item of an iterator the trace could not see into (Note [Breaks in loops])."""
+    try:
+        stack.append(next(stack[-1]))
+        return action.next_offset
+    except StopIteration:
+        if VERSION >= (3, 12):
+            stack.append(null)  # the END_FOR at the target pops the iterator and this
+        else:
+            stack.pop()
+        return action.inst.argval
 
 
 @native("STORE_SUBSCR")

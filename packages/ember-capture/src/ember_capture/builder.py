@@ -148,7 +148,16 @@ def stateless_module(module: torch.nn.Module) -> bool:
          types.ClassMethodDescriptorType)
 def _wrap_static(tr, value, source, name):
     if source is not None:
-        tr.guards.add(source, f"X is {tr.ns.ref(value)}")
+        owner = getattr(value, "__self__", None)
+        method = getattr(value, "__name__", None)
+        if (isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and method
+                and not isinstance(owner, types.ModuleType) and source.endswith("." + method)):
+            # `d.values` read from an object: a new bound method on each read, so not guarded by
+            # identity (that never holds again) but as the same builtin method of the same object.
+            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and X.__self__ is "
+                          f"{source[:-len(method) - 1]} and X.__name__ == {method!r}")
+        else:
+            tr.guards.add(source, f"X is {tr.ns.ref(value)}")
     return ObjVar(value, source)
 
 

@@ -21,6 +21,7 @@ from .library import inlinable_file
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import registrar
 from .containers import call_container_method
+from .dict_methods import DICT_METHODS
 from . import semantics as S
 from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
 from .variables import (
@@ -98,7 +99,7 @@ def _call_exit(fr, fn, args, kwargs):
     if fn.context is not None:
         graph.exit_autocast(fn, fr.tr)
         return ConstVar(None)
-    if graph.grad_enabled != fn.restore:
+    if fn.restore is not None and graph.grad_enabled != fn.restore:
         graph.set_grad_enabled(fn.restore)
     return ConstVar(None)
 
@@ -387,7 +388,8 @@ def _new_instance(cls):
     if base is None:
         return NewObjVar(cls, {}) if cls.__new__ is object.__new__ else None
     if base in _INSTANCE_BASES and cls.__new__ is base.__new__ and "__slots__" not in cls.__dict__:
-        return NewObjVar(cls, {}, base, _INSTANCE_BASES[base]({}) if base is not list else ListVar([]))
+        # the contents remember their base (OrderedDict.move_to_end needs to know it)
+        return NewObjVar(cls, {}, base, DictVar({}, cls=base) if base is not list else ListVar([]))
     return None
 
 
@@ -484,6 +486,8 @@ def _dict_method(fr, d, name, args, kwargs):
         return items.pop(key, *args[1:])
     elif name == "setdefault":
         return items.setdefault(const_value(args[0]), args[1] if len(args) > 1 else ConstVar(None))
+    elif name in DICT_METHODS:  # move_to_end, popitem, clear
+        return DICT_METHODS[name](fr, d, args, kwargs)
     else:
         raise Unsupported("unsupported_call", f"dict.{name}")
     return ConstVar(None)

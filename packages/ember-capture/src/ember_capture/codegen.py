@@ -21,8 +21,9 @@ import types
 
 import torch
 
+from .lazy import LazyVar
 from .variables import (
-    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
+    NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
     TensorVar, TupleVar,
     Var,
 )
@@ -39,6 +40,8 @@ class CannotRebuild(Exception):
 def collect_tensors(vars_, out: dict):
     """TensorVars reachable from vars_, keyed by node (graph outputs, deduplicated)."""
     for v in vars_:
+        if type(v) is LazyVar:
+            v = v.var
         if isinstance(v, TensorVar):
             out.setdefault(v.node, v)
         elif isinstance(v, (ListVar, TupleVar, SetVar)):
@@ -47,6 +50,8 @@ def collect_tensors(vars_, out: dict):
             collect_tensors(v.items.values(), out)
         elif isinstance(v, DictViewVar):
             collect_tensors([v.dict], out)
+        elif isinstance(v, IterVar):
+            collect_tensors(v.items[v.pos:], out)
         elif isinstance(v, NewObjVar):
             collect_tensors(list(v.attrs.values()) + ([v.storage] if v.storage is not None else []), out)
         elif isinstance(v, MethodVar):
@@ -63,21 +68,34 @@ def collect_tensors(vars_, out: dict):
 class Rebuilder:
     """Python expressions that rebuild symbolic values from ``__o`` (graph outputs) and ``L``."""
 
-    def __init__(self, ns, output_index: dict, has_graph: bool):
+    def __init__(self, ns, output_index: dict, has_graph: bool, mutated=()):
         self.ns = ns
         self.output_index = output_index  # node -> position in the graph's output tuple
         self.has_graph = has_graph
         self.prelude: list[str] = []  # statements binding mutable values built once
         self._temps: dict[int, str] = {}
+        self.mutated = set(mutated)  # ids of input lists the trace changed
 
     def expr(self, v: Var) -> str:
+        if type(v) is LazyVar:  # Note [Lazy locals]: unused by the trace, the same object
+            if v.var is None:
+                return v.source
+            v = v.var
         if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
-            # A container from the inputs is never mutated by a trace (that is a break), so the
-            # real object is still equal to it: pass the object itself, keeping its identity.
-            return v.source
+            # A container from the inputs is not mutated by a trace (that is a break), except a
+            # list written back after the graph (Note [Mutated input lists]): either way the
+            # real object equals it: pass the object itself, keeping its identity (a mutated one
+            # read from its source once).
+            if id(v) not in self.mutated:
+                return v.source
+            name = self._temps.get(id(v))
+            if name is None:
+                name = self._temps[id(v)] = f"__t{len(self._temps)}"
+                self.prelude.append(f"{name} = {v.source}")
+            return name
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
-        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar)):
+        if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar, IterVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
             if name is None:
@@ -85,6 +103,10 @@ class Rebuilder:
                 self.prelude.append(f"{name} = {self._expr(v)}")
             return name
         return self._expr(v)
+
+    def items_expr(self, v: ListVar) -> str:
+        """A new list of ``v``'s current items (the contents of a mutated input list)."""
+        return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
 
     def _expr(self, v: Var) -> str:
         if isinstance(v, TensorVar):
@@ -98,7 +120,7 @@ class Rebuilder:
         if isinstance(v, ObjVar):
             return v.source if v.source is not None else self.ns.ref(v.value)
         if isinstance(v, ListVar):
-            return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
+            return self.items_expr(v)
         if isinstance(v, TupleVar):
             inner = "(" + "".join(self.expr(i) + ", " for i in v.items) + ")"
             if v.cls is tuple:
@@ -138,6 +160,15 @@ class Rebuilder:
             return f"{self.expr(v.receiver)}.{v.name}"
         if isinstance(v, ExitVar) and v.context is None:
             return f"{self.ns.ref(GradModeExit)}({v.restore})"
+        if isinstance(v, ExitVar):  # Note [Breaks in autocast blocks]
+            return f"{self.ns.ref(AutocastExit)}({self.ns.ref(v.node.args)})"
+        if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
+            if v.pull is not None:
+                raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
+            over = getattr(v, "over", None)
+            if over is not None:  # a list iterator sees the list's later appends
+                return f"{self.ns.ref(_list_iterator)}({self.expr(over)}, {v.pos})"
+            return "iter([" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "])"
         if v is NULL:
             return "_NULL"
         raise CannotRebuild(f"cannot rebuild a {type(v).__name__} outside the graph")
@@ -151,8 +182,25 @@ class GradModeExit:
         self.restore = restore
 
     def __call__(self, *exc_info):
-        torch._C._set_grad_enabled(self.restore)
+        if self.restore is not None:  # None: a no-op context's exit (Note [Profiler contexts])
+            torch._C._set_grad_enabled(self.restore)
         return None
+
+
+class AutocastExit:
+    """Note [Breaks in autocast blocks]: at a graph break inside ``with torch.autocast(...)``,
+    the graph leaves the region it entered, and the entry enters a real autocast with the same
+    arguments (made here) before the breaking instruction runs, so that the native part and the
+    resume function run under it; the resume function calls this object where the block ends
+    (a graph break: a native call) or on an exception, to leave it."""
+
+    def __init__(self, args):
+        device_type, dtype, enabled, cache_enabled = args
+        self.context = torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        self.context.__enter__()
+
+    def __call__(self, *exc_info):
+        return self.context.__exit__(*(exc_info or (None, None, None)))
 
 
 def _new_object(cls, attrs, base=None, contents=None):
@@ -169,6 +217,12 @@ def _new_object(cls, attrs, base=None, contents=None):
             base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
+
+
+def _list_iterator(items: list, pos: int):
+    it = iter(items)
+    it.__setstate__(pos)
+    return it
 
 
 def _make_function(code, globals_, defaults, kwdefaults, closure=None):

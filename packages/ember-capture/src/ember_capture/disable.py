@@ -2,10 +2,12 @@
 
 ``disable(fn)`` marks ``fn`` (and everything it calls) as run natively. With
 ``recursive=False`` only ``fn``'s own body runs natively: the user functions it looks up in
-its globals are replaced, for that call, by their capture wrappers, so they are compiled.
+its globals, or reads from its closure cells, are replaced, for that call, by their capture
+wrappers, so they are compiled.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import types
 
@@ -44,18 +46,41 @@ class _CapturingGlobals(dict):
         self.session = session
 
     def __getitem__(self, name):
-        value = self.real[name]
-        if getattr(value, "_ember_disabled", None) is None and isinstance(value, types.FunctionType) \
-                and inlinable_file(value.__code__.co_filename):
-            return self.session.callee(value)
-        return value
+        return _captured(self.real[name], self.session)
+
+
+def _captured(value, session):
+    """The capture wrapper of a user function (the value itself for anything else)."""
+    if getattr(value, "_ember_disabled", None) is None and isinstance(value, types.FunctionType) \
+            and inlinable_file(value.__code__.co_filename):
+        return session.callee(value)
+    return value
+
+
+def _closure(fn, session):
+    """``fn``'s closure with each cell that holds a user function, and that ``fn`` never writes
+    (``nonlocal``), replaced by a new cell holding its capture wrapper: an inner function
+    reached through a closure is compiled like one reached through the globals."""
+    if not fn.__closure__:
+        return fn.__closure__
+    written = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+    cells = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            cells.append(cell)
+            continue
+        wrapped = _captured(value, session)
+        cells.append(cell if wrapped is value or name in written else types.CellType(wrapped))
+    return tuple(cells)
 
 
 def run_shallow(disabled_fn, session, args, kwargs):
     """Run a ``disable(recursive=False)`` function natively; its callees go through capture."""
     fn = getattr(disabled_fn, "_ember_original", disabled_fn)
     copy = types.FunctionType(fn.__code__, _CapturingGlobals(fn.__globals__, session), fn.__name__,
-                              fn.__defaults__, fn.__closure__)
+                              fn.__defaults__, _closure(fn, session))
     copy.__kwdefaults__ = fn.__kwdefaults__
     return copy(*args, **kwargs)
 

@@ -17,6 +17,7 @@ import os
 import sys
 
 from .config import Unsupported
+from .lazy import PASS_THROUGH, materialize_stack, unpack_lazy
 from .resume import parse_exception_table
 from .variables import CellVar, ConstVar, Var
 
@@ -138,6 +139,7 @@ class Frame:
         insts = self.info.insts
         tr = self.tr
         is_root = self.parent is None
+        lazy = is_root and tr.lazy_locals
         while not self.done:
             inst = insts[self.ip]
             self.inst = inst
@@ -147,6 +149,11 @@ class Frame:
             tr.graph.location = self
             if is_root and inst.offset in tr.break_offsets:
                 raise StopAtBreak(self, inst)
+            if lazy and inst.opname not in PASS_THROUGH:  # Note [Lazy locals]
+                if inst.opname == "UNPACK_SEQUENCE" and unpack_lazy(self, inst):
+                    self.ip += 1
+                    continue
+                materialize_stack(self.stack)
             self.ip += 1
             handler = table.get(inst.opname)
             try:

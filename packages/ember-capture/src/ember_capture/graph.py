@@ -192,6 +192,12 @@ class OutputGraph:
         tr.open_contexts.append(context)
         return ExitVar(node=node, context=context)
 
+    def close_autocast(self, exit_var):
+        """Leave an autocast region in the graph only: a graph break inside the block, which
+        continues under a real autocast (Note [Breaks in autocast blocks])."""
+        node = self.graph.call_function(torch.amp.autocast_mode._exit_autocast, (exit_var.node,))
+        self._annotate(node, None)
+
     def exit_autocast(self, exit_var, tr):
         node = self.graph.call_function(torch.amp.autocast_mode._exit_autocast, (exit_var.node,))
         self._annotate(node, None)

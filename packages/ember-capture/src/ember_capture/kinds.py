@@ -70,8 +70,8 @@ class BreakKind(enum.StrEnum):
                  "only, or make it iterative")
     MODULE_HOOKS = ("module_hooks", "a module with hooks runs through Module.__call__; remove the hooks "
                     "to capture its forward")
-    CANNOT_RESUME = ("cannot_resume", "capture could not continue after a break here (a loop or an autocast "
-                     "block around it); the function runs eagerly")
+    CANNOT_RESUME = ("cannot_resume", "capture could not continue after a break here (a value on the "
+                     "stack or in a local that cannot be rebuilt, such as a generator); the function runs eagerly")
     TOO_MANY_BREAKS = ("too_many_breaks", "too many graph breaks in one function; remove the breaks "
                        "explain() lists")
     TRACE_ERROR = ("trace_error", "the code raised while capture traced it; check that it runs eagerly "

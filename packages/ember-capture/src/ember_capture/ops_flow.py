@@ -10,6 +10,7 @@ import types
 
 from . import semantics as S
 from .config import Unsupported
+from .contexts import is_noop_context
 from .frame import TracedRaise, op, since
 from .variables import NULL, AutocastVar, BoundVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
@@ -72,7 +73,7 @@ def _get_iter(fr, inst):
 def _for_iter(fr, inst):
     it = fr.stack[-1]
     if not isinstance(it, IterVar):
-        raise Unsupported("unsupported_iter", f"iterating over {type(it).__name__}")
+        raise Unsupported("unsupported_iter", f"iterating over {S.describe(it)}")
     if it.more():
         fr.push(it.take())
         return
@@ -105,6 +106,10 @@ def _before_with(fr, inst):
     if isinstance(ctx, AutocastVar):
         fr.push(fr.tr.graph.enter_autocast(ctx.args, fr.tr))
         fr.push(ConstVar(None))
+        return
+    if is_noop_context(ctx):  # Note [Profiler contexts]
+        fr.push(ExitVar())
+        fr.push(ctx)
         return
     enter, exit_ = S.class_dunder(ctx, "__enter__"), S.class_dunder(ctx, "__exit__")
     if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):

@@ -29,6 +29,7 @@ from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
 from .tracebacks import hide_ember_frames
 from .tracer import Tracer
+from .variables import ExitVar
 
 MAX_RESTARTS = 32
 _ALL_STATES: "weakref.WeakSet[FrameState]" = weakref.WeakSet()
@@ -47,6 +48,7 @@ class Session:
         self.callees: dict = {}  # id(obj) -> (obj, wrapper)
         self.instances: dict = {}  # module forward's code -> instances captured at graph breaks
         self.warned: set = set()
+        self.root = None  # the captured function or module
 
     def callee(self, obj):
         """The capture wrapper used when a graph break calls a user function natively.
@@ -61,7 +63,7 @@ class Session:
         if not isinstance(obj, types.FunctionType):
             code = type(obj).forward.__code__
             seen = self.instances.get(code, 0)
-            if seen >= self.config.recompile_limit:
+            if seen >= self.config.recompile_limit and not self.owns(obj):
                 self.warn_once(("instances", code), f"ember: {type(obj).__name__}.forward was captured for "
                                f"{seen} instances (a module built on each call?); running new instances "
                                "eagerly", 3)
@@ -71,6 +73,11 @@ class Session:
                                None if isinstance(obj, types.FunctionType) else obj).wrapper)
         self.callees[id(obj)] = hit
         return hit[1]
+
+    def owns(self, module) -> bool:
+        """Whether ``module`` is a submodule of the captured module (the layers of its
+        ModuleList, reached one by one at graph breaks in a loop): not built on each call."""
+        return isinstance(self.root, torch.nn.Module) and any(m is module for m in self.root.modules())
 
     def warn_once(self, key, message, stacklevel):
         if key not in self.warned:
@@ -99,6 +106,10 @@ class FrameState:
         self.entries: list = []
         self.eager_forever = False
         self.resumes: dict = {}
+        # A resume function's state: the original frame's state, and the prologue's length in
+        # bytes (Note [Breaks in loops]).
+        self.origin: FrameState | None = None
+        self.shift = 0
         # A resume function of a frame with cells takes its closure cells first (Note [Resuming with cells]).
         self.cell_args = cell_args
         self.bind, self.arg_names = make_binder(func, self_obj)
@@ -202,7 +213,8 @@ class FrameState:
         breaks: dict = {}
         func = self.func
         for _ in range(MAX_RESTARTS):
-            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args)
+            tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args,
+                        lazy_locals=self.origin is not None)
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
@@ -253,10 +265,14 @@ class FrameState:
             fr = plan.frame
             roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
-        side_values += [a for _, args in tr.call_effects for a in args]
+        side_values += [a for _, args in tr.call_effects for a in args] + list(tr.mutated_lists.values())
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
+        if plan.kind == "break":  # Note [Breaks in autocast blocks]: the graph leaves them
+            for v in plan.frame.stack:
+                if isinstance(v, ExitVar) and v.node is not None:
+                    tr.graph.close_autocast(v)
         if has_graph:
             gm = tr.graph.finish(outputs)
             example_inputs = [real for _, real in tr.graph.inputs]
@@ -268,8 +284,10 @@ class FrameState:
                 exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
-        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph)
-        effects = [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
+        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph, tr.mutated_lists)
+        # Note [Mutated input lists]: written back first, so that every later reader sees them
+        effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
+        effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.
             effects.append(f"{tr.ns.ref(torch._C._set_grad_enabled)}({tr.graph.grad_enabled})")
@@ -334,11 +352,12 @@ class FrameState:
             if self.resumes_with_cells():  # cells come with each call; these stand in for the signature
                 placeholder = tuple(types.CellType() for _ in code.co_freevars)
                 fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, placeholder)
-                wrapper = FrameState(self.session, fn, name=name, cell_args=len(code.co_freevars)).wrapper
+                state = FrameState(self.session, fn, name=name, cell_args=len(code.co_freevars))
             else:
                 fn = types.FunctionType(code, self.func.__globals__, code.co_name, None, self.func.__closure__)
-                wrapper = FrameState(self.session, fn, name=name).wrapper
-            self.resumes[key] = wrapper
+                state = FrameState(self.session, fn, name=name)
+            state.origin, state.shift = self, len(code.co_code) - len(self.code.co_code)
+            wrapper = self.resumes[key] = state.wrapper
         return wrapper
 
     def call_native(self, fn, args, kwargs):

@@ -152,7 +152,9 @@ def iterate(fr, v: Var) -> IterVar:
     if isinstance(v, IterVar):
         return v
     if isinstance(v, ListVar):
-        return IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
+        it = IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
+        it.over = v  # rebuilt over the same list at a break (Note [Breaks in loops])
+        return it
     return IterVar(unpack(fr, v))
 
 

@@ -11,6 +11,7 @@ from .builtins_table import BUILTINS
 from .config import CaptureConfig, Unsupported
 from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
+from .lazy import LazyVar
 from .library import inlinable_file
 from .guards import Guards, Namespace
 from .variables import DictVar, ListVar, ObjVar, Var
@@ -27,8 +28,10 @@ class Plan:
 
 
 class Tracer:
-    def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names, cell_args=0):
+    def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names, cell_args=0,
+                 lazy_locals=False):
         self.code = code
+        self.lazy_locals = lazy_locals
         self.cell_args = cell_args  # L starts with this many closure cells (Note [Resuming with cells])
         self.root_globals = globals_
         self.closure = closure
@@ -47,6 +50,7 @@ class Tracer:
         self.attr_write_list: list = []  # (object Var, name, value Var)
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
+        self.mutated_lists: dict = {}  # id(ListVar) -> ListVar: Note [Mutated input lists]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell
@@ -80,7 +84,12 @@ class Tracer:
         return inlinable_file(fn.__code__.co_filename)
 
     def mark_mutated(self, var: ListVar):
-        raise Unsupported("side_effect", "mutating a list that came from the inputs")
+        """Note [Mutated input lists]: a list from the inputs (a frame's argument, a list held by
+        an object, the list a loop appends to, passed to a resume function) is changed
+        symbolically, then its final contents are written into the same object after the graph
+        (``L[k][:] = [...]``), before anything else sees it: a later native call, a resume
+        function or the caller. Its identity and its other references are kept."""
+        self.mutated_lists.setdefault(id(var), var)
 
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
         self.attr_writes[(id(obj.value), name)] = value
@@ -100,7 +109,10 @@ class Tracer:
         code = self.code
         self.graph.location = (code.co_filename, code.co_firstlineno, code.co_name)
         k = self.cell_args
-        locals_ = {name: wrap(self, v, f"L[{k + i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L[k:]))}
+        if self.lazy_locals:  # Note [Lazy locals]: a resume function's arguments
+            locals_ = {name: LazyVar(self, v, f"L[{k + i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L[k:]))}
+        else:
+            locals_ = {name: wrap(self, v, f"L[{k + i}]", name) for i, (name, v) in enumerate(zip(self.arg_names, self.L[k:]))}
         if code.co_flags & 0x08:  # CO_VARKEYWORDS
             # The **kwargs dict is made fresh by each call: the frame owns it, so writes to it are
             # local (its keys and values are still guarded through the source it was wrapped with).
@@ -113,6 +125,8 @@ class Tracer:
         else:
             freevars = {n: self.real_cell(c, n) for n, c in zip(code.co_freevars, self.closure or ())}
         self_var = locals_.get(self.arg_names[0]) if self.arg_names else None
+        if isinstance(self_var, LazyVar):  # zero-argument super() reads it
+            self_var = locals_[self.arg_names[0]] = self_var.materialize()
         self.root = Frame(self, code, self.root_globals, locals_, freevars, self_var=self_var)
         try:
             value = self.root.run()

@@ -193,9 +193,17 @@ class AutocastVar(Var):
         self.args = (device_type, dtype, enabled, cache_enabled)
 
 
+class NoOpContextVar(Var):
+    """A context manager that capture enters as a no-op (Note [Profiler contexts])."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+
 class ExitVar(Var):
     """The ``__exit__`` that BEFORE_WITH pushes: restores the grad mode it saved, or leaves
-    the autocast region it entered (``node`` is the graph's _enter_autocast)."""
+    the autocast region it entered (``node`` is the graph's _enter_autocast); with neither, a
+    no-op (Note [Profiler contexts])."""
 
     def __init__(self, restore=None, node=None, context=None):
         self.restore = restore

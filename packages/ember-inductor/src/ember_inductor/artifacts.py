@@ -18,7 +18,7 @@ from ember_inductor.compile import CompiledGraph
 from ember_inductor.options import InductorOptions
 from ember_inductor.wrapper import WrapperWriter
 
-ARTIFACT_VERSION = 1
+ARTIFACT_VERSION = 2
 _BASE = frozenset(WrapperWriter().namespace) | {"__builtins__", "call"}
 
 
@@ -32,7 +32,7 @@ def to_artifact(compiled: CompiledGraph) -> dict[str, Any]:
     return {"version": ARTIFACT_VERSION, "source": compiled.source, "kernels": kernels,
             "ir": compiled.ir, "timings": dict(compiled.timings), "fallbacks": list(compiled.fallbacks),
             "layouts": list(compiled._layouts), "backend": compiled.backend, "constants": constants,
-            "schedule": list(compiled.schedule)}
+            "schedule": list(compiled.schedule), "written_in_place": list(compiled.written_in_place)}
 
 
 def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> CompiledGraph:
@@ -51,5 +51,6 @@ def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> Compile
     compiled = CompiledGraph(namespace["call"], artifact["source"], kernels, artifact["ir"], {},
                              artifact["fallbacks"], artifact["layouts"], artifact["backend"])
     compiled.schedule = artifact["schedule"]
+    compiled.written_in_place = list(artifact["written_in_place"])
     compiled.loaded_from_cache = True
     return compiled

@@ -16,6 +16,7 @@ from ember_inductor.kernel import format_kernel
 from ember_inductor.codegen.common import KernelSource, choose_backend, get_backend
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
+from ember_inductor.inplace import plan_in_place, rewrite_spec
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
@@ -51,6 +52,9 @@ class CompiledGraph:
         self.fallbacks = fallbacks
         self.backend = backend
         self._layouts = input_layouts  # (sizes, strides) per tensor input, None for scalars
+        # positions of the mutated inputs the kernels write in place, returned as themselves
+        # (Note [mutated inputs written in place])
+        self.written_in_place: list[int] = []
 
     def __call__(self, inputs):
         inputs = list(inputs)
@@ -85,14 +89,28 @@ def _timed(timings: dict, name: str):
 
 
 def _device_of(gm, example_inputs) -> torch.device:
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor):
-            return x.device
-    for n in gm.graph.nodes:
-        v = n.meta.get("val")
+    """The graph's device: an accelerator's when any tensor is on one (0-d CPU tensors, an
+    optimizer's step counts, may join a CUDA graph: Note [0-d CPU operands] in ember_prims)."""
+    first = None
+    values = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    values += [n.meta.get("val") for n in gm.graph.nodes]
+    for v in values:
         if isinstance(v, torch.Tensor):
-            return v.device
-    return torch.device("cpu")
+            if v.device.type != "cpu":
+                return v.device
+            first = first or v.device
+    return first or torch.device("cpu")
+
+
+def _kernel_backends(planned, backend_name: str, device: torch.device) -> list[str]:
+    """The backend of each kernel: the graph's, but the CPU's for a kernel over CPU values in
+    a graph of another device (the scalar arithmetic on an optimizer's CPU step counts)."""
+    out = []
+    for ps in planned:
+        if isinstance(ps.step, KernelGroup):
+            own = ps.step.nodes[0].device
+            out.append(backend_name if own.type == device.type else choose_backend("auto", own))
+    return out
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledGraph:
@@ -124,6 +142,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         input_names = {b.name for b in lowered.inputs if isinstance(b, InputBuffer)}
         input_names |= {c.name for c in lowered.constants}
         planned = plan_buffers(steps, lowered.outputs, input_names)
+    kernel_backends = _kernel_backends(planned, backend_name, device)
     with _timed(t, "render"):  # kernel descriptions -> backend source text
         specs, names = [], {}
         for ps in planned:
@@ -131,9 +150,19 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                 name = f"kernel{len(specs)}"
                 names[id(ps.step)] = name
                 specs.append(finalize(ps.step, ps.live_out, name))
-        sources = [backend.render(s, options) for s in specs]
+        # mutated inputs whose kernel may write them in place (Note [mutated inputs written in place])
+        in_place = plan_in_place(lowered, planned, dict(zip(names, specs)), _mutations(gm))
+        if in_place:
+            specs = [rewrite_spec(s, in_place) for s in specs]
+            for ps in planned:
+                for a in ps.allocs:
+                    a.alias = in_place.get(a.name)
+        sources = [get_backend(b).render(s, options) for s, b in zip(specs, kernel_backends)]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
-        launchers = dict(zip((s.name for s in specs), backend.build(sources, options)))
+        launchers = {}
+        for b in dict.fromkeys(kernel_backends):
+            mine = [src for src, kb in zip(sources, kernel_backends) if kb == b]
+            launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
         call_args = {s.name: (s.origins, [a.name for a in s.args]) for s in specs}
         source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args)
         exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
@@ -141,9 +170,17 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                for x in example_inputs]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
+    positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
+    compiled.written_in_place = sorted(positions[name] for name in in_place.values())
     compiled.schedule = fused_graph(planned, names, specs)  # what the diagram draws (diagram.py)
     _report(compiled, gm, specs, options, compiled.schedule if options.trace_graph_diagram else None)
     return compiled
+
+
+def _mutations(gm) -> tuple:
+    # Note [compiler metadata] (ember_autograd/runtime.py): (output, input) positions of the
+    # new values of mutated inputs; absent on a hand-built graph.
+    return tuple(gm.graph.output_node().meta.get("ember_mutations", ()))
 
 
 _SAID_CPU_AUTOTUNE = [False]

@@ -23,6 +23,7 @@ class Alloc:
     dtype: torch.dtype
     device: torch.device
     reuse: str | None = None  # name of a dead buffer whose memory this one takes
+    alias: str | None = None  # name of the input this buffer is (Note [mutated inputs written in place])
 
 
 @dataclass

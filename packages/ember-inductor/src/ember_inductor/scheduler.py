@@ -76,6 +76,8 @@ class KernelGroup:
 def _fits(group: KernelGroup, node: ComputedBuffer) -> str | None:
     """How `node` would join `group`: None if its space does not fit."""
     body, sizes = node.body, tuple(node.sizes)
+    if group.nodes and group.nodes[0].device != node.device:
+        return None  # one kernel runs on one device (CPU scalars join CUDA graphs)
     if isinstance(body, Reduction):
         if group.kind == "pointwise" and group.sizes == tuple(body.input_sizes):
             return "promote"

@@ -62,7 +62,9 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
     for ps in planned:
         for a in ps.allocs:
             w.base_layout[a.name] = (a.sizes, a.strides, 0)
-            if a.reuse:
+            if a.alias:  # Note [mutated inputs written in place]: the kernel writes the input
+                w.emit(f"{a.name} = {a.alias}")
+            elif a.reuse:
                 w.emit(f"{a.name} = {a.reuse}.as_strided({a.sizes}, {a.strides}, 0); del {a.reuse}")
             else:
                 dev = w.const("dev", a.device)

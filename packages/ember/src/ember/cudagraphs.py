@@ -336,7 +336,8 @@ class GraphRunner:
         outs = [o.clone() if k >= first_saved and id(o) in mutated else o for k, o in enumerate(outs)]
         with torch.no_grad():
             for k, j in self.mutations:
-                inputs[j].copy_(outs[k])
+                if outs[k] is not inputs[j]:  # else written in place by the compiled graph
+                    inputs[j].copy_(outs[k])
         return outs
 
     # -- outputs ----------------------------------------------------------------------------

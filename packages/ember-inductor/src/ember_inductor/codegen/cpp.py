@@ -166,6 +166,23 @@ class CppKernelRenderer:
         self.num_threads = num_threads
         self.recip_divs: set[int] = set()  # divisions by a per-row value: multiply by its inverse
         self.inverted: set[int] = set()    # the divisors whose inverse is declared
+        self.hoisted: set[int] = set()     # loop-invariant values, computed once before the loops
+
+    def hoist_invariants(self) -> None:
+        """Values that no loop variable reaches (an optimizer's bias corrections from its 0-d
+        step count, a 0-d learning rate) are computed once, before the loops, not per element."""
+        for op in self.k.ops:
+            if op.kind == "const":
+                invariant = True
+            elif op.kind == "load":
+                invariant = op.mask is None and not op.index.free_symbols
+            elif op.kind in ("pointwise", "convert"):
+                invariant = all(a in self.hoisted for a in op.args)
+            else:
+                invariant = False
+            if invariant:
+                self.emit(f"const {ctype(op.dtype)} tmp{op.id} = {self.expr(op)};")
+                self.hoisted.add(op.id)
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
@@ -206,6 +223,8 @@ class CppKernelRenderer:
         raise NotImplementedError(f"C++ backend: op kind {op.kind}")
 
     def emit_op(self, op: Op) -> None:
+        if op.id in self.hoisted:
+            return
         if op.kind == "store":
             v = f"tmp{op.args[0]}"
             dst = self.k.args[[a.name for a in self.k.args].index(op.target)].dtype
@@ -569,6 +588,7 @@ class CppKernelRenderer:
 
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
+        self.hoist_invariants()
         self.loops([str(v) for v in k.range_vars], k.ranges, parallel and not parallel_inner,
                    not inner_stages, "", body)
         self.lines.append("}")

@@ -27,6 +27,7 @@ RUNS_EAGERLY = {
     "scatter": "a scatter: its writes are not an index function of the output",
     "scatter_add": "a scatter: its writes are not an index function of the output",
     "index_put": "a scatter: its writes are not an index function of the output",
+    "device_put": "a copy between devices (a 0-d CPU operand moved to the graph's device)",
 }
 
 

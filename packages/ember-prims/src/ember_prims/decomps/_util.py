@@ -188,8 +188,18 @@ def scalar_like(value, t: torch.Tensor, dtype=None) -> torch.Tensor:
     """A tensor of t's shape filled with value (a Python number or a 0-d tensor)."""
     dtype = dtype or t.dtype
     if isinstance(value, torch.Tensor):
-        return broadcast_to(convert(value, dtype), t.shape)
+        return broadcast_to(to_device(convert(value, dtype), t.device), t.shape)
     return full(t.shape, value, dtype, t.device)
+
+
+def to_device(t: torch.Tensor, device) -> torch.Tensor:
+    """`t` on `device`: a 0-d CPU operand next to tensors of another device is moved there
+    (Note [0-d CPU operands] in prims/elementwise.py)."""
+    if t.device == device:
+        return t
+    if t.dim() != 0 or t.device.type != "cpu":
+        raise NotImplementedError(f"an operand on {t.device} with tensors on {device}")
+    return P.device_put(t, device)
 
 
 def first_device(*args):
@@ -202,9 +212,7 @@ def first_device(*args):
 
 def operand(x, dtype, shape, device) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
-        if x.device != device and x.dim() == 0:
-            raise NotImplementedError("a 0-d CPU tensor operand with a non-CPU tensor")
-        return broadcast_to(convert(x, dtype), shape)
+        return broadcast_to(to_device(convert(x, dtype), device), shape)
     return full(shape, x, dtype, device)
 
 

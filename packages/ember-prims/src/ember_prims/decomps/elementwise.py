@@ -322,9 +322,9 @@ def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
 @register(aten._to_copy.default)
 def _to_copy(a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
-    if device is not None and torch.device(device) != a.device:
-        raise NotImplementedError(f"_to_copy across devices ({a.device} -> {device}) has no prim")
     out = convert(a, dtype) if dtype is not None else a
+    if device is not None and torch.device(device) != a.device:
+        return P.device_put(out, torch.device(device))
     return P.clone(out) if out is a else out
 
 

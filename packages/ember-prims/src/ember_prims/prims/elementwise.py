@@ -118,6 +118,24 @@ def _where_fake(pred, a, b):
 defprim("where(Tensor pred, Tensor a, Tensor b) -> Tensor", TERNARY, _where_ref, _where_fake,
         doc="pred ? a : b; pred bool, all three the same shape")
 
+def _device_put_fake(a, device):
+    return torch.empty(list(a.shape), dtype=a.dtype, device=device)
+
+
+# Note [0-d CPU operands]: ATen lets a 0-d CPU tensor meet tensors of another device (it is
+# read as a scalar: an optimizer's step count, a learning rate held in a tensor). Prims take
+# operands of one device: the decompositions move such a scalar with device_put first (after
+# converting it to the computation's dtype), and leave the 0-d CPU tensor itself, and whatever
+# is computed from it alone, on the CPU, where eager keeps it.
+def _device_put(a, device):
+    # to an accelerator: asynchronous (a host source is staged before the call returns); to
+    # the host: synchronous, so that the values are there when it returns
+    return fresh(a.to(device, non_blocking=a.device.type == "cpu"), a)
+
+
+defprim("device_put(Tensor a, Device device) -> Tensor", CAST, _device_put, _device_put_fake,
+        doc="a copy of `a` on `device`")
+
 defprim("convert_element_type(Tensor a, ScalarType dtype) -> Tensor", CAST,
         lambda a, dtype: fresh(a.to(dtype), a), lambda a, dtype: empty(a, a.shape, dtype),
         doc="a cast; float to int truncates toward zero, anything to bool is `!= 0`")
