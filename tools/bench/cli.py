@@ -64,7 +64,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         f"(default: {', '.join(f'{k} {v:.0f}' for k, v in VARIANT_TIMEOUT.items())})")
     p.add_argument("--model-timeout", type=float, default=1800.0, help="seconds for one model (default 1800)")
     p.add_argument("--tf32", action="store_true", help="torch.set_float32_matmul_precision('high')")
-    p.add_argument("--warm-cache", dest="cold_cache", action="store_false",
+    p.add_argument("--warm-cache", action="store_true",
+                   help="run each model a second time, in a new process on the compile caches the first run "
+                        "filled: cold and warm first-call seconds side by side")
+    p.add_argument("--user-cache", dest="cold_cache", action="store_false",
                    help="use the user's compile caches instead of fresh ones")
     p.add_argument("--out", type=Path, help="folder for results.json, results.md, speedups.png and logs")
     p.add_argument("--json", type=Path, help="write JSON here")
@@ -101,7 +104,8 @@ def options_from(args: argparse.Namespace) -> Options:
                    backends=_split(args.backends), mode=args.mode, train_step=args.train_step, torch_compile=args.torch_compile,
                    torch_backend=args.torch_backend, run=run, seed=args.seed,
                    variant_timeout=args.variant_timeout or VARIANT_TIMEOUT.get(args.suite, 600.0), model_timeout=args.model_timeout,
-                   budget=budget, tf32=args.tf32, cold_cache=args.cold_cache)
+                   budget=budget, tf32=args.tf32, cold_cache=args.cold_cache,
+                   warm_cache=args.warm_cache)
 
 
 def _version(dist: str) -> str | None:

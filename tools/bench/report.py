@@ -16,6 +16,7 @@ COLUMNS = [
     ("eager_ms", "eager ms", ">"), ("ember_ms", "ember ms", ">"), ("tc_ms", "tc ms", ">"),
     ("ember_speedup", "ember x", ">"), ("tc_speedup", "tc x", ">"), ("ember_vs_tc", "ember/tc", ">"),
     ("ember_first_s", "ember 1st s", ">"), ("tc_first_s", "tc 1st s", ">"),
+    ("ember_warm_s", "ember warm 1st s", ">"), ("tc_warm_s", "tc warm 1st s", ">"),
     ("ember_err", "ember err", ">"), ("tc_err", "tc err", ">"),
     ("eager_mb", "eager MB", ">"), ("ember_mb", "ember MB", ">"), ("tc_mb", "tc MB", ">"),
     ("notes", "notes", "<"),
@@ -98,6 +99,7 @@ def build_rows(records: list[dict], variants: list[str]) -> list[dict]:
                     "ember_speedup": _speedup(em, eager_ms), "tc_speedup": _speedup(tc, eager_ms),
                     "ember_vs_tc": _ratio(_speedup(em, eager_ms), _speedup(tc, eager_ms)),
                     "ember_first_s": _ok(em, "first_call_s"), "tc_first_s": _ok(tc, "first_call_s"),
+                    "ember_warm_s": _ok(em, "warm_first_call_s"), "tc_warm_s": _ok(tc, "warm_first_call_s"),
                     "ember_err": ember_err, "ember_within_tolerance": ember_within,
                     "tc_err": tc_err, "tc_within_tolerance": tc_within,
                     "eager_mb": _ok(eager, "peak_mb"), "ember_mb": _ok(em, "peak_mb"), "tc_mb": _ok(tc, "peak_mb"),
@@ -157,6 +159,7 @@ def cells(row: dict) -> dict[str, str]:
         "tc_ms": fmt_ms(row.get("tc_ms")), "ember_speedup": fmt_x(row.get("ember_speedup")),
         "tc_speedup": fmt_x(row.get("tc_speedup")), "ember_vs_tc": fmt_x(row.get("ember_vs_tc")),
         "ember_first_s": fmt_s(row.get("ember_first_s")), "tc_first_s": fmt_s(row.get("tc_first_s")),
+        "ember_warm_s": fmt_s(row.get("ember_warm_s")), "tc_warm_s": fmt_s(row.get("tc_warm_s")),
         "ember_err": fmt_err(row.get("ember_err"), row.get("ember_within_tolerance", True)),
         "tc_err": fmt_err(row.get("tc_err"), row.get("tc_within_tolerance", True)),
         "eager_mb": fmt_mb(row.get("eager_mb")), "ember_mb": fmt_mb(row.get("ember_mb")),
@@ -174,14 +177,20 @@ def geomean_cells(g: dict) -> dict[str, str]:
                      f"{g['ember_vs_tc_n']} paired rows"}
 
 
+def columns(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """COLUMNS, less the warm first-call ones when no row has a warm run (--warm-cache)."""
+    warm = any(r.get("ember_warm_s") is not None or r.get("tc_warm_s") is not None for r in rows)
+    return [c for c in COLUMNS if warm or c[0] not in ("ember_warm_s", "tc_warm_s")]
+
+
 def _table(rows: list[dict], gms: list[dict], notes_width: int | None) -> tuple[list[str], list[list[str]]]:
     """Header and cells; with `notes_width` (the terminal), short notes cut to that width."""
-    headers = [h for _, h, _ in COLUMNS]
+    headers = [h for _, h, _ in columns(rows)]
     body = []
     for c in [cells(r) for r in rows] + [geomean_cells(g) for g in gms]:
         if notes_width is not None:
             c["notes"] = c.get("notes_short", c.get("notes", ""))
-        line = [c.get(k, "") for k, _, _ in COLUMNS]
+        line = [c.get(k, "") for k, _, _ in columns(rows)]
         if notes_width is not None and len(line[-1]) > notes_width:
             line[-1] = line[-1][: notes_width - 3] + "..."
         body.append(line)
@@ -191,7 +200,7 @@ def _table(rows: list[dict], gms: list[dict], notes_width: int | None) -> tuple[
 def terminal_table(rows: list[dict], gms: list[dict], notes_width: int = 70) -> str:
     headers, body = _table(rows, gms, notes_width)
     widths = [max(len(x) for x in col) for col in zip(headers, *body)]
-    aligns = [a for _, _, a in COLUMNS]
+    aligns = [a for _, _, a in columns(rows)]
 
     def line(vals):
         return "  ".join(f"{v:{a}{w}}" for v, a, w in zip(vals, aligns, widths)).rstrip()
@@ -206,7 +215,7 @@ def terminal_table(rows: list[dict], gms: list[dict], notes_width: int = 70) -> 
 
 def markdown_table(rows: list[dict], gms: list[dict]) -> str:
     headers, body = _table(rows, gms, None)
-    aligns = [a for _, _, a in COLUMNS]
+    aligns = [a for _, _, a in columns(rows)]
     esc = [[v.replace("|", "\\|") for v in b] for b in body]
     out = ["| " + " | ".join(headers) + " |",
            "|" + "|".join(":--" if a == "<" else "--:" for a in aligns) + "|"]
@@ -221,7 +230,8 @@ Columns: `eager ms`, `ember ms`, `tc ms` (torch.compile): median time of one cal
 one training step (forward, loss, backward, SGD step); `ember x`, `tc x`: speedup over eager, with
 eager timed in alternation with the variant (so a slow spell of the machine hits both);
 `ember/tc`: ember x / tc x (>1: ember is faster than torch.compile); `1st s`: wall seconds of the first
-call, compile included; `err`: max relative error vs eager, max|got-ref|/max|ref| per tensor, over
+call, compile included (`warm 1st s`, with --warm-cache: the same in a second process, on the caches
+the first filled); `err`: max relative error vs eager, max|got-ref|/max|ref| per tensor, over
 outputs (and, for train, the loss and every gradient after one step); `!` marks an error beyond
 tolerance (float32 1e-3, bfloat16 3e-2, float16 1e-2; gradients 10x) that is also worse than
 eager's own error against a float64 run ("ok vs float64" in the notes when it is not); `MB`: peak

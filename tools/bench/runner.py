@@ -48,6 +48,7 @@ class Options:
     budget: float | None = None
     tf32: bool = False
     cold_cache: bool = True
+    warm_cache: bool = False  # each model again, in a new process on the caches its first run filled
     train_step: str = "model"  # "whole": the compilers get the whole training step (issue 17)
 
     def variants(self) -> list[dict]:
@@ -120,6 +121,10 @@ def run_suite(opts: Options, work_dir: Path, progress: Progress | None = None) -
             progress.model(i, len(opts.models), name)
             deadline = _model_deadline(opts, start, opts.models[i - 1:])
             record = run_model(name, opts, work_dir, env, deadline, progress)
+            if opts.warm_cache and record["status"] != "skipped":
+                progress.model(i, len(opts.models), f"{name} (warm caches)")
+                (work_dir / "warm").mkdir(exist_ok=True)
+                merge_warm(record, run_model(name, opts, work_dir / "warm", env, deadline, progress))
             progress.done(record)
             records.append(record)
     finally:
@@ -137,6 +142,17 @@ def _model_deadline(opts: Options, suite_start: float, remaining: tuple[str, ...
         costs = [MODELS[m].cost for m in remaining]
         limits.append(now + max(left, 0) * costs[0] / sum(costs))
     return min(limits) if limits else None
+
+
+def merge_warm(cold: dict, warm: dict) -> None:
+    """Each result of `cold` gets `warm_first_call_s`: the same (variant, phase)'s first call in
+    the second process, whose compile caches (ember's warm start, torch.compile's FX graph and
+    Triton caches) the first run filled."""
+    firsts = {(r["variant"], r["phase"]): r.get("first_call_s") for r in warm.get("results", [])
+              if r.get("status") == "ok"}
+    for r in cold.get("results", []):
+        if firsts.get((r["variant"], r["phase"])) is not None:
+            r["warm_first_call_s"] = firsts[(r["variant"], r["phase"])]
 
 
 def _worker_env(opts: Options, work_dir: Path) -> tuple[dict, Path | None]:

@@ -186,3 +186,20 @@ def test_png_writer_round_trip():
     data = png.bar_chart([("m infer", [2.0, 0.5]), ("m train", [None, 1.0])], ["ember:x", "torch.compile"], "t")
     w, h, pixels = read_png(data)
     assert len(pixels) == 3 * w * h
+
+
+def test_warm_cache_columns_side_by_side():
+    from bench.runner import merge_warm
+    ok = {"status": "ok", "reps": 10, "max_rel_err": 0.0, "tolerance": 1e-3, "within_tolerance": True, "ms": 1.0}
+    cold = {"model": "a", "status": "ok", "phases": ["infer"], "results": [
+        {"variant": "eager", "phase": "infer", **ok, "first_call_s": 0.1},
+        {"variant": "ember:inductor", "phase": "infer", **ok, "first_call_s": 9.0}]}
+    warm = {"model": "a", "status": "ok", "phases": ["infer"], "results": [
+        {"variant": "eager", "phase": "infer", **ok, "first_call_s": 0.1},
+        {"variant": "ember:inductor", "phase": "infer", **ok, "first_call_s": 1.5}]}
+    assert "warm" not in report.terminal_table(report.build_rows([cold], ["eager", "ember:inductor"]), [])
+    merge_warm(cold, warm)
+    (row,) = report.build_rows([cold], ["eager", "ember:inductor"])
+    assert (row["ember_first_s"], row["ember_warm_s"]) == (9.0, 1.5)
+    text = report.terminal_table([row], [])
+    assert "ember 1st s" in text and "ember warm 1st s" in text and " 1.5 " in text

@@ -61,9 +61,9 @@ def test_unavailable_backend_says_why():
 
 def test_options_only_for_backends_that_take_them():
     with pytest.raises(InvalidArgument, match="takes no options"):
-        build_compiler("eager", settings(options={"trace.enabled": True}))
+        build_compiler("eager", settings(options={"max_fusion_size": 8}))
     with pytest.raises(InvalidArgument, match="custom backend callable takes none"):
-        build_compiler(lambda gm, ex: gm.forward, settings(options={"trace.enabled": True}))
+        build_compiler(lambda gm, ex: gm.forward, settings(options={"max_fusion_size": 8}))
     build_compiler("eager", settings(options={"check": True}))  # facade switches: any backend
 
 

@@ -81,8 +81,8 @@ def test_cache_dir_from_environment():
 def test_switches_from_environment_or_options(name, var):
     assert getattr(settings(env={var: "1"}), name) is True
     assert getattr(settings(env={var: "0"}), name) is False
-    from_option = settings(options={name: True, "trace.enabled": True})
+    from_option = settings(options={name: True, "max_fusion_size": 8})
     assert getattr(from_option, name) is True
-    assert dict(from_option.options) == {"trace.enabled": True}  # the switch is not a backend option
+    assert dict(from_option.options) == {"max_fusion_size": 8}  # the switch is not a backend option
     with pytest.raises(InvalidArgument, match=f"{var}='maybe'"):
         settings(env={var: "maybe"})

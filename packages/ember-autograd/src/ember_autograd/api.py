@@ -14,7 +14,7 @@ import torch.fx
 
 from ember_autograd.config import AotConfig
 from ember_autograd.errors import AotError, AotTraceError, ErrorKind
-from ember_autograd.joint import Signature, trace_inference, trace_joint
+from ember_autograd.joint import Signature, Traced, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
 from ember_autograd.verify import verify_functional
@@ -29,7 +29,8 @@ class CompiledArtifacts:
     mode: "inference" or "training". forward: the forward graph (in inference, the only one).
     backward, joint: training only. saved: names of the values the forward saves for the
     backward; saved_bytes: their total size. timings: seconds per pass ("trace", "partition",
-    "fw_compile", and "bw_compile" after the first backward)."""
+    "fw_compile", and "bw_compile" after the first backward; "cache_load" instead of "trace" and
+    "partition" when `AotConfig.lowering_cache` had them, and then `joint` is None)."""
 
     mode: str
     signature: Signature
@@ -98,9 +99,18 @@ class AotFunction:
 
     def _compile_inference(self, args) -> InferenceRunner:
         timings: dict[str, float] = {}
-        with _timed(timings, "trace"):
-            traced = trace_inference(self.gm, args, self.decompositions)
-        self._check(traced.gm)
+        cache = self.config.lowering_cache
+        with _timed(timings, "cache_load"):
+            cached = cache.load(self.gm, args, "inference", self.config) if cache is not None else None
+        if cached is not None:
+            traced = Traced(cached[1], cached[0])
+        else:
+            del timings["cache_load"]
+            with _timed(timings, "trace"):
+                traced = trace_inference(self.gm, args, self.decompositions)
+            self._check(traced.gm)
+            if cache is not None:
+                cache.store(self.gm, args, "inference", self.config, (traced.signature, traced.gm))
         _mark_mutations(traced.gm, traced.signature)
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(traced.gm, _example_inputs(traced.gm))
@@ -109,23 +119,32 @@ class AotFunction:
 
     def _compile_training(self, args) -> TrainingRunner:
         timings: dict[str, float] = {}
-        with _timed(timings, "trace"):
-            try:
-                traced = trace_joint(self.gm, args, self.decompositions)
-            except AotTraceError as e:
-                # Note [inference-only graphs]: a graph that differentiates nothing but updates
-                # inputs that require grad in place (an optimizer step, under no_grad) is an
-                # inference graph whose mutations are replayed under no_grad.
-                if e.kind is not ErrorKind.INFERENCE_ONLY:
-                    raise
-                return self._compile_inference(args)
-        self._check(traced.gm)
-        sig = traced.signature
-        joint = JointGraph(traced.gm, len(sig.tensor_inputs), sig.num_fw_outputs, self.config)
-        with _timed(timings, "partition"):
-            part = self.partition(joint)
-        self._check(part.forward)
-        self._check(part.backward)
+        cache = self.config.lowering_cache
+        with _timed(timings, "cache_load"):
+            cached = cache.load(self.gm, args, "training", self.config) if cache is not None else None
+        if cached is not None:
+            (sig, part), joint_gm = cached, None
+        else:
+            del timings["cache_load"]
+            with _timed(timings, "trace"):
+                try:
+                    traced = trace_joint(self.gm, args, self.decompositions)
+                except AotTraceError as e:
+                    # Note [inference-only graphs]: a graph that differentiates nothing but updates
+                    # inputs that require grad in place (an optimizer step, under no_grad) is an
+                    # inference graph whose mutations are replayed under no_grad.
+                    if e.kind is not ErrorKind.INFERENCE_ONLY:
+                        raise
+                    return self._compile_inference(args)
+            self._check(traced.gm)
+            sig, joint_gm = traced.signature, traced.gm
+            joint = JointGraph(traced.gm, len(sig.tensor_inputs), sig.num_fw_outputs, self.config)
+            with _timed(timings, "partition"):
+                part = self.partition(joint)
+            self._check(part.forward)
+            self._check(part.backward)
+            if cache is not None:
+                cache.store(self.gm, args, "training", self.config, (sig, part))
         # Outputs from here on are saved for the backward, which is compiled (at the first
         # backward) for the layouts they arrive in: the forward's compiler may choose them.
         part.forward.graph.output_node().meta["ember_saved_outputs"] = sig.num_fw_outputs
@@ -133,7 +152,7 @@ class AotFunction:
         with _timed(timings, "fw_compile"):
             forward = self.fw_compiler(part.forward, _example_inputs(part.forward))
         part.backward.meta["ember_compiled_forward"] = forward  # Note [compiler metadata]
-        self.training = CompiledArtifacts("training", sig, part.forward, part.backward, traced.gm,
+        self.training = CompiledArtifacts("training", sig, part.forward, part.backward, joint_gm,
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
         return TrainingRunner(sig, forward,

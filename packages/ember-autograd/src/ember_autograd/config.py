@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -17,12 +18,17 @@ class AotConfig:
     view_ops: qualified names of functional ops that only re-index their first input (a
         decomposition's permute, reshape, broadcast): the default partitioner saves their input
         and re-takes them in the backward, as it does for ops whose schema returns an alias.
+    lowering_cache: None, or an object with `load(gm, args, mode, config)` and
+        `store(gm, args, mode, config, value)` (mode "training": value (Signature, Partition);
+        "inference": (Signature, forward graph)): a hit skips the trace and the partition (the
+        facade's warm start keeps them on disk, Note [warm start] in ember/warm_start.py).
     """
 
     verify: bool = False
     stateful_ops: frozenset[str] = field(default_factory=lambda: frozenset({"ember_prims::random_seed"}))
     recompute_ops: frozenset[str] = field(default_factory=frozenset)
     view_ops: frozenset[str] = field(default_factory=frozenset)
+    lowering_cache: Any = None
 
     def __post_init__(self):
         for name in (*self.stateful_ops, *self.recompute_ops, *self.view_ops):

@@ -100,6 +100,22 @@ class Unsupported(Exception):
         return str(self.to_reason())
 
 
+@dataclasses.dataclass(frozen=True)
+class FrameEvent:
+    """One compile of one frame (``kind`` "entry": a new guarded entry, with the index of its
+    graph in ``CaptureStats.graphs`` or None, its guards and the break that ended it; "eager":
+    the frame runs eagerly, ``reason`` says why) or a guard miss before it ("recompile",
+    ``reason`` names the failed guard). Read by the facade's compile report."""
+
+    kind: str
+    frame: str  # the frame's qualified name ("f (resumed at offset 40)" for a resume function)
+    filename: str
+    firstlineno: int
+    graph: int | None = None
+    guards: tuple = ()
+    reason: object = None  # a BreakReason ("entry", "eager") or a str ("recompile")
+
+
 @dataclasses.dataclass
 class CaptureStats:
     """What one capture (and the resume functions it spawned) did; read by explain()."""
@@ -108,3 +124,4 @@ class CaptureStats:
     breaks: list = dataclasses.field(default_factory=list)
     fallbacks: list = dataclasses.field(default_factory=list)
     recompiles: int = 0
+    events: list = dataclasses.field(default_factory=list)  # FrameEvent, in the order they happened

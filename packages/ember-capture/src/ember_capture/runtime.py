@@ -22,7 +22,7 @@ from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
 from .library import inlinable_file
 from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
-from .config import CaptureConfig, CaptureStats, Unsupported
+from .config import CaptureConfig, CaptureStats, FrameEvent, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS
@@ -168,9 +168,10 @@ class FrameState:
             return self.eager(*args, **kwargs)
         if self.entries:
             self.session.stats.recompiles += 1
-            if "recompiles" in config.logs:  # Note [why a guard failed]: described on a miss only
-                log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
-                    f"{self.code.co_firstlineno}): {self.why_missed(L)}")
+            why = self.why_missed(L)  # Note [why a guard failed]: described on a miss only
+            self.event("recompile", reason=why)
+            log(config, "recompiles", f"recompiling {self.name} ({self.code.co_filename}:"
+                f"{self.code.co_firstlineno}): {why}")
         try:
             entry = self.compile(L)
         except Exception as exc:  # Note [internal errors]: capture's own bug, outside a handler
@@ -194,6 +195,10 @@ class FrameState:
                                    f"{REPORT}); running eagerly", 3)
             return self.eager(*args, **kwargs)
         return result
+
+    def event(self, kind, **fields):
+        self.session.stats.events.append(FrameEvent(kind, self.name, self.code.co_filename,
+                                                    self.code.co_firstlineno, **fields))
 
     def why_missed(self, L) -> str:
         """The guard that failed on each cached entry, the newest first."""
@@ -311,6 +316,9 @@ class FrameState:
         entry.guard_notes = list(tr.guards.notes)
         entry.guard_checks = dict(tr.guards.items)
         entry.ns = tr.ns
+        self.event("entry", graph=len(session.stats.graphs) - 1 if has_graph else None,
+                   guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes),
+                   reason=None if plan.kind == "return" else session.stats.breaks[-1])
         return entry
 
     def eager_entry(self, tr, error: Unsupported):
@@ -320,6 +328,7 @@ class FrameState:
         self.session.warn_at(reason, f"ember: running {self.name} eagerly: {reason.reason} ({reason.where()}); "
                              f"hint: {reason.hint}")
         log(self.session.config, "graph_breaks", f"{self.name} runs eagerly: {reason}")
+        self.event("eager", guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes), reason=reason)
         tr.ns["__eager"] = self.eager
         return _guarded_call_entry(tr, "return __eager(*args, **kwargs)")
 
@@ -394,8 +403,8 @@ def _has_hooks(m):
 
 # Note [why a guard failed]: a cache hit runs an entry's guards as one generated expression
 # and learns nothing but "miss". Which condition failed, and on what value, is worked out
-# afterwards, on a miss and only when it is reported (the recompiles log, the recompile-limit
-# warning): each source's checks are split at "and" and evaluated one by one; the left side of
+# afterwards, on a miss only (for the recompiles log, the recompile-limit warning and the
+# FrameEvent the facade's compile report reads): a recompile costs far more than this: each source's checks are split at "and" and evaluated one by one; the left side of
 # the first false one is the value shown.
 _COMPARISON = re.compile(r"^(?P<lhs>.+?) (?P<op>is not|is|==|!=) (?P<rhs>.+)$")
 _NAMES = re.compile(r"\b(?:X|_c\d+)\b")  # the guarded value, and objects the entry holds

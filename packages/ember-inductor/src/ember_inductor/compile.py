@@ -36,9 +36,12 @@ class CompiledGraph:
     """A compiled prims graph: call it on real tensors (a list or tuple, in placeholder order).
 
     Inspect `source` (the Python wrapper), `kernels` (each KernelSource: `.source`, `.kernel`),
-    `ir` (the lowered loop-level IR), `timings` (seconds per pass) and `fallbacks` (ops run
-    eagerly, with the reason).
+    `ir` (the lowered loop-level IR), `timings` (seconds per pass), `fallbacks` (ops run
+    eagerly, with the reason) and `schedule` (each kernel and extern call with what it reads and
+    writes, the `DiagramStep`s `diagram.to_svg(compiled.schedule)` draws).
     """
+
+    schedule: list = []
 
     def __init__(self, fn, source, kernels, ir, timings, fallbacks, input_layouts, backend):
         self._fn = fn
@@ -169,8 +172,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
     compiled.written_in_place = sorted(positions[name] for name in in_place.values())
-    diagram = fused_graph(planned, names, specs) if options.trace_graph_diagram else None
-    _report(compiled, gm, specs, options, diagram)
+    compiled.schedule = fused_graph(planned, names, specs)  # what the diagram draws (diagram.py)
+    _report(compiled, gm, specs, options, compiled.schedule if options.trace_graph_diagram else None)
     return compiled
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,10 @@ from ember.ddp import compile_ddp, is_ddp, split_at_ddp_buckets
 from ember.errors import InvalidArgument
 from ember.fsdp import compile_fsdp, has_fsdp_units
 from ember.module import OptimizedModule
+from ember import trace
+from ember.progress import Progress
 from ember.record import CompileRecord
+from ember.report import CompileReport
 from ember.settings import CAPTURE_LOGS, make_settings
 
 
@@ -51,25 +55,26 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not callable(model):
         raise InvalidArgument(f"ember.compile: expected a function, method or nn.Module, "
                               f"got {type(model).__name__}")
-    record = CompileRecord()
+    record = CompileRecord(function=getattr(model, "__qualname__", None) or type(model).__qualname__)
     prepared = _prepare(backend, fullgraph, dynamic, mode, options, disable, record)
     if prepared is None:
         return model
     compiler, config = prepared
+    record.capture = stats = ember_capture.CaptureStats()  # Note [compile report]
     # Pickling or deep-copying a compiled module compiles the copied module again with these arguments.
     recompile = functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                   mode=mode, options=options)
     if is_ddp(model):  # DDP's forward runs natively; the module it wraps is compiled (ember.ddp)
         return compile_ddp(model, recompile)
     if has_fsdp_units(model):  # FSDP's hooks run natively around captured forwards (ember.fsdp)
-        compiled = compile_fsdp(model, lambda fn: ember_capture.capture(fn, compiler, config), recompile)
+        compiled = compile_fsdp(model, lambda fn: ember_capture.capture(fn, compiler, config, stats=stats), recompile)
         object.__setattr__(compiled, "_ember_record", record)
         return compiled
     if isinstance(model, torch.nn.Module):
-        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config), recompile)
+        compiled = OptimizedModule(model, ember_capture.capture(model, compiler, config, stats=stats), recompile)
         object.__setattr__(compiled, "_ember_record", record)
         return compiled
-    compiled = ember_capture.capture(model, compiler, config)
+    compiled = ember_capture.capture(model, compiler, config, stats=stats)
     if inspect.isfunction(model):
         functools.update_wrapper(compiled, model)
     compiled._ember_record = record
@@ -91,6 +96,41 @@ def compile_record(compiled: Any) -> CompileRecord:
     return record
 
 
+def compile_report(compiled: Any = None) -> CompileReport:
+    """What compiling `compiled` (what `ember.compile` returned) did so far, as one object: its
+    frames (source, captured lines, breaks, guards, failed guards), and each graph at each stage
+    with the pass that made it and its time (Note [compile report]); the HTML report
+    (`options={"trace.enabled": True}`) shows the same. Without an argument: the most recent
+    `ember.compile` that compiled a graph::
+
+        import torch, ember
+        f = ember.compile(lambda x: torch.cos(x) * 3)
+        f(torch.randn(4))
+        report = ember.compile_report(f)
+        assert report.graphs[0].stage("captured").text and report.breaks == []
+        assert ember.last_compile().function == report.function
+    """
+    if compiled is None:
+        record = _LAST[0]() if _LAST[0] is not None else None
+        if record is None:
+            raise InvalidArgument("ember.compile_report: nothing has been compiled yet")
+        return CompileReport.of(record)
+    return CompileReport.of(compile_record(compiled))
+
+
+def last_compile() -> CompileReport:
+    """The report of the most recent `ember.compile` that compiled a graph (`compile_report()`)."""
+    return compile_report()
+
+
+# The record of the latest compile, while what ember.compile returned for it is alive.
+_LAST: list[weakref.ref | None] = [None]
+
+
+def _remember(record: CompileRecord, step: Any) -> None:
+    _LAST[0] = weakref.ref(record)
+
+
 def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any, disable: Any,
              record: CompileRecord | None = None):
     if not isinstance(disable, bool):
@@ -105,6 +145,11 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     compiler = split_at_ddp_buckets(build_compiler(backend, settings, record))
     if disable:
         return None
+    if record is not None:
+        record.backend = name
+        record.listeners += [_remember, Progress(record.function or name, settings.progress)]
+        if settings.trace["trace.enabled"]:
+            trace.PROGRAM.add(record, settings.trace)  # Note [one report per run]
     config = ember_capture.CaptureConfig(fullgraph=settings.fullgraph,
                                          dynamic=settings.dynamic,
                                          logs=settings.logs & CAPTURE_LOGS,

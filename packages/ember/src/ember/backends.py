@@ -24,12 +24,13 @@ import torch
 import ember_autograd
 import ember_inductor
 import ember_prims
+from ember import warm_start
 from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, Site, site_of
 from ember.record import CompileRecord
-from ember.settings import INDUCTOR_LOGS, Settings, make_settings
+from ember.settings import INDUCTOR_LOGS, INDUCTOR_TRACE, Settings, make_settings
 
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 
@@ -124,11 +125,15 @@ def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileReco
         graph = record.new_graph(gm)
         fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
         start = time.perf_counter()
-        if isinstance(compiler, AotComposition):
-            compiled = fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback, record=record, graph=graph),
-                                        gm, example_inputs, "forward", boxed=False)
-        else:
-            compiled = fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+        record.begin(graph, "forward")  # Note [progress line]
+        try:
+            if isinstance(compiler, AotComposition):
+                compiled = fallback.compile(lambda g, ex: compiler(g, ex, fallback=fallback, record=record, graph=graph),
+                                            gm, example_inputs, "forward", boxed=False)
+            else:
+                compiled = fallback.compile(compiler, gm, example_inputs, "forward", boxed=False)
+        finally:
+            record.end()
         record.add(graph, "backend", f"compile ({settings.backend_name})", time.perf_counter() - start, compiled)
         return compiled
 
@@ -179,7 +184,11 @@ class AotComposition:
 
         def compile_graph(compiler: CompilerFn, g: torch.fx.GraphModule, ex: list, stage: str) -> Callable:
             start = time.perf_counter()
-            compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            record.begin(graph, stage)  # the backward compiles at the first backward, alone
+            try:
+                compiled = fallback.compile(compiler, g, ex, stage, boxed=True)
+            finally:
+                record.end()
             if self.config is not None and self.config.verify:  # Note [checked boundaries]
                 compiled = check_outputs(g, compiled)
             record.add(graph, "autograd", f"{stage}_compile", time.perf_counter() - start, g)
@@ -205,7 +214,8 @@ class AotComposition:
         artifacts = compiled.artifacts
         if artifacts is not None:
             record.add_timings(graph, "autograd", {k: v for k, v in artifacts.timings.items()
-                                                   if k in ("trace", "partition")}, artifacts, at=first_step)
+                                                   if k in ("trace", "partition", "cache_load")}, artifacts,
+                               at=first_step)
         return fallback.every_call(compiled, gm.forward)
 
 
@@ -236,6 +246,9 @@ def _checked(config: Any) -> Any:
 def _inductor_options(settings: Settings) -> Any:
     given = dict(settings.options)
     given.setdefault("cache_dir", settings.cache_dir)
+    # The trace options given to this compile also ask the inductor for its own trace folders
+    # (one per graph, next to the compile report; trace.py); EMBER_TRACE asks for the report only.
+    given.update({name: settings.trace[name] for name in settings.trace["given"] if name in INDUCTOR_TRACE})
     if settings.check:  # Note [checked boundaries]
         given["debug_verify"] = True
     try:
@@ -246,9 +259,16 @@ def _inductor_options(settings: Settings) -> Any:
 
 def _inductor_build(settings: Settings) -> CompilerFn:
     options = _inductor_options(settings)
+    config = _AOT_CONFIG
+    compile_graph = ember_inductor.compile_graph
+    if settings.warm_start:  # Note [warm start]: in the inductor's cache_dir (EMBER_CACHE_DIR or the option)
+        cache_dir = options.resolved_cache_dir
+        compile_graph = warm_start.inductor_compile(cache_dir)
+        label = "inductor, torch's random ops" if options.fallback_random else "inductor"  # the decompositions
+        config = dataclasses.replace(config, lowering_cache=warm_start.LoweringCache(cache_dir, label))
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        compiled = ember_inductor.compile_graph(gm, example_inputs, options)
+        compiled = compile_graph(gm, example_inputs, options)
 
         # CompiledGraph takes its inputs as one list; ember_autograd calls such a callable
         # with the list itself when it is marked boxed (and may then free inputs early).
@@ -260,7 +280,7 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         return run
 
     decompositions = _without_random if options.fallback_random else ember_prims.Decomposer
-    return AotComposition(fw_compiler, decompositions=decompositions, config=_AOT_CONFIG, name="inductor",
+    return AotComposition(fw_compiler, decompositions=decompositions, config=config, name="inductor",
                           cudagraphs=_cudagraphs(settings, options.cudagraphs))
 
 

@@ -28,6 +28,11 @@ class CompileRecord:
 
     steps: list[Step] = dataclasses.field(default_factory=list)
     graphs: int = 0
+    function: str = ""  # the compiled function's qualified name
+    backend: str = ""
+    capture: Any = None  # ember_capture.CaptureStats of the capture feeding this record
+    # called with each new step (the progress line, kernel profiling: trace.py, progress.py)
+    listeners: list = dataclasses.field(default_factory=list, repr=False)
 
     def new_graph(self, gm: Any) -> int:
         index = self.graphs
@@ -40,6 +45,20 @@ class CompileRecord:
         """Append a step, or insert it at index `at` (a pass whose time is known only later)."""
         step = Step(graph, layer, stage, seconds, artifact)
         self.steps.insert(len(self.steps) if at is None else at, step)
+        for listener in self.listeners:
+            listener(self, step)
+
+    def begin(self, graph: int, what: str) -> None:
+        """A compile of `graph` starts ("forward" or "backward"): listeners with a `begin`
+        (the progress line) start their clock."""
+        for listener in self.listeners:
+            if hasattr(listener, "begin"):
+                listener.begin(self, graph, what)
+
+    def end(self) -> None:
+        for listener in self.listeners:
+            if hasattr(listener, "end"):
+                listener.end(self)
 
     def add_timings(self, graph: int, layer: str, timings: dict, artifact: Any = None,
                     at: int | None = None) -> None:

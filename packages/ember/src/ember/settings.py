@@ -11,6 +11,10 @@ Environment variables are read here and nowhere else (STYLE.md rule 6):
                    with a warning (Note [internal errors] in ember_capture.config)
   EMBER_DEBUG=1    keep ember's frames and the chained internal exception in the tracebacks of
                    the errors ember raises (hidden by default: they point at the user's code)
+  EMBER_TRACE=DIR  write the compile report of every compile of the program to one HTML file in
+                   DIR (trace.py); per compile: options={"trace.enabled": True}
+  EMBER_WARM_START=0  no warm-start cache on disk (warm_start.py); options={"warm_start": ...} wins
+  EMBER_PROGRESS=0 no progress line on long compiles (progress.py); 1 shows it even off a terminal
 
 The switches are also options, for any backend: `options={"check": True}` (and "raise_internal",
 "debug"); the other options go to the backend.
@@ -57,6 +61,15 @@ TORCH_LOG_NAMES: dict[str, frozenset[str]] = {
 }
 # option -> environment variable: the facade's own switches, valid whatever the backend
 SWITCHES = {"check": "EMBER_CHECK", "raise_internal": "EMBER_RAISE_INTERNAL", "debug": "EMBER_DEBUG"}
+# The compile report's options (trace.py), valid whatever the backend: option -> (type, default)
+TRACE_OPTIONS: dict[str, tuple[type, Any]] = {
+    "trace.enabled": (bool, False),  # add this compile to the program's HTML report
+    "trace.dir": (str, None),  # where the report is written (EMBER_TRACE, else <cache_dir>/trace)
+    "trace.profile": (bool, False),  # time each kernel's calls; the report shows them
+    "trace.graph_diagram": (bool, True),  # the fused-graph diagrams in the report
+}
+# Trace options the inductor also takes (its per-graph trace folders), when a compile gives them
+INDUCTOR_TRACE = frozenset({"trace.enabled", "trace.dir", "trace.graph_diagram"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +84,9 @@ class Settings:
     check: bool = False  # every layer's verifier on (EMBER_CHECK)
     raise_internal: bool = False  # capture's internal errors raise (EMBER_RAISE_INTERNAL)
     debug: bool = False  # ember's frames stay in error tracebacks (EMBER_DEBUG)
+    trace: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # TRACE_OPTIONS' values
+    progress: bool | None = None  # EMBER_PROGRESS: None: on a terminal only
+    warm_start: bool = True  # the lowering and inductor results cached on disk (EMBER_WARM_START)
 
 
 def _check_type(name: str, value: Any, types: tuple[type, ...], valid: str) -> None:
@@ -121,8 +137,36 @@ def make_settings(*, backend_name: str, fullgraph: Any, dynamic: Any, mode: Any,
             _check_type(f"options[{name!r}]", value, (bool,), "True or False")
             switches[name] = switches[name] or value
     cache_dir = env.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
+    trace = _read_trace(merged, env, cache_dir)
+    warm_start = not env.get("EMBER_WARM_START", "").strip() or _read_switch("EMBER_WARM_START", env)
+    if "warm_start" in merged:
+        value = merged.pop("warm_start")
+        _check_type("options['warm_start']", value, (bool,), "True or False")
+        warm_start = value  # the program's own choice wins over the environment's
+    progress = None if not env.get("EMBER_PROGRESS", "").strip() else _read_switch("EMBER_PROGRESS", env)
     return Settings(backend_name=backend_name, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                    options=merged, logs=read_logs(env), cache_dir=cache_dir, **switches)
+                    options=merged, logs=read_logs(env), cache_dir=cache_dir, trace=trace,
+                    progress=progress, warm_start=warm_start, **switches)
+
+
+def _read_trace(merged: dict, env: Mapping[str, str], cache_dir: str) -> dict[str, Any]:
+    """Take the trace options out of `merged` (they are the facade's, whatever the backend)."""
+    trace: dict[str, Any] = {name: default for name, (_, default) in TRACE_OPTIONS.items()}
+    given = []
+    for name, (kind, _) in TRACE_OPTIONS.items():
+        if name in merged:
+            value = merged.pop(name)
+            if not isinstance(value, kind):
+                valid = "True or False" if kind is bool else "a folder (str)"
+                raise InvalidArgument(f"ember.compile: options[{name!r}] must be {valid}, got {value!r}")
+            trace[name] = value
+            given.append(name)
+    trace["given"] = frozenset(given)
+    where = env.get("EMBER_TRACE", "").strip()
+    if where:
+        trace["trace.enabled"] = True
+    trace["trace.dir"] = os.path.expanduser(trace["trace.dir"] or where or os.path.join(cache_dir, "trace"))
+    return trace
 
 
 def _read_switch(var: str, env: Mapping[str, str]) -> bool:
