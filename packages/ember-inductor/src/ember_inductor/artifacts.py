@@ -18,7 +18,7 @@ from ember_inductor.compile import CompiledGraph
 from ember_inductor.options import InductorOptions
 from ember_inductor.wrapper import WrapperWriter
 
-ARTIFACT_VERSION = 2
+ARTIFACT_VERSION = 3  # 3: input layouts say whether an input must start its storage (Note [input offsets])
 _BASE = frozenset(WrapperWriter().namespace) | {"__builtins__", "call"}
 
 

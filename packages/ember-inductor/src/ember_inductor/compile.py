@@ -51,7 +51,8 @@ class CompiledGraph:
         self.timings = timings
         self.fallbacks = fallbacks
         self.backend = backend
-        self._layouts = input_layouts  # (sizes, strides) per tensor input, None for scalars
+        # (sizes, strides, must start its storage) per tensor input, None for scalars (Note [input offsets])
+        self._layouts = input_layouts
         # positions of the mutated inputs the kernels write in place, returned as themselves
         # (Note [mutated inputs written in place])
         self.written_in_place: list[int] = []
@@ -60,7 +61,8 @@ class CompiledGraph:
         inputs = list(inputs)
         for i, lay in enumerate(self._layouts):
             t = inputs[i]
-            if lay is not None and (t.shape != lay[0] or t.stride() != lay[1]):
+            if lay is not None and (t.shape != lay[0] or t.stride() != lay[1]
+                                    or (lay[2] and t.storage_offset())):
                 inputs[i] = _relayout(t, lay)
         return self._fn(inputs)
 
@@ -73,7 +75,16 @@ class CompiledGraph:
 
 
 def _relayout(t: torch.Tensor, layout):
-    sizes, strides = layout
+    """A copy of `t` in the layout the graph was compiled for, at the start of its storage.
+
+    Note [input offsets]: Triton kernels are handed the start of each tensor's storage
+    (`_storage_base` in triton_launch.py) and index an input from there, so an input that does
+    not start its storage (x[8:16]: the same shape and strides as x[0:8]) would be read at the
+    wrong place; a graph with Triton kernels copies such an input first (`layout[2]`). The C++
+    kernels take the tensor's own data pointer and need no copy. A mutated input copied here
+    gets its new value through the runtime's write-back (its memory is not the value the graph
+    returns)."""
+    sizes, strides, _ = layout
     if tuple(t.shape) != tuple(sizes):
         raise ValueError(f"input of shape {tuple(t.shape)} where the graph was compiled for {tuple(sizes)}")
     out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
@@ -166,7 +177,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         call_args = {s.name: (s.origins, [a.name for a in s.args]) for s in specs}
         source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args)
         exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
-    layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None
+    at_storage_start = backend_name == "triton" or "triton" in kernel_backends  # Note [input offsets]
+    layouts = [(tuple(x.shape), tuple(x.stride()), at_storage_start) if isinstance(x, torch.Tensor) else None
                for x in example_inputs]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
