@@ -151,7 +151,8 @@ def _wrap_static(tr, value, source, name):
         owner = getattr(value, "__self__", None)
         method = getattr(value, "__name__", None)
         if (isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and method
-                and not isinstance(owner, types.ModuleType) and source.endswith("." + method)):
+                and not isinstance(owner, types.ModuleType) and source.endswith("." + method)
+                and _read_from(tr, source[:-len(method) - 1], owner)):
             # `d.values` read from an object: a new bound method on each read, so not guarded by
             # identity (that never holds again) but as the same builtin method of the same object.
             tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and X.__self__ is "
@@ -159,6 +160,16 @@ def _wrap_static(tr, value, source, name):
         else:
             tr.guards.add(source, f"X is {tr.ns.ref(value)}")
     return ObjVar(value, source)
+
+
+def _read_from(tr, source: str, owner) -> bool:
+    """Whether `source` names the object a bound method belongs to (`d.values` read from `d`),
+    not an object that merely holds a method of another (`random.random` is a method of the
+    module's hidden `Random` instance)."""
+    try:
+        return tr.eval_source(source) is owner
+    except Exception:  # noqa: BLE001 - a source that does not evaluate: guard by identity
+        return False
 
 
 @wrapper(GradModeExit)

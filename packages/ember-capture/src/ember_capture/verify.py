@@ -50,7 +50,8 @@ def verify_graph(gm: torch.fx.GraphModule, example_inputs) -> None:
         _check(node.meta.get("stack_trace"), f"{node.name} has no stack_trace")
         if node.op == "call_function":
             t = node.target
-            _check(t in REGION_MARKERS or t is getattr or t in _OPERATOR_FUNCTIONS or is_torch_op(t),
+            _check(t in REGION_MARKERS or t is getattr or t in _OPERATOR_FUNCTIONS or is_torch_op(t)
+                   or _applies_autograd_function(t),
                    f"{node.name} calls {t!r}, not a torch-level function")
         elif node.op == "call_method":
             _check(isinstance(node.target, str) and hasattr(torch.Tensor, node.target),
@@ -64,3 +65,10 @@ def verify_graph(gm: torch.fx.GraphModule, example_inputs) -> None:
         fake = node.meta["example_value"]
         _check(fake.shape == real.shape and fake.dtype == real.dtype,
                f"{node.name}: example_value differs from input")
+
+
+def _applies_autograd_function(target) -> bool:
+    """A user's torch.autograd.Function, called through its `apply` (Note [autograd.Function]
+    in autograd_function.py): torch's Function machinery runs it, so it is torch-level."""
+    cls = getattr(target, "autograd_function", None)
+    return isinstance(cls, type) and issubclass(cls, torch.autograd.Function)
