@@ -20,7 +20,7 @@ Hugging Face T5, BART, Marian and Whisper deep-copy their config in ``forward``
 Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper calls the wrapped function
 (``__wrapped__``, read through the wrapper and guarded), as torch.compile does: the cache only
 remembers results, and a trace that inlines the function computes what a call would. A function
-marked constant (``torch._dynamo.assume_constant_result``'s ``_dynamo_marked_constant``, which
+marked constant (the ``_dynamo_marked_constant`` attribute of torch's assume-constant-result decorator, which
 Hugging Face puts on install probes such as ``is_torch_available``) is called once at trace time
 with constant arguments and its result used as a constant, as that contract says.
 """

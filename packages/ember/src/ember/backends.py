@@ -343,9 +343,9 @@ _add(BackendEntry("cudagraphs", build=lambda s: AotComposition(_eager_compiler, 
 # --- entry points for torch.compile (pyproject: torch_dynamo_backends) ---------------------------
 # Each graph torch's compiler hands over goes through the path of `ember.compile`: settings read
 # from the environment (EMBER_LOGS, EMBER_CHECK, ...) and the fallback (Note [one failure
-# path]). A graph ember cannot compile, such as one with symbolic sizes (torch.compile makes a
-# graph dynamic after a shape changes; ember specializes shapes), runs as captured, with one
-# warning; `torch.compile(model, backend="ember", dynamic=False)` keeps every graph static.
+# path]). A graph ember cannot compile, such as one with symbolic sizes (torch's compiler makes
+# a graph dynamic after a shape changes; ember specializes shapes), runs as captured, with one
+# warning; passing dynamic=False to torch's compiler with backend "ember" keeps every graph static.
 
 def _entry_point(name: str, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     settings = make_settings(backend_name=name, fullgraph=False, dynamic=None, mode=None, options=None)
@@ -364,5 +364,5 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The `inductor` composition, registered for torch's compiler as backends "ember" and
-    "ember_inductor": `torch.compile(model, backend="ember")`."""
+    "ember_inductor" (torch's compiler called with backend="ember")."""
     return _entry_point("inductor", gm, example_inputs)
