@@ -50,25 +50,37 @@ def child(model: str, device: str, phase: str) -> dict:
         fn.train(phase == "train")
     compiled = ember.compile(fn)
 
-    def call():
+    def call(f=compiled):
+        """One training step (forward, loss, backward) or one forward; the results to compare."""
         if phase == "train":
-            out = compiled(*batch.args, **batch.kwargs)
-            work.loss(out, batch).backward()
+            loss = work.loss(f(*batch.args, **batch.kwargs), batch)
+            loss.backward()
+            params = [p for p in fn.parameters() if p.grad is not None]
+            got = [loss.detach(), *(p.grad.clone() for p in params)]
+            for p in params:
+                p.grad = None
         else:
             with torch.no_grad():
-                compiled(*batch.args, **batch.kwargs)
+                out = f(*batch.args, **batch.kwargs)
+            got = [out if isinstance(out, torch.Tensor) else out[0]]
         if device == "cuda":
             torch.cuda.synchronize()
+        return got
 
+    # The reference, eager, before the clock starts: a warm-loaded kernel that computes the wrong
+    # thing must show up here, not only as a faster first call.
+    ref = call(fn)
     start = time.perf_counter()
-    call()
+    got = call()
     first = time.perf_counter() - start
+    err = max(float((g.double() - r.double()).abs().max() / r.double().abs().max().clamp_min(1e-30))
+              for g, r in zip(got, ref, strict=True))
     start = time.perf_counter()
     call()
     steady = time.perf_counter() - start
     record = ember.compile_record(compiled)
     compile_s = record.seconds("backend") + record.seconds("autograd", "backward_compile")
-    return {"model": model, "phase": phase, "first_s": first, "compile_s": compile_s, "steady_s": steady,
+    return {"model": model, "phase": phase, "first_s": first, "compile_s": compile_s, "steady_s": steady, "err": err,
             "startup_s": startup,
             "graphs": record.graphs, "cache": ember.cache_stats()}
 
@@ -98,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     models = [ALIASES.get(m, m) for m in (args.models or CPU_MODELS).split(",") if m]
     rows = []
-    print(f"{'model':28} {'phase':5} {'run':4} {'startup s':>9} {'first s':>8} {'compile s':>9} {'steady s':>8}  cache")
+    print(f"{'model':28} {'phase':5} {'run':4} {'startup s':>9} {'first s':>8} {'compile s':>9} {'steady s':>8} {'err':>8}  cache")
     for model in models:
         with tempfile.TemporaryDirectory(prefix="ember-warm-") as cache:
             for label in ("cold", "warm"):
@@ -110,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 hits = {k: v.get("hit", 0) for k, v in r["cache"].items()}
                 print(f"{model:28} {r['phase']:5} {label:4} {r['startup_s']:9.2f} {r['first_s']:8.2f} {r['compile_s']:9.2f} "
-                      f"{r['steady_s']:8.3f}  hits {hits}", flush=True)
+                      f"{r['steady_s']:8.3f} {r['err']:8.1e}  hits {hits}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
