@@ -245,3 +245,29 @@ def test_batch_norm_statistics_in_one_pass(options):
         for g, w, e in zip(got, want, eager):
             err, eager_err = (g.double() - w).abs().max(), (e.double() - w).abs().max()
             assert err <= 2 * eager_err + 1e-6 * w.abs().max(), (err, eager_err)
+
+
+def _linear_head(b, x, w, bias, then=None):
+    """x @ w + bias as decomposition leaves addmm (mm, broadcast bias, add), then `then`."""
+    mm = b.call(torch.ops.aten.mm.default, x, w)
+    out = b.call(P.add.default, b.call(P.broadcast_in_dim.default, bias, [x.meta["val"].shape[0], 24], [1]), mm)
+    return then(b, out) if then else b.call(P.reshape.default, out, [2, 8, 24])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_that_only_leaves_the_graph_goes_into_the_matmul(options, device):
+    """Note [bias in the matmul]: a linear head's bias add, whose value only leaves the graph,
+    is one addmm (the library applies the bias): no kernel of its own re-reading the product."""
+    inputs = [torch.randn(16, 32, device=device), torch.randn(32, 24, device=device), torch.randn(24, device=device)]
+    cg = run(_linear_head, inputs, options, n_kernels=0)
+    assert "addmm_default: extern" in cg.source and "# mm_default: extern" not in cg.source, cg.source
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_followed_by_pointwise_work_stays_fused_with_it(options, device):
+    """Note [bias in the matmul]: when pointwise work follows (an activation), the bias add stays
+    a kernel fused with it (one pass either way), and the product stays a plain mm."""
+    inputs = [torch.randn(16, 32, device=device), torch.randn(32, 24, device=device), torch.randn(24, device=device)]
+    cg = run(lambda b, x, w, bias: _linear_head(b, x, w, bias, lambda b, o: b.call(P.tanh.default, o)),
+             inputs, options, n_kernels=1)
+    assert "addmm" not in cg.source, cg.source
