@@ -271,3 +271,20 @@ def test_bias_followed_by_pointwise_work_stays_fused_with_it(options, device):
     cg = run(lambda b, x, w, bias: _linear_head(b, x, w, bias, lambda b, o: b.call(P.tanh.default, o)),
              inputs, options, n_kernels=1)
     assert "addmm" not in cg.source, cg.source
+
+
+def test_layout_check_in_one_pass_sends_every_misfit_to_the_copy(options):
+    """Note [layout check in one pass]: inputs as compiled skip the per-input loop; an input with
+    other strides, or one that does not start its storage (Note [input offsets]), still gets
+    copied into the compiled layout, and the result is right."""
+    def build(b, x, y, s):
+        return b.call(P.add.default, b.call(P.mul.default, x, y), s)
+    inputs = [torch.randn(6, 5), torch.randn(6, 5), torch.randn(6, 5)]
+    cg = run(build, inputs, options)
+    check = cg._as_compiled
+    x, y, s = (torch.randn(6, 5) for _ in range(3))
+    transposed = torch.randn(5, 6).t()  # same shape, column-major
+    shifted = torch.randn(7, 5)[1:]     # same shape and strides, storage offset 5
+    assert check([x, y, s]) and not check([x, transposed, s]) and not check([shifted, y, s])
+    for args in ([x, y, s], [x, transposed, s], [shifted, y, s], [shifted, transposed, s]):
+        torch.testing.assert_close(cg(args)[0], args[0] * args[1] + args[2])
