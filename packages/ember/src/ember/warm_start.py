@@ -140,9 +140,10 @@ def _graph_and_inputs(gm: torch.fx.GraphModule, inputs: list) -> tuple[str, str,
 # templates' choices); the Triton binaries come from Triton's own cache (TRITON_CACHE_DIR) or are
 # rebuilt from the cached source, and the device's CUDA capability is part of the key
 # (`_device_tag`). Measured on an H100 (docs/performance.md, "Warm start on the GPU"): resnet50
-# b32 and BERT-base training steps reach their first call in 3.1 and 2.1 s instead of 18 and
-# 24 s, and the warm process's loss and gradients equal the cold process's. Until that run, GPU
-# graphs needed EMBER_WARM_START=1.
+# b32 and BERT-base training steps reach their first call in 3.1-4.4 and 2.1-2.9 s instead of
+# 18-30 and 24-25 s, and the warm process's loss and gradients are the cold process's (BERT's
+# exactly, resnet50's within 1.7e-6: cuDNN's backward may sum in another order). Until that
+# run, GPU graphs needed EMBER_WARM_START=1.
 
 
 # --- ember_autograd's cache --------------------------------------------------------------------------
