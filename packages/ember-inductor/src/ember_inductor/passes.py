@@ -50,14 +50,19 @@ def _matches(p: fx.Node) -> bool:
             and all(isinstance(a, fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in m.args[:2]))
 
 
+def _copy(gm: fx.GraphModule) -> fx.Graph:
+    """A copy of gm's graph to rewrite (the caller's graph is never changed)."""
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out).meta.update(gm.graph.output_node().meta)
+    return graph
+
+
 def transpose_matmul_outputs(gm: fx.GraphModule) -> fx.GraphModule:
     """See Note [transposed matmul outputs]. Returns `gm` itself when nothing matches."""
     if not any(_matches(n) for n in gm.graph.nodes):
         return gm
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = graph.graph_copy(gm.graph, env)
-    graph.output(out).meta.update(gm.graph.output_node().meta)
+    graph = _copy(gm)
     for p in [n for n in graph.nodes if _matches(n)]:
         m = p.args[0]
         a, b = m.args[:2]
@@ -117,10 +122,7 @@ def bias_into_matmul(gm: fx.GraphModule) -> fx.GraphModule:
     """See Note [bias in the matmul]. Returns `gm` itself when nothing matches."""
     if not any(_bias_match(n) for n in gm.graph.nodes):
         return gm
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = graph.graph_copy(gm.graph, env)
-    graph.output(out).meta.update(gm.graph.output_node().meta)
+    graph = _copy(gm)
     for add in list(graph.nodes):
         match = _bias_match(add)
         if match is None:
