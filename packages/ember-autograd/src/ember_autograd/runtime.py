@@ -249,12 +249,21 @@ def _make_function(runner: TrainingRunner):
             ctx.save_for_backward(*saved)
             ctx.mark_non_differentiable(*[o for k, o in enumerate(fw_outs)
                                           if k not in diff and isinstance(o, torch.Tensor)])
+            # Note [no materialized zero grads]: autograd would hand the backward a zero tensor
+            # for every output the loss does not reach, the non-differentiable ones included (a
+            # batch norm's running statistics: 159 zeros and fill kernels per resnet50 step).
+            # Unreached gradients arrive as None; only the differentiable outputs' become zeros,
+            # shaped from the metadata kept here.
+            ctx.set_materialize_grads(False)
+            ctx.diff_meta = [(o.shape, o.dtype, o.device) for o in map(fw_outs.__getitem__, sig.diff_outputs)]
             return tuple(fw_outs)
 
         @staticmethod
         @once_differentiable
         def backward(ctx, *grads):
-            tangents = [grads[k].contiguous() for k in sig.diff_outputs]
+            tangents = [grads[k].contiguous() if grads[k] is not None else torch.zeros(*meta[:1], dtype=meta[1],
+                                                                                      device=meta[2])
+                        for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
             inputs = [*ctx.saved_tensors, *tangents]
             result = call_compiled(runner.backward_for(inputs), inputs)
             out: list = [None] * len(sig.tensor_inputs)
