@@ -57,11 +57,15 @@ def nll_loss_backward(grad, a, target, weight, reduction, ignore_index, total_we
         g = P.div(g, convert(total_weight, acc))
     g = broadcast_to(g, w.shape) if g.dim() == 0 else g
     contrib = P.neg(P.mul(g, w))
-    zeros = full(a.shape, 0, acc, a.device)
-    if a.dim() == 1:
-        out = P.scatter(zeros, 0, reshape(safe, [1]), reshape(contrib, [1]))
-    else:
-        out = P.scatter(zeros, cdim, unsqueeze_dims(safe, [cdim]), unsqueeze_dims(contrib, [cdim]))
+    # Note [selections, not scatters] (decomps/views.py): the gradient is -g*w at each row's
+    # target class and 0 elsewhere, where(class == target, ...): elementwise, so it fuses with
+    # the log_softmax backward instead of a zero fill, a scatter and a re-read of the result.
+    shape = list(a.shape)
+    others = [k for k in range(a.dim()) if k != cdim]
+    classes = P.broadcast_in_dim(P.iota(shape[cdim], start=0, step=1, dtype=torch.int64, device=a.device),
+                                 shape, [cdim])
+    hit = P.eq(classes, P.broadcast_in_dim(safe, shape, others))
+    out = P.where(hit, P.broadcast_in_dim(contrib, shape, others), full(shape, 0, acc, a.device))
     return convert(out, a.dtype)
 
 

@@ -200,9 +200,14 @@ def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
 
 @register(aten.select_scatter.default)
 def select_scatter(a, src, dim, index):
+    # Note [selections, not scatters]: `a` with src at position `index` of `dim` is elementwise,
+    # where(i == index, src, a): the inductor fuses it (a `select`'s backward, three of them
+    # summed for a packed q/k/v projection); a scatter is an extern call.
     d = canon_dim(dim, a.dim())
     index = index + a.shape[d] if index < 0 else index
-    return slice_scatter(a, unsqueeze(src, d), d, index, index + 1)
+    hit = P.eq(_dim_iota(a.shape, d, a.device), full(list(a.shape), index, torch.int64, a.device))
+    others = [k for k in range(a.dim()) if k != d]
+    return P.where(hit, P.broadcast_in_dim(convert(src, a.dtype), list(a.shape), others), a)
 
 
 @register(aten.as_strided_scatter.default)
