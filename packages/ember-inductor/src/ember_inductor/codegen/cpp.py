@@ -19,6 +19,7 @@ from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource
 from ember_inductor.codegen.cpp_build import build_many
 from ember_inductor.kernel import KernelSpec, Op, Stage
 from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
+from ember_inductor.sizes import hint
 
 PRELUDE = (Path(__file__).with_name("cpp_prelude.h")).read_text()
 
@@ -187,6 +188,10 @@ class CppKernelRenderer:
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
 
+    def hint_prod(self, sizes) -> int:
+        """The product of sizes under the hints: heuristics only."""
+        return math.prod(hint(s, self.k.hints) for s in sizes)
+
     # -- values --------------------------------------------------------------------------------
     def expr(self, op: Op) -> str:
         a = [f"tmp{i}" for i in op.args]
@@ -298,7 +303,7 @@ class CppKernelRenderer:
                     if self.num_threads:
                         words.append(f"num_threads({self.num_threads})")
                 self.emit(" ".join(["#pragma omp"] + words + ([clauses] if clauses else [])))
-            self.emit(f"for (int64_t {v} = 0; {v} < {int(size)}; {v}++) {{")
+            self.emit(f"for (int64_t {v} = 0; {v} < {_print_index(size)}; {v}++) {{")
             self.depth += 1
         body()
         for _ in names:
@@ -326,7 +331,7 @@ class CppKernelRenderer:
 
     def plan_row_caches(self, inner_stages) -> dict:
         """-> {stage index: (ops to compute, {op id: 'write'|'read'})} for the inner loops."""
-        red_n = math.prod(int(s) for s in self.k.reduction_ranges)
+        red_n = self.hint_prod(self.k.reduction_ranges)
         # A value may be read from a row cache only if an earlier inner loop really computes it
         # (it is in that loop's `keep`), not merely lists it among its stage's ops.
         computed_in: dict[int, int] = {}
@@ -418,6 +423,8 @@ class CppKernelRenderer:
         if not inner or not k.ranges or not k.reduction_ranges:
             return False
         n_acc = sum(len(st.reduces) for st in inner)
+        if k.sizevars:  # its accumulator rows are stack arrays sized at compile time
+            return False
         if math.prod(int(n) for n in k.ranges) * 8 * n_acc > self.COLUMN_STACK_BYTES:
             return False
         if any(self.ops[r].target not in REDUCTIONS for st in inner for r in st.reduces):
@@ -561,18 +568,21 @@ class CppKernelRenderer:
     def render(self) -> str:
         k = self.k
         params = ", ".join(
-            f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
-            for a in k.args)
+            [f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
+             for a in k.args] + [f"const int64_t {v}" for v in k.sizevars])
         if self.column_reduction():
             return self.render_column_reduction(params)
-        outer_n = math.prod(int(s) for s in k.ranges)
-        red_n = math.prod(int(s) for s in k.reduction_ranges)
+        # heuristics from the hints (Note [symbolic sizes in the inductor])
+        outer_n = self.hint_prod(k.ranges)
+        red_n = self.hint_prod(k.reduction_ranges)
         work = outer_n * max(red_n, 1) * max(1, len(k.ops) // 2)
         parallel = work >= 32768 and outer_n * max(red_n, 1) >= 1024
         inner_stages = [s for s in k.stages if s.inner]
         parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
 
-        plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 else {}
+        # row caches are stack arrays of the row's length: only for a static one
+        static_rows = all(n.is_Integer for n in k.reduction_ranges)
+        plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 and static_rows else {}
         red_n = max(red_n, 1)
 
         def body():
@@ -621,4 +631,4 @@ class CppBackend(Backend):
 
     def build(self, sources: Sequence[KernelSource], options) -> list:
         return build_many(PRELUDE, [s.meta["body"] for s in sources], [len(s.kernel.args) for s in sources],
-                          options)
+                          options, [len(s.kernel.sizevars) for s in sources])

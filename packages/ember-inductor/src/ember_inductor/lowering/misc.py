@@ -11,10 +11,16 @@ from ember_inductor.kernel import value_symbol
 from ember_inductor.ir import contiguous_strides
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise
+from ember_inductor.sizes import as_size, as_sizes, is_static
 
 
 @lowering("full")
 def lower_full(ctx, node, shape, value, *, dtype, device=None):
+    if not is_static(value):  # a size used as a value (x / x.shape[1]): its expression
+        expr = as_size(value)
+        if not isinstance(expr, sympy.Expr) or not expr.is_integer:
+            raise NotImplementedError(f"ember_inductor: full() of the non-integer size expression {expr}")
+        return pointwise(node, lambda kb, index: kb.convert(kb.index_value(expr), dtype))
     fill = scalar_dtype_value(value, dtype)
     return pointwise(node, lambda kb, index: kb.const(fill, dtype))
 
@@ -22,7 +28,7 @@ def lower_full(ctx, node, shape, value, *, dtype, device=None):
 @lowering("iota")
 def lower_iota(ctx, node, length, *, start, step, dtype, device=None):
     def fn(kb, index):
-        return kb.convert(kb.index_value(index[0] * int(step) + int(start)), dtype)
+        return kb.convert(kb.index_value(index[0] * as_size(step) + as_size(start)), dtype)
     return pointwise(node, fn)
 
 
@@ -32,11 +38,11 @@ def _linear(index, sizes):
 
 def _random(kind):
     def lower(ctx, node, shape, seed, offset, *, dtype, device=None):
-        sizes = tuple(int(s) for s in shape)
+        sizes = as_sizes(shape)
 
         def fn(kb, index):
             s = seed.load(kb, ())
-            counter = kb.index_value(_linear(index, sizes) + int(offset))
+            counter = kb.index_value(_linear(index, sizes) + as_size(offset))
             return kb.convert(kb.add("rand", kind, (s, counter), torch.float32), dtype)
         return pointwise(node, fn)
     return lower
