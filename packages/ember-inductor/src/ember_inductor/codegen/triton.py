@@ -12,7 +12,12 @@ Layouts (chosen per kernel in `_choose_layout`):
     loop and the sum(exp(v - m)) loop after it merge into one: Note [Online softmax]). Column
     reductions (loads contiguous along x, not r) always loop, over [XBLOCK, RBLOCK] tiles.
 Masks guard every ragged tail; indices are 64-bit when any index can pass 2**31 - 1.
-Sizes are literals in the source (static shapes), so a kernel's text is its cache key.
+Static sizes are literals in the source, so a kernel's text is its cache key. Symbolic sizes
+(Note [symbolic sizes in the inductor]) are scalar arguments after the pointers (`s0`, ...):
+`xnumel`/`rnumel` are computed from them in the kernel, the launcher computes the grid from
+them at each launch, block sizes come from the hints, every tail is masked, a row of symbolic
+length always loops (never a persistent block that assumes it fits), no tiled layout (its grid
+limit would depend on the sizes), and indices are 64-bit.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from ember_inductor.codegen.triton_prims import (
 from ember_inductor.indexing import stride
 from ember_inductor.kernel import KernelSpec, Op, Stage
 from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
+from ember_inductor.sizes import hint, py_size
 
 PERSISTENT_MAX_RBLOCK = 8192
 INT32_MAX = 2**31 - 1
@@ -48,6 +54,10 @@ _print = TritonPrinter()
 
 def _prod(sizes) -> int:
     return math.prod(int(s) for s in sizes)
+
+
+def _hint_prod(k: KernelSpec, sizes) -> int:
+    return math.prod(hint(s, k.hints) for s in sizes)
 
 
 def _const(value, dtype: torch.dtype) -> str:
@@ -70,7 +80,7 @@ def _transposed_var(k: KernelSpec):
     """For pointwise kernels of rank >= 2: the variable another access is contiguous along, if
     it is not the last one (then a tiled layout keeps both accesses coalesced)."""
     xs = k.range_vars
-    if len(xs) < 2 or int(k.ranges[-1]) < 16:
+    if len(xs) < 2 or k.sizevars or int(k.ranges[-1]) < 16:
         return None
     for op in k.ops:
         if op.kind not in ("load", "store") or op.index is None:
@@ -86,6 +96,8 @@ def _transposed_var(k: KernelSpec):
 
 def _needs_int64(k: KernelSpec) -> bool:
     """Whether some index can exceed int32: the iteration space, or an access at its corners."""
+    if k.sizevars:
+        return True  # it would for some values of the symbols
     if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
         return True
     sizes = dict(zip(k.range_vars + k.reduction_vars, list(k.ranges) + list(k.reduction_ranges)))
@@ -109,15 +121,15 @@ def _needs_int64(k: KernelSpec) -> bool:
 
 def _decompose(index: str, syms, sizes, order) -> list[str]:
     """Lines defining each variable in `order` (outermost first) from a flat `index`."""
-    lines, stride = [], 1
+    lines, stride = [], sympy.Integer(1)
     strides = {}
     for i in reversed(order):
         strides[i] = stride
-        stride *= int(sizes[i])
+        stride *= sympy.sympify(sizes[i])
     for pos, i in enumerate(order):
-        expr = index if strides[i] == 1 else f"({index} // {strides[i]})"
+        expr = index if strides[i] == 1 else f"({index} // {_print(strides[i])})"
         if pos != 0:
-            expr = f"({expr} % {int(sizes[i])})"
+            expr = f"({expr} % {_print(sizes[i])})"
         lines.append(f"{syms[i].name} = {expr}")
     return lines
 
@@ -133,8 +145,11 @@ class _KernelWriter:
         self.k = k if k.stages else k.with_stages()
         self.lines: list[str] = []
         self.indent = 1
-        self.xnumel = _prod(k.ranges)
-        self.rnumel = _prod(k.reduction_ranges) if k.is_reduction else 1
+        # hints for heuristics; the expressions for the source and the grid (static: equal)
+        self.xnumel = _hint_prod(k, k.ranges)
+        self.rnumel = _hint_prod(k, k.reduction_ranges) if k.is_reduction else 1
+        self.xnumel_expr = sympy.Mul(*k.ranges)
+        self.rnumel_expr = sympy.Mul(*k.reduction_ranges)
         self.int64 = _needs_int64(k)
         self.params = {a.name: f"p{i}" for i, a in enumerate(k.args)}
         self.buf_dtype = {a.name: a.dtype for a in k.args}
@@ -157,7 +172,7 @@ class _KernelWriter:
             # load instruction reads XBLOCK consecutive elements (a row of a [XBLOCK, RBLOCK] tile)
             self.column = True
             return "looped", None
-        if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK:
+        if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK and self.rnumel_expr.is_Integer:
             return "persistent", None
         return "looped", None
 
@@ -175,6 +190,9 @@ class _KernelWriter:
             m["rblock"] = next_pow2(self.rnumel)
         m["column"] = self.column
         m["configs"] = candidates(m)
+        if self.k.sizevars:  # the launcher computes the grid's extent from the symbols
+            m["sizevars"] = tuple(str(v) for v in self.k.sizevars)
+            m["xnumel_src"] = py_size(self.xnumel_expr)
         return m
 
     def _mask_for(self, op: Op) -> str | None:
@@ -191,8 +209,9 @@ class _KernelWriter:
         k, emit = self.k, self.emit
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         xs = k.range_vars
+        self._size_args()
         if self.layout == "pointwise":
-            emit(f"xnumel: tl.constexpr = {self.xnumel}")
+            emit(f"xnumel{self._numel(self.xnumel_expr)}")
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
             emit("omask = xindex < xnumel")
             self._defs("xindex", xs, k.ranges, range(len(xs)))
@@ -209,8 +228,8 @@ class _KernelWriter:
                 emit(f"{xs[-1].name} = xindex")
             self._defs("yindex", xs, k.ranges, order)
         else:
-            emit(f"xnumel: tl.constexpr = {self.xnumel}")
-            emit(f"rnumel: tl.constexpr = {self.rnumel}")
+            emit(f"xnumel{self._numel(self.xnumel_expr)}")
+            emit(f"rnumel{self._numel(self.rnumel_expr)}")
             if self.layout == "persistent":
                 emit(f"RBLOCK: tl.constexpr = {next_pow2(self.rnumel)}")
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
@@ -219,6 +238,17 @@ class _KernelWriter:
             self._defs("xindex", xs, k.ranges, range(len(xs)))
             if self.layout == "persistent":
                 self._rdefs("rbase")
+
+    @staticmethod
+    def _numel(expr) -> str:
+        """` = <source>` for a number of elements: a constexpr when static."""
+        return f": tl.constexpr = {int(expr)}" if expr.is_Integer else f" = {_print(expr)}"
+
+    def _size_args(self):
+        # 64-bit sizes (symbolic kernels index in 64 bits): an int argument arrives as i32
+        # when its value fits, and products of sizes must not wrap
+        for v in self.k.sizevars:
+            self.emit(f"{v} = tl.full([], {v}, tl.int64)")
 
     def _defs(self, index: str, syms, sizes, order):
         for line in _decompose(index, syms, sizes, list(order)):
@@ -454,7 +484,7 @@ class _KernelWriter:
             consts.append("RBLOCK: tl.constexpr")
         if self.layout == "tiled":
             consts.append("YBLOCK: tl.constexpr")
-        params = ", ".join(list(self.params.values()) + consts)
+        params = ", ".join(list(self.params.values()) + [str(v) for v in k.sizevars] + consts)
         arg_doc = ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
                             for p, a in zip(self.params.values(), k.args))
         header = [

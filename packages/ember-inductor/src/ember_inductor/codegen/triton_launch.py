@@ -82,12 +82,19 @@ class TritonLauncher:
         self.group = group
         if group is not None:
             group.launchers.append(self)
+        # Note [symbolic sizes in the inductor]: the size symbols follow the tensors; the grid's
+        # extent is computed from them at each launch
+        self.n_tensors = len(source.kernel.args)
+        sizevars = self.meta.get("sizevars", ())
+        self._xnumel = (eval(f"lambda {', '.join(sizevars)}: {self.meta['xnumel_src']}")  # noqa: S307
+                        if sizevars else None)
 
     def warmup(self) -> None:
         """Compile the heuristic config for the current GPU without launching (mock arguments)."""
         cfg = self.meta["configs"][0]
         dtypes = [a.dtype for a in self.kernel_source.kernel.args]
-        self.kernel(False).warmup(*dtypes, grid=self.grid(cfg), **cfg.kwargs())
+        hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
+        self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
@@ -96,14 +103,39 @@ class TritonLauncher:
             self._fns[interpret] = fn
         return fn
 
-    def grid(self, cfg: LaunchConfig) -> tuple:
+    def grid(self, cfg: LaunchConfig, xnumel: int | None = None) -> tuple:
         m = self.meta
         cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
         if m["layout"] == "tiled":
             return (cdiv(m["xnumel"], cfg.XBLOCK), cdiv(m["ynumel"], cfg.YBLOCK))
-        return (cdiv(m["xnumel"], cfg.XBLOCK),)
+        return (cdiv(m["xnumel"] if xnumel is None else xnumel, cfg.XBLOCK),)
 
-    def config(self, tensors, interpret: bool) -> LaunchConfig:
+    def _launch_symbolic(self, args) -> None:
+        """A kernel with size arguments: the grid from this call's sizes, no fast path."""
+        tensors, sizes = args[:self.n_tensors], args[self.n_tensors:]
+        xnumel = self._xnumel(*sizes)
+        if xnumel == 0:
+            return
+        tensors = [_storage_base(t) for t in tensors]
+        interpret = not tensors[0].is_cuda
+        fn = self.kernel(interpret)
+        if interpret:
+            cfg = self.config(tensors, interpret, sizes)
+            with interpreting():
+                fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+            return
+        if not self._warm:
+            if self.group is not None:
+                self.group.warm()
+            with triton_cache_dir(self.cache_dir):
+                cfg = self.config(tensors, interpret, sizes)
+                fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+            self._warm = True
+            return
+        cfg = self._config[interpret]
+        fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+
+    def config(self, tensors, interpret: bool, sizes=()) -> LaunchConfig:
         cfg = self._config.get(interpret)
         if cfg is not None:
             return cfg
@@ -114,12 +146,16 @@ class TritonLauncher:
             scratch = [t.clone() if a.role == "inout" else t
                        for t, a in zip(tensors, self.kernel_source.kernel.args)]
             fn = self.kernel(False)
+            xnumel = self._xnumel(*sizes) if sizes else None
             cfg = autotune(source_hash(self.source), configs,
-                           lambda c: fn[self.grid(c)](*scratch, **c.kwargs()), self.cache_dir)
+                           lambda c: fn[self.grid(c, xnumel)](*scratch, *sizes, **c.kwargs()), self.cache_dir)
         self._config[interpret] = cfg
         return cfg
 
     def __call__(self, *tensors):
+        if self._xnumel is not None:
+            self._launch_symbolic(tensors)
+            return
         fast = self._fast
         if fast is not None and tensors[0].is_cuda and fast.launch_now(tensors):
             return
