@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+import sympy
 import torch
 
 from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource
@@ -365,10 +366,10 @@ class CppKernelRenderer:
 
     def row_index(self) -> str:
         k = self.k
-        expr, stride = [], 1
+        expr, stride = [], sympy.Integer(1)
         for v, n in reversed(list(zip(k.reduction_vars, k.reduction_ranges))):
-            expr.append(f"{v}*{stride}" if stride != 1 else str(v))
-            stride *= int(n)
+            expr.append(f"{v}*{_print_index(stride)}" if stride != 1 else str(v))
+            stride *= n
         return " + ".join(reversed(expr)) or "0"
 
     def inner_loop(self, stage: Stage, parallel: bool, plan=None) -> None:

@@ -141,8 +141,9 @@ def _decompose(index: str, syms, sizes, order) -> list[str]:
 class _KernelWriter:
     """Renders one KernelSpec; `source()` returns the kernel file's text."""
 
-    def __init__(self, k: KernelSpec):
+    def __init__(self, k: KernelSpec, interpret: bool = False):
         self.k = k if k.stages else k.with_stages()
+        self.interpret = interpret  # see _size_args
         self.lines: list[str] = []
         self.indent = 1
         # hints for heuristics; the expressions for the source and the grid (static: equal)
@@ -192,7 +193,8 @@ class _KernelWriter:
         m["configs"] = candidates(m)
         if self.k.sizevars:  # the launcher computes the grid's extent from the symbols
             m["sizevars"] = tuple(str(v) for v in self.k.sizevars)
-            m["xnumel_src"] = py_size(self.xnumel_expr)
+            m["numel_names"] = tuple(n for n, _ in self._numel_args())
+            m["numel_src"] = tuple(py_size(e) for _, e in self._numel_args())
         return m
 
     def _mask_for(self, op: Op) -> str | None:
@@ -211,7 +213,7 @@ class _KernelWriter:
         xs = k.range_vars
         self._size_args()
         if self.layout == "pointwise":
-            emit(f"xnumel{self._numel(self.xnumel_expr)}")
+            self._numel("xnumel", self.xnumel_expr)
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
             emit("omask = xindex < xnumel")
             self._defs("xindex", xs, k.ranges, range(len(xs)))
@@ -228,8 +230,8 @@ class _KernelWriter:
                 emit(f"{xs[-1].name} = xindex")
             self._defs("yindex", xs, k.ranges, order)
         else:
-            emit(f"xnumel{self._numel(self.xnumel_expr)}")
-            emit(f"rnumel{self._numel(self.rnumel_expr)}")
+            self._numel("xnumel", self.xnumel_expr)
+            self._numel("rnumel", self.rnumel_expr)
             if self.layout == "persistent":
                 emit(f"RBLOCK: tl.constexpr = {next_pow2(self.rnumel)}")
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
@@ -239,16 +241,31 @@ class _KernelWriter:
             if self.layout == "persistent":
                 self._rdefs("rbase")
 
-    @staticmethod
-    def _numel(expr) -> str:
-        """` = <source>` for a number of elements: a constexpr when static."""
-        return f": tl.constexpr = {int(expr)}" if expr.is_Integer else f" = {_print(expr)}"
+    def _numel(self, name: str, expr) -> None:
+        """A number of elements: a constexpr when static, else an argument (Note [size arguments])."""
+        if expr.is_Integer:
+            self.emit(f"{name}: tl.constexpr = {int(expr)}")
+
+    def _numel_args(self) -> list[tuple[str, sympy.Expr]]:
+        """The symbolic numbers of elements, passed by the launcher after the size symbols."""
+        out = [("xnumel", self.xnumel_expr)]
+        if self.k.is_reduction and self.layout != "pointwise":
+            out.append(("rnumel", self.rnumel_expr))
+        return [(n, e) for n, e in out if not e.is_Integer]
 
     def _size_args(self):
-        # 64-bit sizes (symbolic kernels index in 64 bits): an int argument arrives as i32
-        # when its value fits, and products of sizes must not wrap
+        """Note [size arguments]: a symbolic kernel takes its size symbols, then its symbolic
+        numbers of elements (`xnumel`, `rnumel`: computed by the launcher in Python, exact, and
+        the bound of the row loops). Compiled, a size arrives as i32 when its value fits (and as
+        a constexpr when it is 1): it is cast to int64 so that products of sizes in indices
+        cannot wrap. Interpreted (CPU tests), all of them are constexprs: Triton 3.6's
+        interpreter computes any arithmetic as 1-element arrays, which numpy 2 refuses to turn
+        into the int a `range` bound needs, so the interpreter runs its own variant of the
+        source (`meta["interpret_source"]`), identical but for these lines and the signature."""
+        if self.interpret:
+            return
         for v in self.k.sizevars:
-            self.emit(f"{v} = tl.full([], {v}, tl.int64)")
+            self.emit(f"{v} = tl.cast({v}, tl.int64)")
 
     def _defs(self, index: str, syms, sizes, order):
         for line in _decompose(index, syms, sizes, list(order)):
@@ -484,7 +501,9 @@ class _KernelWriter:
             consts.append("RBLOCK: tl.constexpr")
         if self.layout == "tiled":
             consts.append("YBLOCK: tl.constexpr")
-        params = ", ".join(list(self.params.values()) + [str(v) for v in k.sizevars] + consts)
+        names = [str(v) for v in k.sizevars] + [n for n, _ in self._numel_args()]
+        sizes = [f"{n}: tl.constexpr" if self.interpret else n for n in names]
+        params = ", ".join(list(self.params.values()) + sizes + consts)
         arg_doc = ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
                             for p, a in zip(self.params.values(), k.args))
         header = [
@@ -507,7 +526,10 @@ def render_kernel(k: KernelSpec) -> KernelSource:
     """KernelSpec -> KernelSource (Triton text plus launch metadata in `meta`)."""
     w = _KernelWriter(k)
     src = w.source()
-    return KernelSource(k.name, "triton", src, w.k, meta=w.meta())
+    meta = w.meta()
+    if k.sizevars:  # Note [size arguments]
+        meta["interpret_source"] = _KernelWriter(k, interpret=True).source()
+    return KernelSource(k.name, "triton", src, w.k, meta=meta)
 
 
 class TritonBackend(Backend):

@@ -86,7 +86,8 @@ class TritonLauncher:
         # extent is computed from them at each launch
         self.n_tensors = len(source.kernel.args)
         sizevars = self.meta.get("sizevars", ())
-        self._xnumel = (eval(f"lambda {', '.join(sizevars)}: {self.meta['xnumel_src']}")  # noqa: S307
+        # Note [size arguments] (triton.py): the numbers of elements that follow the sizes
+        self._numels = (eval(f"lambda {', '.join(sizevars)}: ({', '.join(self.meta['numel_src'])},)")  # noqa: S307
                         if sizevars else None)
 
     def warmup(self) -> None:
@@ -94,12 +95,16 @@ class TritonLauncher:
         cfg = self.meta["configs"][0]
         dtypes = [a.dtype for a in self.kernel_source.kernel.args]
         hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
+        if hints:
+            hints = list(self._scalars(hints)[0])
         self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
         if fn is None:
-            fn = getattr(load_module(self.source, self.cache_dir, interpret), self.name)
+            # Note [size arguments] (triton.py): the interpreter's variant of a symbolic kernel
+            source = self.meta.get("interpret_source", self.source) if interpret else self.source
+            fn = getattr(load_module(source, self.cache_dir, interpret), self.name)
             self._fns[interpret] = fn
         return fn
 
@@ -110,10 +115,18 @@ class TritonLauncher:
             return (cdiv(m["xnumel"], cfg.XBLOCK), cdiv(m["ynumel"], cfg.YBLOCK))
         return (cdiv(m["xnumel"] if xnumel is None else xnumel, cfg.XBLOCK),)
 
+    def _scalars(self, sizes) -> tuple[tuple, int]:
+        """The kernel's scalar arguments for these size values (the sizes, then the numbers of
+        elements: Note [size arguments]) and the extent of the grid's first dimension."""
+        numels = self._numels(*sizes)
+        names = self.meta["numel_names"]
+        xnumel = numels[names.index("xnumel")] if "xnumel" in names else self.meta["xnumel"]
+        return (*sizes, *numels), xnumel
+
     def _launch_symbolic(self, args) -> None:
         """A kernel with size arguments: the grid from this call's sizes, no fast path."""
-        tensors, sizes = args[:self.n_tensors], args[self.n_tensors:]
-        xnumel = self._xnumel(*sizes)
+        tensors = args[:self.n_tensors]
+        sizes, xnumel = self._scalars(args[self.n_tensors:])
         if xnumel == 0:
             return
         tensors = [_storage_base(t) for t in tensors]
@@ -146,14 +159,14 @@ class TritonLauncher:
             scratch = [t.clone() if a.role == "inout" else t
                        for t, a in zip(tensors, self.kernel_source.kernel.args)]
             fn = self.kernel(False)
-            xnumel = self._xnumel(*sizes) if sizes else None
+            xnumel = self._scalars(sizes[:len(self.kernel_source.kernel.sizevars)])[1] if sizes else None
             cfg = autotune(source_hash(self.source), configs,
                            lambda c: fn[self.grid(c, xnumel)](*scratch, *sizes, **c.kwargs()), self.cache_dir)
         self._config[interpret] = cfg
         return cfg
 
     def __call__(self, *tensors):
-        if self._xnumel is not None:
+        if self._numels is not None:
             self._launch_symbolic(tensors)
             return
         fast = self._fast
