@@ -29,6 +29,21 @@ from ember_symbolic import SizePrinter, expr_of
 
 _SIZE_NAME = re.compile(r"s\d+$")
 
+# Note [size arithmetic nodes]: the graph nodes that compute ints from sizes (x.shape[0] * 4):
+# queries of a tensor's metadata, then Python arithmetic on their results. The inductor
+# evaluates them to expressions at compile time (lowering/__init__.py), never runs them.
+SIZE_QUERY_OPS = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+                  torch.ops.aten.sym_storage_offset.default)
+SIZE_FUNCTIONS = (torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int, torch.sym_not)
+
+
+def is_size_target(target) -> bool:
+    """A call target that computes a size: a metadata query, a torch.sym_* function, or a
+    function of the `operator`/`math` modules (other than getitem)."""
+    if target in SIZE_QUERY_OPS or target in SIZE_FUNCTIONS:
+        return True
+    return getattr(target, "__module__", None) in ("_operator", "operator", "math") and target.__name__ != "getitem"
+
 
 def is_size_symbol(s) -> bool:
     """A size symbol (``s0``), as opposed to a loop variable (``x0``, ``r0``) or a value (``tmp3``)."""

@@ -169,6 +169,7 @@ class CppKernelRenderer:
         self.recip_divs: set[int] = set()  # divisions by a per-row value: multiply by its inverse
         self.inverted: set[int] = set()    # the divisors whose inverse is declared
         self.hoisted: set[int] = set()     # loop-invariant values, computed once before the loops
+        self.parallel_if = ""  # symbolic sizes: whether to run in parallel is decided at run time
 
     def hoist_invariants(self) -> None:
         """Values that no loop variable reaches (an optimizer's bias corrections from its 0-d
@@ -303,6 +304,8 @@ class CppKernelRenderer:
                     words.append("schedule(static)" + (f" collapse({n - 1})" if n > 2 else ""))
                     if self.num_threads:
                         words.append(f"num_threads({self.num_threads})")
+                    if self.parallel_if:
+                        words.append(self.parallel_if)
                 self.emit(" ".join(["#pragma omp"] + words + ([clauses] if clauses else [])))
             self.emit(f"for (int64_t {v} = 0; {v} < {_print_index(size)}; {v}++) {{")
             self.depth += 1
@@ -578,6 +581,11 @@ class CppKernelRenderer:
         red_n = self.hint_prod(k.reduction_ranges)
         work = outer_n * max(red_n, 1) * max(1, len(k.ops) // 2)
         parallel = work >= 32768 and outer_n * max(red_n, 1) >= 1024
+        if k.sizevars:  # the same rule, evaluated by OpenMP at each call on that call's sizes
+            elems = sympy.Mul(*k.ranges, *k.reduction_ranges)
+            parallel = True
+            self.parallel_if = (f"if({_print_index(elems * max(1, len(k.ops) // 2))} >= 32768 && "
+                                f"{_print_index(elems)} >= 1024)")
         inner_stages = [s for s in k.stages if s.inner]
         parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
 

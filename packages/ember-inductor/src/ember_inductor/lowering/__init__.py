@@ -22,7 +22,7 @@ from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuf
 from ember_inductor.layout import LayoutPlan
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS, PRIM_NAMES, RUNS_EAGERLY
-from ember_inductor.sizes import as_size, as_sizes, is_size_symbol, is_static, known_equal
+from ember_inductor.sizes import as_size, as_sizes, is_size_symbol, is_size_target, is_static, known_equal
 from ember_symbolic import env_of
 
 log = logging.getLogger("ember_inductor.lowering")
@@ -356,25 +356,22 @@ def _size_env(gm: fx.GraphModule):
     return None
 
 
-# Note [size arithmetic nodes]: ints computed from sizes (x.shape[0] * 4) are graph nodes; the
-# inductor evaluates them at compile time to sympy expressions (their meta["val"]'s, else by
-# applying the function to the lowered arguments), never runs them.
+# Note [size arithmetic nodes] (sizes.py): evaluated to sympy expressions (their meta["val"]'s,
+# else by applying the function to the lowered arguments).
 SIZE_QUERIES = {
     torch.ops.aten.sym_size.int: lambda a, dim: a.sizes[dim],
     torch.ops.aten.sym_stride.int: lambda a, dim: a.strides[dim],
     torch.ops.aten.sym_numel.default: lambda a: numel(a.sizes),
     torch.ops.aten.sym_storage_offset.default: lambda a: a.offset,
 }
-SIZE_FUNCTIONS = {torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int, torch.sym_not}
 
 
 def _is_size_arithmetic(node: fx.Node) -> bool:
-    t = node.target
-    if t in SIZE_QUERIES or t in SIZE_FUNCTIONS:
+    if node.target in SIZE_QUERIES:
         return True
     val = node.meta.get("val")
-    return (getattr(t, "__module__", None) in ("_operator", "operator", "math") and t is not operator.getitem
-            and isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)))
+    return is_size_target(node.target) and isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat,
+                                                                torch.SymBool))
 
 
 def _size_value(node: fx.Node, args, kwargs):
