@@ -337,3 +337,23 @@ def test_artifact_round_trip(options):
     compiled = _compile(_pointwise_graph(), options)
     loaded = from_artifact(to_artifact(compiled), options)
     _check(loaded, _pointwise_inputs, _pointwise_ref, sizes=(3, 11), atol=1e-4, rtol=1e-4)
+
+
+def test_size_nodes_are_not_buffer_reads(options):
+    """Note [bounded recomputation] counts the buffers a lazy value loads; the size nodes its
+    broadcasts take are not buffers, so a value of three loads stays lazy as in a static graph
+    (it was realized into a buffer of its own)."""
+    g = SymbolicGraph()
+    n, m = g.symbol(8), g.symbol(6)
+    x, y = g.input(torch.randn(8, 6), (n, m)), g.input(torch.randn(8, 6), (n, m))
+    b = g.input(torch.randn(6), (m,))
+    rows, cols = g.size(x, 0), g.size(x, 1)
+    nb = g.call(P.neg.default, b)  # lazy: the broadcast's reads are its loads and its size nodes
+    a = g.call(P.add.default, g.call(P.add.default, x, y), g.call(P.broadcast_in_dim.default, nb, [rows, cols], [1]))
+    out1 = g.call(P.clone.default, g.call(P.permute.default, a, [1, 0]))
+    out2 = g.call(P.mul.default, a, a)
+    g.output(out1, out2)
+    compiled = _compile(g, options)
+    assert compiled.source.count("empty_strided") == 2  # the two outputs, no buffer for `a`
+    _check(compiled, lambda n: [torch.randn(n, n + 2), torch.randn(n, n + 2), torch.randn(n + 2)],
+           lambda x, y, b: ((x + y - b).t(), (x + y - b) ** 2))

@@ -260,6 +260,9 @@ def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
     by the next addition) would grow one load per block, and block k's kernels would re-read
     every earlier block's outputs."""
     value = ctx.current(env[node])
+    if _is_size_arithmetic(node) or isinstance(value, sympy.Basic):
+        reads[node] = frozenset()  # a size (Note [size arithmetic nodes]) reads no buffer
+        return
     if not isinstance(value, IRNode) or isinstance(value, Buffer):
         reads[node] = frozenset({node})
         return
@@ -291,13 +294,17 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
         if node.op == "placeholder":
             ex = example_inputs[len(inputs)]
             meta = node.meta.get("val")
+            if isinstance(ex, (torch.SymInt, torch.SymFloat, torch.SymBool)) and meta is None:
+                meta = ex
             if isinstance(ex, torch.Tensor):
                 # Note [symbolic sizes in the inductor]: a symbolic input's sizes are its meta's
-                like = meta if isinstance(meta, torch.Tensor) and _has_symbols(meta) else ex
+                # (or its example's: ember_autograd hands the compilers fakes with SymInt sizes)
+                like = next((v for v in (meta, ex) if isinstance(v, torch.Tensor) and _has_symbols(v)), ex)
                 val = InputBuffer(f"in{len(inputs)}", as_sizes(like.shape), as_sizes(like.stride()), ex.dtype,
                                   ex.device, 0, position=len(inputs))
             elif isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_size_symbol(as_size(meta)):
                 val = as_size(meta)  # a dynamic int input: its symbol (the wrapper binds it)
+                reads[node] = frozenset()
             else:
                 val = ex
             inputs.append(val)
