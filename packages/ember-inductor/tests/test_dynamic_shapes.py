@@ -228,18 +228,21 @@ def test_cat_triton(triton_options):
 
 # -- externs -----------------------------------------------------------------------------------
 
-def test_matmul_extern_with_epilogue(options):
+@pytest.mark.parametrize("padding", [False, True])
+def test_matmul_extern_with_epilogue(options, padding):
+    """A product of a symbolic number of rows (shape_padding leaves it alone: its padding would
+    depend on the sizes) with a bias and a ReLU fused after it."""
     g = SymbolicGraph()
     n = g.symbol(8)
-    x = g.input(torch.randn(8, 16), (n, 16))
-    w, b = g.input(torch.randn(16, 8)), g.input(torch.randn(8))
+    x = g.input(torch.randn(8, 100), (n, 100))
+    w, b = g.input(torch.randn(100, 72)), g.input(torch.randn(72))
     mm = g.call(aten.mm.default, x, w)
-    bias = g.call(P.broadcast_in_dim.default, b, [g.size(x, 0), 8], [1])
-    zero = g.call(P.full.default, [g.size(x, 0), 8], 0.0, dtype=torch.float32, device=torch.device("cpu"))
+    bias = g.call(P.broadcast_in_dim.default, b, [g.size(x, 0), 72], [1])
+    zero = g.call(P.full.default, [g.size(x, 0), 72], 0.0, dtype=torch.float32, device=torch.device("cpu"))
     g.output(g.call(P.maximum.default, g.call(P.add.default, mm, bias), zero))
-    compiled = _compile(g, options)
+    compiled = _compile(g, InductorOptions(cache_dir=options.cache_dir, backend="cpp", shape_padding=padding))
     assert any("mm" in str(f[1]) for f in compiled.fallbacks)
-    _check(compiled, lambda n: [torch.randn(n, 16), torch.randn(16, 8), torch.randn(8)],
+    _check(compiled, lambda n: [torch.randn(n, 100), torch.randn(100, 72), torch.randn(72)],
            lambda x, w, b: (torch.relu(x @ w + b),), atol=1e-4, rtol=1e-4)
 
 

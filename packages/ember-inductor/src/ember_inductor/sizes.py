@@ -67,6 +67,11 @@ def as_sizes(values: Iterable) -> tuple:
     return tuple(as_size(v) for v in values)
 
 
+def has_symbolic_layout(t: torch.Tensor) -> bool:
+    """Whether a (fake) tensor's sizes or strides mention size symbols."""
+    return not all(is_static(v) for v in (*t.shape, *t.stride()))
+
+
 def is_static(v) -> bool:
     if isinstance(v, (int, float)):
         return True
