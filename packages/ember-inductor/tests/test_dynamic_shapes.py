@@ -360,3 +360,38 @@ def test_size_nodes_are_not_buffer_reads(options):
     assert compiled.source.count("empty_strided") == 2  # the two outputs, no buffer for `a`
     _check(compiled, lambda n: [torch.randn(n, n + 2), torch.randn(n, n + 2), torch.randn(n + 2)],
            lambda x, y, b: ((x + y - b).t(), (x + y - b) ** 2))
+
+
+def _reduction_graph():
+    g = SymbolicGraph()
+    n = g.symbol(8)
+    x = g.input(torch.randn(8, 16), (n, 16))
+    g.output(g.call(P.sum.default, x, [0]), g.call(P.amax.default, x, [1]))
+    return g
+
+
+def test_reductions_triton(triton_options):
+    """Over the symbolic dim (a static number of rows, each of symbolic length) and over the
+    static one (a symbolic number of rows)."""
+    compiled = _compile(_reduction_graph(), triton_options)
+    _check(compiled, lambda n: [torch.randn(n, 16)], lambda x: (x.sum(0), x.amax(1)), sizes=(2, 37),
+           atol=1e-4, rtol=1e-4)
+
+
+def test_convolution_extern_symbolic_batch_and_image(options):
+    """Convolutions called with the call's sizes; the channels-last layout plan holds with
+    symbolic sizes (strides as expressions)."""
+    g = SymbolicGraph()
+    n, h = g.symbol(4), g.symbol(8)
+    x = g.input(torch.randn(4, 3, 8, 8), (n, 3, h, h))
+    w, b, w2 = g.input(torch.randn(6, 3, 3, 3)), g.input(torch.randn(6)), g.input(torch.randn(5, 6, 1, 1))
+    r = g.call(P.exp.default, g.call(aten.convolution.default, x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1))
+    c2 = g.call(aten.convolution.default, r, w2, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    g.output(g.call(P.sum.default, r, [0, 2, 3]), c2)
+    compiled = compile_graph(g.build(), g.examples, options)
+
+    def ref(x, w, b, w2):
+        r = torch.exp(torch.nn.functional.conv2d(x, w, b, padding=1))
+        return r.sum((0, 2, 3)), torch.nn.functional.conv2d(r, w2)
+    weights = g.examples[1:]
+    _check(compiled, lambda n: [torch.randn(n, 3, n + 3, n + 3), *weights], ref, sizes=(2, 5), atol=1e-3, rtol=1e-4)
