@@ -26,8 +26,7 @@ from ember_inductor.sizes import is_size_symbol, py_size, py_sizes, size_symbols
 class WrapperWriter:
     def __init__(self):
         self.lines = ["def call(args):"]
-        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout,
-                                "relayout": relayout_input}
+        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout}
         self.base_layout: dict[str, tuple] = {}
         self.used: set = set()  # size symbols the body mentions (Note [binding size symbols])
 
@@ -153,6 +152,8 @@ def _bind_and_check(w: WrapperWriter, lowered, at_storage_start: bool) -> list[s
         return []
     sources = symbol_sources(lowered.inputs)
     checks = []
+    if symbolic:
+        w.namespace["relayout"] = relayout_input
     for b in symbolic:
         sizes, strides = w.sizes(b.sizes), w.sizes(b.strides)
         offset = f" or {b.name}.storage_offset()" if at_storage_start else ""
