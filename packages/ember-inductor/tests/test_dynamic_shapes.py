@@ -11,6 +11,7 @@ import os
 import sys
 
 import pytest
+import sympy
 import torch
 
 from ember_inductor import InductorOptions, compile_graph
@@ -38,8 +39,11 @@ def _check(compiled, make_inputs, reference, sizes=SIZES, **tol):
 def _compile(g: SymbolicGraph, options):
     guards = list(g.env.guards)
     compiled = compile_graph(g.build(), g.examples, options)
-    # every compile-time choice here is correct for all sizes: nothing was guarded
-    assert g.env.guards == guards
+    new = g.env.guards[len(guards):]
+    # every compile-time choice here is correct for all sizes: nothing was guarded but, on
+    # Triton, 32-bit indices (Note [32-bit indices of symbolic kernels]): bounds near 2**31
+    assert g.env.guards[:len(guards)] == guards
+    assert all(isinstance(r, sympy.Le) and r.rhs >= 2**20 for r in new) and (options.backend == "triton" or not new)
     return compiled
 
 
@@ -395,3 +399,20 @@ def test_convolution_extern_symbolic_batch_and_image(options):
         return r.sum((0, 2, 3)), torch.nn.functional.conv2d(r, w2)
     weights = g.examples[1:]
     _check(compiled, lambda n: [torch.randn(n, 3, n + 3, n + 3), *weights], ref, sizes=(2, 5), atol=1e-3, rtol=1e-4)
+
+
+def test_triton_indices_32_bit_under_a_guard(triton_options):
+    """Note [32-bit indices of symbolic kernels]: one guard bounds the sizes, the kernel indexes
+    in 32 bits; sizes whose hints are near 2**31 elements index in 64 bits, with no guard."""
+    g = _softmax_graph()
+    compiled = compile_graph(g.build(), g.examples, triton_options)
+    assert [str(r) for r in g.env.guards] == ["s1*(s0 + 1) <= 2147483647"]
+    assert g.env.guards_hold({"s0": 1000, "s1": 1000}) and not g.env.guards_hold({"s0": 2**16, "s1": 2**15})
+    assert "tl.int64" not in compiled.kernels[0].source.split("xindex")[0]  # no 64-bit size casts
+    big = SymbolicGraph()
+    n = big.symbol(2**20)  # a hint of 2**20 rows of 2**12: 2**32 elements (the example stays small)
+    x = big.input(torch.randn(8, 4096), (n, 4096))
+    big.output(big.call(P.sin.default, x))
+    compiled = compile_graph(big.build(), big.examples, triton_options)
+    assert big.env.guards == [] and "tl.cast(s0, tl.int64)" in compiled.kernels[0].source
+    _check(compiled, lambda n: [torch.randn(n, 4096)], lambda x: (torch.sin(x),), sizes=(3,))

@@ -17,6 +17,7 @@ from ember_inductor.codegen.common import KernelSource, choose_backend, get_back
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
 from ember_inductor.inplace import plan_in_place, rewrite_spec
+from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
@@ -161,6 +162,10 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                 name = f"kernel{len(specs)}"
                 names[id(ps.step)] = name
                 specs.append(finalize(ps.step, ps.live_out, name, lowered.hints))
+        # Triton: 32-bit indices for symbolic kernels, under guards (Note [32-bit indices of symbolic kernels])
+        triton_at = [i for i, b in enumerate(kernel_backends) if b == "triton"]
+        for i, narrowed in zip(triton_at, narrow_indices([specs[i] for i in triton_at], lowered.env)):
+            specs[i] = narrowed
         # mutated inputs whose kernel may write them in place (Note [mutated inputs written in place])
         in_place = plan_in_place(lowered, planned, dict(zip(names, specs)), _mutations(gm))
         if in_place:

@@ -92,6 +92,9 @@ class KernelSpec:
     # order; `hints` their values in the call compiled for (heuristics only)
     sizevars: tuple = ()
     hints: dict = field(default_factory=dict, compare=False, hash=False)
+    # a symbolic kernel whose every index fits int32 under a recorded guard (kernel_analysis.py,
+    # Note [32-bit indices of symbolic kernels])
+    int32_indices: bool = False
 
     @property
     def range_vars(self) -> tuple[sympy.Symbol, ...]:
@@ -118,7 +121,7 @@ class KernelSpec:
 
     def with_stages(self) -> "KernelSpec":
         return KernelSpec(self.name, self.ranges, self.reduction_ranges, self.args, self.ops,
-                          self.origins, compute_stages(self.ops), self.sizevars, self.hints)
+                          self.origins, compute_stages(self.ops), self.sizevars, self.hints, self.int32_indices)
 
     def __str__(self) -> str:
         return format_kernel(self)

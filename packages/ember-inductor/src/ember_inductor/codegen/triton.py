@@ -13,11 +13,12 @@ Layouts (chosen per kernel in `_choose_layout`):
     reductions (loads contiguous along x, not r) always loop, over [XBLOCK, RBLOCK] tiles.
 Masks guard every ragged tail; indices are 64-bit when any index can pass 2**31 - 1.
 Static sizes are literals in the source, so a kernel's text is its cache key. Symbolic sizes
-(Note [symbolic sizes in the inductor]) are scalar arguments after the pointers (`s0`, ...):
-`xnumel`/`rnumel` are computed from them in the kernel, the launcher computes the grid from
-them at each launch, block sizes come from the hints, every tail is masked, a row of symbolic
-length always loops (never a persistent block that assumes it fits), no tiled layout (its grid
-limit would depend on the sizes), and indices are 64-bit.
+(Note [symbolic sizes in the inductor]) are scalar arguments after the pointers (`s0`, ...),
+followed by `xnumel`/`rnumel` (Note [size arguments]); the launcher computes the grid from
+them at each launch, block sizes come from the hints (SYMBOLIC_HINT_FLOOR), every tail is
+masked, a row of symbolic length always loops (never a persistent block that assumes it fits),
+no tiled layout (its grid limit would depend on the sizes), and indices are 64-bit unless
+guards say they fit 32 bits (Note [32-bit indices of symbolic kernels] in kernel_analysis.py).
 """
 from __future__ import annotations
 
@@ -56,8 +57,15 @@ def _prod(sizes) -> int:
     return math.prod(int(s) for s in sizes)
 
 
-def _hint_prod(k: KernelSpec, sizes) -> int:
-    return math.prod(hint(s, k.hints) for s in sizes)
+# A symbolic kernel serves every size from one compile, often first compiled at a small one (the
+# second shape a dynamic=None function sees): its block sizes are chosen as if it had at least
+# this many elements along a symbolic space, never fewer (masks keep any size correct).
+SYMBOLIC_HINT_FLOOR = 1024
+
+
+def _heuristic_numel(k: KernelSpec, sizes) -> int:
+    n = math.prod(hint(s, k.hints) for s in sizes)
+    return n if all(sympy.sympify(s).is_Integer for s in sizes) else max(n, SYMBOLIC_HINT_FLOOR)
 
 
 def _const(value, dtype: torch.dtype) -> str:
@@ -96,8 +104,8 @@ def _transposed_var(k: KernelSpec):
 
 def _needs_int64(k: KernelSpec) -> bool:
     """Whether some index can exceed int32: the iteration space, or an access at its corners."""
-    if k.sizevars:
-        return True  # it would for some values of the symbols
+    if k.sizevars:  # Note [32-bit indices of symbolic kernels]
+        return not k.int32_indices
     if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
         return True
     sizes = dict(zip(k.range_vars + k.reduction_vars, list(k.ranges) + list(k.reduction_ranges)))
@@ -146,11 +154,12 @@ class _KernelWriter:
         self.interpret = interpret  # see _size_args
         self.lines: list[str] = []
         self.indent = 1
-        # hints for heuristics; the expressions for the source and the grid (static: equal)
-        self.xnumel = _hint_prod(k, k.ranges)
-        self.rnumel = _hint_prod(k, k.reduction_ranges) if k.is_reduction else 1
+        # the expressions for the source and the grid; for heuristics, their hints, at least
+        # SYMBOLIC_HINT_FLOOR when symbolic (static: the numbers themselves)
         self.xnumel_expr = sympy.Mul(*k.ranges)
         self.rnumel_expr = sympy.Mul(*k.reduction_ranges)
+        self.xnumel = _heuristic_numel(k, k.ranges)
+        self.rnumel = _heuristic_numel(k, k.reduction_ranges) if k.is_reduction else 1
         self.int64 = _needs_int64(k)
         self.params = {a.name: f"p{i}" for i, a in enumerate(k.args)}
         self.buf_dtype = {a.name: a.dtype for a in k.args}
@@ -262,8 +271,8 @@ class _KernelWriter:
         interpreter computes any arithmetic as 1-element arrays, which numpy 2 refuses to turn
         into the int a `range` bound needs, so the interpreter runs its own variant of the
         source (`meta["interpret_source"]`), identical but for these lines and the signature."""
-        if self.interpret:
-            return
+        if self.interpret or not self.int64:
+            return  # 32-bit: indices fit (a guard says so)
         for v in self.k.sizevars:
             self.emit(f"{v} = tl.cast({v}, tl.int64)")
 
