@@ -416,3 +416,21 @@ def test_triton_indices_32_bit_under_a_guard(triton_options):
     compiled = compile_graph(big.build(), big.examples, triton_options)
     assert big.env.guards == [] and "tl.cast(s0, tl.int64)" in compiled.kernels[0].source
     _check(compiled, lambda n: [torch.randn(n, 4096)], lambda x: (torch.sin(x),), sizes=(3,))
+
+
+def test_float_values_of_sizes(options):
+    """x * (1 / n) and x / sqrt(n) with n a size: a ratio of sizes is computed in the kernel, a
+    square root by the wrapper (full runs there, with the expression as its value)."""
+    g = SymbolicGraph()
+    n = g.symbol(8)
+    x = g.input(torch.randn(8, 4), (n, 4))
+    rows = g.size(x, 0)
+    inv = g.arith(operator.truediv, 1, rows)
+    root = g.call(torch.sym_sqrt, rows)
+    cpu = torch.device("cpu")
+    a = g.call(P.mul.default, x, g.call(P.full.default, [rows, 4], inv, dtype=torch.float32, device=cpu))
+    b = g.call(P.div.default, x, g.call(P.full.default, [rows, 4], root, dtype=torch.float32, device=cpu))
+    g.output(a, b)
+    compiled = _compile(g, options)
+    assert "sqrt(s0)" in compiled.source and any("full" in f[1] for f in compiled.fallbacks)
+    _check(compiled, lambda n: [torch.randn(n, 4)], lambda x: (x * (1 / x.shape[0]), x / x.shape[0] ** 0.5))

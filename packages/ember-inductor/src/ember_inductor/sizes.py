@@ -34,7 +34,8 @@ _SIZE_NAME = re.compile(r"s\d+$")
 # evaluates them to expressions at compile time (lowering/__init__.py), never runs them.
 SIZE_QUERY_OPS = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
                   torch.ops.aten.sym_storage_offset.default)
-SIZE_FUNCTIONS = (torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int, torch.sym_not)
+SIZE_FUNCTIONS = (torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int, torch.sym_not, torch.sym_sqrt,
+                  torch.sym_ite)
 
 
 def is_size_target(target) -> bool:

@@ -15,6 +15,9 @@ Note [binding size symbols]
 """
 from __future__ import annotations
 
+import math
+import re
+
 import sympy
 import torch
 
@@ -63,7 +66,11 @@ class WrapperWriter:
         if isinstance(v, dict):
             return "{" + ", ".join(f"{k!r}: {self.value_expr(x)}" for k, x in v.items()) + "}"
         if isinstance(v, sympy.Basic):  # a size expression (Note [binding size symbols])
-            return self.size(v)
+            text = self.size(v)
+            for name in re.findall(r"\b([a-z_]+)\(", text):  # sqrt(s0): the math module's
+                if hasattr(math, name):
+                    self.namespace[name] = getattr(math, name)
+            return text
         if isinstance(v, (torch.device, torch.dtype, torch.memory_format, torch.layout)) or \
                 not isinstance(v, (int, float, bool, str, type(None))):
             return self.const("c", v)

@@ -377,8 +377,9 @@ def _is_size_arithmetic(node: fx.Node) -> bool:
     if node.target in SIZE_QUERIES:
         return True
     val = node.meta.get("val")
-    return is_size_target(node.target) and isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat,
-                                                                torch.SymBool))
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True  # whatever computes it: its value is an expression over the symbols
+    return is_size_target(node.target) and isinstance(val, (int, float, bool))
 
 
 def _size_value(node: fx.Node, args, kwargs):

@@ -12,17 +12,33 @@ from ember_inductor.ir import contiguous_strides
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise
 from ember_inductor.sizes import as_size, as_sizes, is_static
+from ember_symbolic import expr_of
 
 
 @lowering("full")
 def lower_full(ctx, node, shape, value, *, dtype, device=None):
     if not is_static(value):  # a size used as a value (x / x.shape[1]): its expression
-        expr = as_size(value)
-        if not isinstance(expr, sympy.Expr) or not expr.is_integer:
-            raise NotImplementedError(f"ember_inductor: full() of the non-integer size expression {expr}")
-        return pointwise(node, lambda kb, index: kb.convert(kb.index_value(expr), dtype))
+        return _size_value(node, sympy.together(expr_of(value)), dtype)
     fill = scalar_dtype_value(value, dtype)
     return pointwise(node, lambda kb, index: kb.const(fill, dtype))
+
+
+def _size_value(node, expr, dtype):
+    """A value computed from sizes: an integer expression in the kernel's index arithmetic, a
+    ratio of two (1 / s0, s0 / 2) as their quotient; anything else (a square root) is computed
+    by the wrapper (the lowering declines: an extern call with the expression as its argument)."""
+    num, den = sympy.fraction(expr)
+    if not (num.is_polynomial() and den.is_polynomial() and num.is_integer and den.is_integer):
+        return NotImplemented
+    if den == 1:
+        return pointwise(node, lambda kb, index: kb.convert(kb.index_value(num), dtype))
+    if not dtype.is_floating_point:
+        return NotImplemented
+
+    def fn(kb, index):
+        n, d = (kb.convert(kb.index_value(e), dtype) for e in (num, den))
+        return kb.pointwise("div", (n, d), dtype)
+    return pointwise(node, fn)
 
 
 @lowering("iota")
