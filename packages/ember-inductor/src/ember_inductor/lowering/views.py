@@ -103,11 +103,12 @@ def _reshape_groups(src, dst, hints: dict | None = None):
     """Split both shapes into runs with equal products: [(src dims, dst dims), ...]. With
     symbolic sizes a run ends where the products are equal for every value of the symbols (the
     hints only say which side to grow); if none is found, the rest is one run."""
-    if not all(is_static(v) for v in (*src, *dst)):
-        groups = _reshape_groups_symbolic(src, dst, hints or {})
-        if groups is not None:
-            return groups
-        return [(list(range(len(src))), list(range(len(dst))))]
+    symbolic = not all(is_static(v) for v in (*src, *dst))
+    groups = _runs(src, dst, hints or {}, symbolic)
+    return groups if groups is not None else [(list(range(len(src))), list(range(len(dst))))]
+
+
+def _runs(src, dst, hints: dict, symbolic: bool):
     groups, i, j = [], 0, 0
     while i < len(src) or j < len(dst):
         if i < len(src) and src[i] == 1:
@@ -117,50 +118,28 @@ def _reshape_groups(src, dst, hints: dict | None = None):
             groups.append(([], [j]))
             j += 1
         elif i >= len(src) or j >= len(dst):  # leftovers: only with zero sizes
+            if symbolic:
+                return None
             groups.append((list(range(i, len(src))), list(range(j, len(dst)))))
             break
         else:
             gi, gj, ps, pd = [i], [j], src[i], dst[j]
             i, j = i + 1, j + 1
-            while ps != pd:
-                if ps < pd and i < len(src):
+            while not known_equal(ps, pd):
+                smaller = hint(ps, hints) < hint(pd, hints) or (symbolic and hint(ps, hints) == hint(pd, hints))
+                if smaller and i < len(src):
                     ps, i = ps * src[i], i + 1
                     gi.append(i - 1)
-                elif pd < ps and j < len(dst):
+                elif (symbolic or not smaller) and j < len(dst):
                     pd, j = pd * dst[j], j + 1
                     gj.append(j - 1)
+                elif symbolic and i < len(src):
+                    ps, i = ps * src[i], i + 1
+                    gi.append(i - 1)
+                elif symbolic:
+                    return None
                 else:
                     break
-            groups.append((gi, gj))
-    return groups
-
-
-def _reshape_groups_symbolic(src, dst, hints: dict):
-    groups, i, j = [], 0, 0
-    while i < len(src) or j < len(dst):
-        if i < len(src) and src[i] == 1:
-            groups.append(([i], []))
-            i += 1
-        elif j < len(dst) and dst[j] == 1:
-            groups.append(([], [j]))
-            j += 1
-        elif i >= len(src) or j >= len(dst):
-            return None
-        else:
-            gi, gj, ps, pd = [i], [j], src[i], dst[j]
-            i, j = i + 1, j + 1
-            while not known_equal(ps, pd):
-                if hint(ps, hints) <= hint(pd, hints) and i < len(src):
-                    ps, i = ps * src[i], i + 1
-                    gi.append(i - 1)
-                elif j < len(dst):
-                    pd, j = pd * dst[j], j + 1
-                    gj.append(j - 1)
-                elif i < len(src):
-                    ps, i = ps * src[i], i + 1
-                    gi.append(i - 1)
-                else:
-                    return None
             groups.append((gi, gj))
     return groups
 
