@@ -96,6 +96,9 @@ def test_reductions_over_symbolic_and_static_dims(options):
     total = g.call(P.sum.default, x, [0, 1])     # everything
     g.output(cols, rows, total)
     compiled = _compile(g, options)
+    # the sum over rows reads them contiguously into per-thread partial rows (Note [column
+    # reductions]): the outer size is static, the row count an argument
+    assert any("const int64_t lo = s0 * t / nth" in k.source for k in compiled.kernels)
     _check(compiled, lambda n: [torch.randn(n, 16)],
            lambda x: (x.sum(0), x.amax(1), x.sum()), atol=1e-4, rtol=1e-4)
 

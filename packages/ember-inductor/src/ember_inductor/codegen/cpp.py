@@ -427,8 +427,8 @@ class CppKernelRenderer:
         if not inner or not k.ranges or not k.reduction_ranges:
             return False
         n_acc = sum(len(st.reduces) for st in inner)
-        if k.sizevars:  # its accumulator rows are stack arrays sized at compile time
-            return False
+        if not all(n.is_Integer for n in k.ranges):  # its accumulator rows are stack arrays of the
+            return False                             # outer size: static (the rows may be symbolic)
         if math.prod(int(n) for n in k.ranges) * 8 * n_acc > self.COLUMN_STACK_BYTES:
             return False
         if any(self.ops[r].target not in REDUCTIONS for st in inner for r in st.reduces):
@@ -451,7 +451,9 @@ class CppKernelRenderer:
         k = self.k
         xs, rs = [str(v) for v in k.range_vars], [str(v) for v in k.reduction_vars]
         outer_n = math.prod(int(n) for n in k.ranges)
-        red_n = math.prod(int(n) for n in k.reduction_ranges)
+        # the number of rows: static, or an expression over the size arguments
+        red = sympy.Mul(*k.reduction_ranges)
+        red_n = _print_index(red)
         flat, stride = [], 1
         for v, n in reversed(list(zip(xs, k.ranges))):
             flat.append(v if stride == 1 else f"{v}*{stride}")
@@ -461,10 +463,15 @@ class CppKernelRenderer:
         all_red = [self.ops[i] for j in inner_at for i in k.stages[j].reduces]
         acc_t = {op.id: _acc_type(op, self.ops[op.args[0]].dtype) for op in all_red}
         nt = str(self.num_threads) if self.num_threads else "omp_get_max_threads()"
-        parallel = outer_n * red_n * max(1, len(k.ops) // 2) >= 32768 and red_n > 1
+        work = outer_n * max(1, len(k.ops) // 2)
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
-        self.emit(f"const int nt = {nt if parallel else '1'};")
+        if red.is_Integer:
+            parallel = work * int(red) >= 32768 and int(red) > 1
+            self.emit(f"const int nt = {nt if parallel else '1'};")
+        else:  # the same rule on this call's rows
+            parallel = True
+            self.emit(f"const int nt = ({work} * {red_n} >= 32768 && {red_n} > 1) ? {nt} : 1;")
         self.emit("int used = 1;  // the team OpenMP gives (fewer than nt when nested): partials filled")
         for op in all_red:
             self.emit(f"{acc_t[op.id]}* part{op.id} = static_cast<{acc_t[op.id]}*>("
@@ -539,10 +546,11 @@ class CppKernelRenderer:
                       f"{REDUCTIONS[op.target][0](self.ops[op.args[0]].dtype)};")
         self.emit("for (int64_t rf = c; rf < ce; rf++) {")
         self.depth += 1
-        stride = 1
+        stride = sympy.Integer(1)
         for v, n in reversed(list(zip(rs, self.k.reduction_ranges))):
-            self.emit(f"const int64_t {v} = rf;" if len(rs) == 1 else f"const int64_t {v} = (rf / {stride}) % {int(n)};")
-            stride *= int(n)
+            self.emit(f"const int64_t {v} = rf;" if len(rs) == 1 else
+                      f"const int64_t {v} = (rf / {_print_index(stride)}) % {_print_index(n)};")
+            stride *= n
         # Keeps g++ from vectorizing this row loop instead of the inner one (it then gathers
         # across rows: 2-3x slower, measured); an empty asm statement cannot be vectorized.
         self.emit('__asm__ volatile("" : : "r"(rf));')
