@@ -437,3 +437,26 @@ def test_float_values_of_sizes(options):
     compiled = _compile(g, options)
     assert "sqrt(s0)" in compiled.source and any("full" in f[1] for f in compiled.fallbacks)
     _check(compiled, lambda n: [torch.randn(n, 4)], lambda x: (x * (1 / x.shape[0]), x / x.shape[0] ** 0.5))
+
+
+def _rev_argmax_gather(g):
+    n, m = g.symbol(8), g.symbol(6)
+    x = g.input(torch.randn(8, 5), (n, 5))
+    i = g.input(torch.zeros(8, 2, dtype=torch.int64), (n, 2))
+    j = g.input(torch.zeros(6, dtype=torch.int64), (m,))
+    e = g.call(P.exp.default, x)
+    g.output(g.call(P.rev.default, e, [0]), g.call(P.argmax.default, x, 0), g.call(P.gather.default, e, 1, i),
+             g.call(P.index.default, x, [j]))
+
+
+def test_flip_argmax_gather_index(options):
+    g = SymbolicGraph()
+    _rev_argmax_gather(g)
+    compiled = _compile(g, options)
+
+    def make(n):
+        return [torch.randn(n, 5), torch.randint(0, 5, (n, 2)), torch.randint(0, n, (2 * n + 1,))]
+
+    def ref(x, i, j):
+        return x.exp().flip(0), x.argmax(0), x.exp().gather(1, i), x[j]
+    _check(compiled, make, ref)
