@@ -460,3 +460,18 @@ def test_flip_argmax_gather_index(options):
     def ref(x, i, j):
         return x.exp().flip(0), x.argmax(0), x.exp().gather(1, i), x[j]
     _check(compiled, make, ref)
+
+
+def test_buffer_of_a_size_that_may_be_zero_is_freed(options):
+    """x[1:] has s0 - 1 rows (4*s0 - 4 bytes: the bounds do not say it is not 0): a buffer of
+    that size is planned, freed and offered for reuse like any other."""
+    g = SymbolicGraph()
+    n = g.symbol(8)
+    x = g.input(torch.randn(8, 4), (n, 4))
+    rows = g.size(x, 0)
+    y = g.call(P.exp.default, g.call(P.slice.default, x, [1, 0], [rows, 4], [1, 1]))
+    per_row = g.call(P.sum.default, y, [1])               # a buffer of s0 - 1 floats
+    g.output(g.call(P.sum.default, per_row, [0]))          # read by the next kernel, then freed
+    compiled = _compile(g, options)
+    assert "del buf" in compiled.source
+    _check(compiled, lambda n: [torch.randn(n, 4)], lambda x: (x[1:].exp().sum(),), atol=1e-4, rtol=1e-4)
