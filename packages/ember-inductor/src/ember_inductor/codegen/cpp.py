@@ -597,14 +597,22 @@ class CppKernelRenderer:
         inner_stages = [s for s in k.stages if s.inner]
         parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
 
-        # row caches are stack arrays of the row's length: only for a static one
         static_rows = all(n.is_Integer for n in k.reduction_ranges)
-        plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 and static_rows else {}
+        plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 else {}
         red_n = max(red_n, 1)
+        row_len = _print_index(sympy.Mul(*k.reduction_ranges))
 
         def body():
             for j in sorted({i for p in plans.values() for i in p[2]}):
-                self.emit(f"{ctype(self.ops[j].dtype)} row{j}[{red_n}] __attribute__((aligned(64)));")
+                t = ctype(self.ops[j].dtype)
+                if static_rows:  # a stack array of the row's length
+                    self.emit(f"{t} row{j}[{red_n}] __attribute__((aligned(64)));")
+                    continue
+                # a row of symbolic length: each thread's buffer, grown to the longest row seen
+                self.emit(f"static thread_local {t}* row{j}_buf = nullptr; static thread_local int64_t row{j}_cap = 0;")
+                self.emit(f"if (row{j}_cap < {row_len}) {{ std::free(row{j}_buf); row{j}_cap = {row_len}; "
+                          f"row{j}_buf = static_cast<{t}*>(std::malloc(sizeof({t}) * row{j}_cap)); }}")
+                self.emit(f"{t}* __restrict__ row{j} = row{j}_buf;")
             n_inner = 0
             for stage in k.stages:
                 if stage.inner:
