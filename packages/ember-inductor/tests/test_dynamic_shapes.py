@@ -476,3 +476,22 @@ def test_buffer_of_a_size_that_may_be_zero_is_freed(options):
     compiled = _compile(g, options)
     assert "del buf" in compiled.source
     _check(compiled, lambda n: [torch.randn(n, 4)], lambda x: (x[1:].exp().sum(),), atol=1e-4, rtol=1e-4)
+
+
+def test_linear_head_bias_into_the_product(options):
+    """A 3-D linear whose output only leaves the graph (a language model's logits): the bias
+    goes into one addmm and the reshape back becomes a view of its result (Note [bias in the
+    matmul]); the view's sizes are the call's, not the hints'."""
+    g = SymbolicGraph()
+    n, t = g.symbol(2), g.symbol(8)
+    x = g.input(torch.randn(2, 8, 16), (n, t, 16))
+    w, b = g.input(torch.randn(16, 12)), g.input(torch.randn(12))
+    rows = g.arith(operator.mul, g.size(x, 0), g.size(x, 1))
+    flat = g.call(P.reshape.default, x, [rows, 16])
+    mm = g.call(aten.mm.default, flat, w)
+    out = g.call(P.add.default, mm, g.call(P.broadcast_in_dim.default, b, [rows, 12], [1]))
+    g.output(g.call(P.reshape.default, out, [g.size(x, 0), g.size(x, 1), 12]))
+    compiled = _compile(g, options)
+    assert any("addmm" in f[1] for f in compiled.fallbacks)
+    _check(compiled, lambda n: [torch.randn(n, n + 3, 16), torch.randn(16, 12), torch.randn(12)],
+           lambda x, w, b: (x @ w + b,), atol=1e-4, rtol=1e-4)

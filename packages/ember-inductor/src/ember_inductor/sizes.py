@@ -94,6 +94,12 @@ def known_equal(a, b) -> bool:
     return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
 
 
+def same_sizes(a, b) -> bool:
+    """Two shapes (ints, SymInts or expressions) equal for every value of the symbols; unlike
+    `==` on SymInts, this decides nothing from the hints (records no guard)."""
+    return len(a) == len(b) and all(known_equal(as_size(x), as_size(y)) for x, y in zip(a, b))
+
+
 def size_symbols(exprs: Iterable) -> tuple[sympy.Symbol, ...]:
     """The size symbols the expressions mention, in symbol order (s0, s1, ..., s10)."""
     found = set()

@@ -23,7 +23,7 @@ from ember_inductor.layout import LayoutPlan
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS, PRIM_NAMES, RUNS_EAGERLY
 from ember_inductor.sizes import as_size, as_sizes, is_size_symbol, is_size_target, is_static, known_equal
-from ember_symbolic import env_of
+from ember_symbolic import env_of, expr_of
 
 log = logging.getLogger("ember_inductor.lowering")
 
@@ -310,8 +310,8 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
             inputs.append(val)
             env[node] = val
         elif node.op == "call_function":
-            args = fx.node.map_arg(node.args, lambda n: ctx.current(env[n]))
-            kwargs = fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n]))
+            args = _sizes_as_exprs(fx.node.map_arg(node.args, lambda n: ctx.current(env[n])))
+            kwargs = _sizes_as_exprs(fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n])))
             env[node] = _lower_call(ctx, node, args, kwargs)
             _bound_recompute(ctx, node, env, reads)
         elif node.op == "output":
@@ -346,6 +346,16 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
             raise ValueError(f"unsupported node {node.format_node()}")
     return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks, constants,
                         ctx.hints, env_)
+
+
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _sizes_as_exprs(args):
+    """SymInts held in a node's arguments (a rewrite put `list(val.shape)` there) as the
+    expressions they are (Note [symbolic sizes in the inductor]): never their hints."""
+    return torch.utils._pytree.tree_map_only(_SYM_TYPES, lambda v: as_size(v) if isinstance(v, torch.SymInt)
+                                             else expr_of(v), args)
 
 
 def _has_symbols(val: torch.Tensor) -> bool:
