@@ -9,9 +9,10 @@ Note [symbolic sizes in the inductor]
     Rules every pass follows:
       * a decision that correctness depends on is made only when it holds for EVERY value of
         the symbols (``known_equal``: sympy proves ``a - b == 0``); otherwise the general path
-        is taken (a reshape becomes an index remap, fusion does not happen, a C++ kernel keeps
-        no stack row cache, a Triton reduction loops instead of holding a whole row). No
-        compile-time choice here needs a guard.
+        is taken (a reshape becomes an index remap, fusion does not happen, a C++ row cache
+        lives on the heap, a Triton reduction loops instead of holding a whole row). No
+        compile-time choice needs a guard but 32-bit indexing in Triton kernels, which records
+        its bounds through the env (Note [32-bit indices of symbolic kernels]).
       * heuristics (block sizes, whether to parallelize) use the hints: the symbols' values in
         the call being compiled (``hint``).
       * kernels take the symbols their ranges and indices mention as scalar arguments
