@@ -495,3 +495,26 @@ def test_linear_head_bias_into_the_product(options):
     assert any("addmm" in f[1] for f in compiled.fallbacks)
     _check(compiled, lambda n: [torch.randn(n, n + 3, 16), torch.randn(16, 12), torch.randn(12)],
            lambda x, w, b: (x @ w + b,), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [_softmax_graph, _pointwise_graph, _reduction_graph])
+def test_symbolic_triton_kernels_compiled_on_the_gpu(triton_options, make):
+    """The compiled (not interpreted) path of symbolic Triton kernels: 32-bit size arguments
+    under their guard, the grid per launch, Triton's own specialization of int arguments
+    (a size that is a multiple of 16, or not)."""
+    g = make()
+    cuda = [x.cuda() if isinstance(x, torch.Tensor) else x for x in g.examples]
+    gm = g.build()
+    for node in gm.graph.nodes:  # the same graph on the GPU
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            with g.fake_mode:
+                node.meta["val"] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="cuda")
+    compiled = compile_graph(gm, cuda, triton_options)
+    refs = {_softmax_graph: lambda x: (torch.softmax(x, 1),), _pointwise_graph: _pointwise_ref,
+            _reduction_graph: lambda x: (x.sum(0), x.amax(1))}
+    inputs = {_softmax_graph: lambda n: [torch.randn(n, 2 * n + 1, device="cuda")],
+              _pointwise_graph: lambda n: [torch.randn(n, n + 3, device="cuda"), torch.randn(n + 3, device="cuda")],
+              _reduction_graph: lambda n: [torch.randn(n, 16, device="cuda")]}
+    _check(compiled, inputs[make], refs[make], sizes=(2, 16, 37, 1000), atol=1e-4, rtol=1e-4)
