@@ -58,7 +58,11 @@ def _wrap_tensor(tr, value, source, name):
         # One tensor read through two sources is one graph input (``ref() is weight`` holds).
         tr.guards.add(source, f"X is {seen.source}")
         return seen
-    var = tr.graph.add_input(source, value, name)
+    try:
+        var = tr.graph.add_input(source, value, name)
+    except Unsupported:
+        tr.guards.tensor(source, value)  # the eager entry made next stands for this input only
+        raise
     if any(is_symbolic(s) for s in var.fake.shape):  # Note [Dynamic shapes in capture]
         tr.guards.symbolic_tensor(source, value, var.fake)
     else:
