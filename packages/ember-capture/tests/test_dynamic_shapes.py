@@ -323,3 +323,24 @@ def test_training_with_a_dynamic_batch():
         for a, e in zip(got, [p.grad for p in lin.parameters()]):
             torch.testing.assert_close(a, e)
     assert len(backend.graphs) == 1
+
+
+def test_ops_whose_fake_kernels_need_numbers_specialize_their_arguments():
+    import torch.nn.functional as F
+
+    def f(x):
+        # constant_pad_nd takes no symbolic pads: the pad is specialized, the rest stays symbolic
+        return F.pad(x, (0, x.shape[-1])) * 2, x.view(int(x.shape[0] * 0.5), -1), x + torch.tensor(x.shape[0])
+
+    backend = run(f, [(torch.randn(b, 2),) for b in (4, 6, 4)], dynamic=True)
+    assert len(backend.graphs) == 2
+
+
+def test_guard_reads_each_symbol_once():
+    def f(x):
+        return x.view(2, -1) if x.shape[0] % 2 == 0 else x
+
+    g = ember_capture.capture(f, Counting(), CaptureConfig(dynamic=True, raise_internal=True))
+    g(torch.randn(4, 3))
+    source = g._ember_state.entries[0].source
+    assert "_z0 = L[0].size(0)" in source and "_z0 % 2" in source.replace("(", "").replace(")", "")

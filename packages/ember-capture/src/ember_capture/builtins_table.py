@@ -9,6 +9,7 @@ import math
 import operator
 import types
 
+import sympy
 import torch
 
 from . import semantics as S
@@ -427,8 +428,21 @@ def _extreme(pick):
     return compute
 
 
+def _int(value):
+    """``int(n)``: a size is already one; a non-negative symbolic float rounds down (sympy's
+    floor), any other its value (a guard)."""
+    if not isinstance(value, torch.SymFloat):
+        return value if isinstance(value, torch.SymInt) else int(value)
+    node = value.node
+    expr = node.expr.xreplace({f: sympy.Rational(float(f)) for f in node.expr.atoms(sympy.Float)})
+    exact = all(r.q <= 1 << 20 for r in expr.atoms(sympy.Rational))  # 0.5, 0.25: exact in binary
+    if exact and node.env.static_truth(expr >= 0) is True:
+        return node.env.wrap(sympy.floor(expr), int)
+    return int(concrete(value))
+
+
 _SYMBOLIC_BUILTINS = {
-    min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: torch.sym_int, float: torch.sym_float,
+    min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: _int, float: torch.sym_float,
     divmod: lambda a, b: (a // b, a % b), pow: operator.pow, round: round,
     math.ceil: math.ceil, math.floor: math.floor, math.trunc: math.trunc,
 }

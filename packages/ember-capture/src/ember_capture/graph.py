@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .config import Unsupported
-from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, has_sym
+from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, concrete, has_sym
 from .variables import ConstVar, ExitVar, ListVar, NullVar, TensorVar, TupleVar, Var
 
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
@@ -145,14 +145,18 @@ class OutputGraph:
             raise Unsupported("data_dependent", f"Tensor.{target}() needs tensor data")
         if target in _PLAIN_OF_INPLACE and not isinstance(args[0], TensorVar):
             target = _PLAIN_OF_INPLACE[target]  # Note [in-place operators in FX code]
-        node_args, fake_args = _lower(args, self.sizes)
-        node_kwargs, fake_kwargs = _lower(kwargs, self.sizes)
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
-                if kind == "call_method":
-                    out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                else:
-                    out = target(*fake_args, **fake_kwargs)
+            try:
+                out, args, kwargs = self._run_fake(kind, target, args, kwargs), args, kwargs
+            except _DATA_DEPENDENT + (UnsupportedOperatorException, Unsupported):
+                raise
+            except Exception:
+                if not any(has_sym(v.value) for v in _consts_in((args, kwargs))):
+                    raise
+                # An op whose fake kernel takes no symbolic int arguments (constant_pad_nd):
+                # those arguments are specialized (guards), the tensors' sizes stay symbolic.
+                args, kwargs = _concrete_vars(args), _concrete_vars(kwargs)
+                out = self._run_fake(kind, target, args, kwargs)
         except _DATA_DEPENDENT as e:
             raise Unsupported("data_dependent", f"{_name(target)} depends on tensor data ({type(e).__name__})") from None
         except UnsupportedOperatorException as e:
@@ -161,6 +165,8 @@ class OutputGraph:
             raise
         except Exception as e:  # the user's code would raise too: run it eagerly and let it
             raise Unsupported("trace_error", f"{_name(target)} raised {type(e).__name__}: {e}") from None
+        node_args, _ = _lower(args, self.sizes)
+        node_kwargs, _ = _lower(kwargs, self.sizes)
         if target is operator.setitem:
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
             self._annotate(node, None)
@@ -179,6 +185,14 @@ class OutputGraph:
         if isinstance(first, TensorVar) and out is first.fake:  # in-place: the same tensor object
             result.ident = first.ident
         return result
+
+    def _run_fake(self, kind, target, args, kwargs):
+        _, fake_args = _lower(args, None)
+        _, fake_kwargs = _lower(kwargs, None)
+        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            if kind == "call_method":
+                return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            return target(*fake_args, **fake_kwargs)
 
     def _annotate(self, node, fake):
         node.meta["example_value"] = fake
@@ -264,8 +278,42 @@ def _flat(args, kwargs):
     return list(args) + list(kwargs.values())
 
 
+def _consts_in(x):
+    """The ConstVars in a structure of Vars (lists, tuples, dicts, TupleVars, ListVars, slices)."""
+    if isinstance(x, ConstVar):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _consts_in(v)
+    elif isinstance(x, (list, tuple)) and not isinstance(x, Var):
+        for v in x:
+            yield from _consts_in(v)
+    elif isinstance(x, (TupleVar, ListVar)):
+        yield from _consts_in(x.items)
+    elif isinstance(x, SliceParts):
+        yield from _consts_in(x.parts)
+
+
+def _concrete_vars(x):
+    """The structure ``x`` with each symbolic size in its constants replaced by its value."""
+    if isinstance(x, ConstVar):
+        return ConstVar(concrete(x.value), x.source) if has_sym(x.value) else x
+    if isinstance(x, dict):
+        return {k: _concrete_vars(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and not isinstance(x, Var):
+        return type(x)(_concrete_vars(v) for v in x)
+    if isinstance(x, TupleVar):
+        return TupleVar(_concrete_vars(x.items), x.source, x.cls, x.fields)
+    if isinstance(x, ListVar):
+        return ListVar(_concrete_vars(x.items), x.source)
+    if isinstance(x, SliceParts):
+        return SliceParts(_concrete_vars(x.parts))
+    return x
+
+
 def _lower(x, sizes: SizeNodes | None = None):
-    """Var structure -> (FX argument, fake argument); symbolic sizes become nodes (``sizes``)."""
+    """Var structure -> (FX argument, fake argument); symbolic sizes become nodes (``sizes``;
+    without it, only the fake arguments are meant)."""
     if isinstance(x, (list, tuple)) and not isinstance(x, Var):
         pairs = [_lower(i, sizes) for i in x]
         return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -277,7 +325,7 @@ def _lower(x, sizes: SizeNodes | None = None):
     if isinstance(x, ConstVar):
         v = x.value
         if has_sym(v):  # Note [Dynamic shapes in capture]
-            return sizes.arg(v), v
+            return (sizes.arg(v) if sizes is not None else None), v
         if isinstance(v, (int, float, complex)) and type(v) not in (bool, int, float, complex):
             # a subclass (numpy.float64) is its Python value in a graph: FX prints its repr
             # (`np.float64(2.0)`) into the generated code, where `np` is not defined

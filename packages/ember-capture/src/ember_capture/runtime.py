@@ -319,12 +319,11 @@ class FrameState:
             tail = f"return __brk([{stack}], [{locs}], [{cells}])"
             session.stats.breaks.append(reason.to_reason())
             log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
+        relations = shapes.relation_checks()  # decided by the trace and the backend, on sizes
         if "guards" in session.config.logs:
-            notes = [named_locals(n, self.arg_names) for n in tr.guards.notes]
+            notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
-        # the relations the trace (and the backend) decided on sizes, after every input is read
-        relations = shapes.relation_checks()
-        guard_lines = tr.guards.lines() + [f"if not ({code}): return _MISS" for code, _ in relations]
+        guard_lines = tr.guards.lines() + shapes.guard_lines()  # relations: after every input is read
         entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]

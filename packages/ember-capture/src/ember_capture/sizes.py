@@ -174,6 +174,15 @@ class ShapePolicy:
         code, text = SizePrinter(names), SizePrinter(readable)
         return [(code.doprint(g), text.doprint(g)) for g in self.env.guards]
 
+    def guard_lines(self) -> list[str]:
+        """Statements of the entry's guard function that check the env's relations (after every
+        input's own guard): each symbol is read once into a local (``_z0 = L[0].size(0)``)."""
+        if not self.env.guards:
+            return []
+        local = {s: f"_z{i}" for i, s in enumerate(self.env.sources)}
+        reads = "; ".join(f"{local[s]} = {src}" for s, src in self.env.sources.items())
+        return [reads, f"if not ({self.env.guard_code(local)}): return _MISS"]
+
     def dynamic_inputs(self) -> list[str]:
         """``x.size(0) (s0)`` for each symbol of this trace that no guard pins to one value."""
         pinned = self.env.specialized()
