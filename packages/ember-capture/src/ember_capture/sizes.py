@@ -388,23 +388,26 @@ def _pow(self: SizeNodes, expr, pytype):
     return self._call(operator.pow, [self._node(base, pytype), int(exponent)], expr, pytype)
 
 
-def _floor(self: SizeNodes, expr, pytype):
-    numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
+def _fraction(expr):
+    """(numerator, denominator) of a rounding's argument, both integer polynomials."""
+    numerator, denominator = sympy.fraction(sympy.together(expr))
     if numerator.atoms(sympy.Float) or denominator.atoms(sympy.Float):
         raise CannotMaterialize(str(expr))
+    return numerator, denominator
+
+
+def _floor(self: SizeNodes, expr, pytype):
+    numerator, denominator = _fraction(expr.args[0])
     if denominator == 1:
         return self._node(numerator, int)
     return self._call(operator.floordiv, [self._node(numerator, int), self._node(denominator, int)], expr, int)
 
 
-def _ceiling(self: SizeNodes, expr, pytype):
-    numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
-    if numerator.atoms(sympy.Float) or denominator.atoms(sympy.Float):
-        raise CannotMaterialize(str(expr))
+def _ceiling(self: SizeNodes, expr, pytype):  # ceil(a / b) == -((-a) // b)
+    numerator, denominator = _fraction(expr.args[0])
     if denominator == 1:
         return self._node(numerator, int)
-    negated = self._node(-numerator, int)
-    quotient = self._call(operator.floordiv, [negated, self._node(denominator, int)], sympy.floor(-numerator / denominator), int)
+    quotient = _floor(self, sympy.floor(-numerator / denominator), int)
     return self._call(operator.neg, [quotient], expr, int)
 
 
