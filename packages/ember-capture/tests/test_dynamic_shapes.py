@@ -344,3 +344,22 @@ def test_guard_reads_each_symbol_once():
     g(torch.randn(4, 3))
     source = g._ember_state.entries[0].source
     assert "_z0 = L[0].size(0)" in source and "_z0 % 2" in source.replace("(", "").replace(")", "")
+
+
+def test_float_arithmetic_on_a_symbolic_int():
+    # `1 - step / 100` is a float: its terms are true divisions, not floor divisions
+    def f(x, step):
+        return x * (1 - step / 100) * 0.9 ** step, x * float(step) / 3
+
+    backend = run(f, [(torch.ones(3), s) for s in (2, 3, 7, 40)], dynamic=True)
+    assert len(backend.graphs) == 1
+
+
+def test_a_float_of_sizes_used_as_a_number_guards_the_sizes():
+    # math.log of a symbolic float has no graph form: specialized on the symbols' values (a guard
+    # on the float itself would compare decimal-printed floats and fail on its own inputs)
+    def f(x, step):
+        return x * math.log(step / 3) + x * round(step / 7, 3)
+
+    backend = run(f, [(torch.ones(3), s) for s in (2, 3, 2, 5)], dynamic=True)
+    assert len(backend.graphs) == 3

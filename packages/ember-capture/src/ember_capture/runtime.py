@@ -331,7 +331,8 @@ class FrameState:
         entry.size_checks = relations
         entry.ns = tr.ns
         self.event("entry", graph=len(session.stats.graphs) - 1 if has_graph else None,
-                   guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes),
+                   guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes)
+                   + tuple(f"sizes: {text}" for _, text in relations),
                    reason=None if plan.kind == "return" else session.stats.breaks[-1])
         return entry
 

@@ -241,7 +241,12 @@ def concrete(value):
     if isinstance(value, torch.SymInt):
         return int(value)
     if isinstance(value, torch.SymFloat):
-        return float(value)
+        # by the symbols' values (exact), not by the float's (a guard `0.9**s0 == 0.81` would
+        # compare floats printed in decimal)
+        node = value.node
+        for symbol in node.expr.free_symbols:
+            node.env.specialize(symbol, node.env.hints[symbol])
+        return node.hint
     if isinstance(value, torch.SymBool):
         return bool(value)
     if isinstance(value, torch.Size):
@@ -360,7 +365,7 @@ class SizeNodes:
         return node
 
     def _fold(self, fn, args, expr, pytype):
-        nodes = [self._node(a, pytype if a.atoms(sympy.Float) or pytype is int else int) for a in args]
+        nodes = [self._node(a, pytype) for a in args]  # a float's terms are floats (s0/100 is no floordiv)
         out = nodes[0]
         for i, n in enumerate(nodes[1:], 1):
             partial = expr.func(*args[:i + 1]) if i + 1 < len(args) else expr
@@ -383,9 +388,11 @@ def _mul(self: SizeNodes, expr, pytype):
 
 def _pow(self: SizeNodes, expr, pytype):
     base, exponent = expr.args
-    if not (exponent.is_Integer and exponent > 0):
-        raise CannotMaterialize(str(expr))
-    return self._call(operator.pow, [self._node(base, pytype), int(exponent)], expr, pytype)
+    if exponent.is_Integer and exponent > 0:
+        return self._call(operator.pow, [self._node(base, pytype), int(exponent)], expr, pytype)
+    if pytype is float and exponent.free_symbols and not exponent.atoms(sympy.Float):  # 0.9 ** step
+        return self._call(operator.pow, [self._node(base, float), self._node(exponent, int)], expr, float)
+    raise CannotMaterialize(str(expr))
 
 
 def _fraction(expr):
