@@ -363,3 +363,17 @@ def test_a_float_of_sizes_used_as_a_number_guards_the_sizes():
 
     backend = run(f, [(torch.ones(3), s) for s in (2, 3, 2, 5)], dynamic=True)
     assert len(backend.graphs) == 3
+
+
+def test_a_non_leaf_input_stays_a_non_leaf():
+    def f(h):
+        h.mul_(2)  # legal on a non-leaf, not on a leaf that requires grad
+        return h.sum(1)
+
+    w = torch.randn(3, requires_grad=True)
+    backend = Counting()
+    g = ember_capture.capture(f, backend, CaptureConfig(dynamic=True, raise_internal=True))
+    for b in (2, 5, 7):
+        x = torch.randn(b, 3)
+        torch.testing.assert_close(g(x * w), f(x * w))
+    assert len(backend.graphs) == 1

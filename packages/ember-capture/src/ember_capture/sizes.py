@@ -128,7 +128,11 @@ class ShapePolicy:
     def fake_input(self, fake_mode, source: str, t: torch.Tensor, dims: list[int]) -> torch.Tensor:
         sizes = [self.symbol(t.shape[d], f"{source}.size({d})", (source, d)) if d in dims else t.shape[d]
                  for d in range(t.dim())]
-        return fake_with_sizes(fake_mode, t, sizes)
+        fake = fake_with_sizes(fake_mode, t, sizes)
+        if t.requires_grad and not t.is_leaf:  # as from_tensor makes it: in-place ops stay legal
+            with fake_mode:
+                fake = fake.clone()
+        return fake
 
     def _remember(self, source: str, value) -> set:
         """Record ``value`` for ``source``; the dimensions (or {None} for an int) that differ from
