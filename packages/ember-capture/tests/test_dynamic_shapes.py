@@ -284,10 +284,13 @@ def test_a_size_left_on_the_stack_at_a_graph_break():
     assert [type(v) for v in backend.inputs[0]] == [torch.Tensor, int]
 
 
-def test_backend_that_takes_static_graphs_gets_static_graphs():
+def test_backend_that_takes_static_graphs_gets_static_graphs(capsys):
     backend = run(mlp, [(torch.randn(b, 8), torch.randn(8, 6)) for b in (3, 4, 5)], dynamic=True,
                   backend=Counting(symbolic=False))
     assert len(backend.graphs) == 3 and all(symbolic_placeholders(gm) == [] for gm in backend.graphs)
+    run(mlp, [(torch.randn(b, 8), torch.randn(8, 6)) for b in (3, 4)], backend=Counting(symbolic=False),
+        logs=frozenset({"recompiles"}))
+    assert "x.size(0) changed; the backend compiles static graphs only" in capsys.readouterr().err
 
 
 def test_recompiles_log_names_the_dimension(capsys):

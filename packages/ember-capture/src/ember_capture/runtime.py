@@ -282,6 +282,9 @@ class FrameState:
         shapes = tr.graph.shapes
         for name in shapes.became_dynamic:
             log(session.config, "recompiles", f"{self.name}: {name} became dynamic")
+        for name in shapes.kept_static:
+            log(session.config, "recompiles", f"{self.name}: {name} changed; the backend compiles static "
+                "graphs only, so it stays static")
         if has_graph:
             gm = tr.graph.finish(outputs)
             example_inputs = [real for _, real in tr.graph.inputs]

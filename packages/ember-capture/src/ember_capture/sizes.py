@@ -102,6 +102,7 @@ class ShapePolicy:
         self.env = SizeEnv()
         self.origins: dict[sympy.Symbol, tuple[str, int | None]] = {}  # symbol -> (source, dim)
         self.became_dynamic: list[str] = []  # "x.size(0)" for dims this trace made dynamic
+        self.kept_static: list[str] = []  # dims that changed, kept static for a static-only backend
 
     @property
     def has_symbols(self) -> bool:
@@ -114,6 +115,7 @@ class ShapePolicy:
         before = set(self.frame.dynamic.get(source, ()))
         changed = self._remember(source, sizes)
         if not self.symbolic:
+            self.kept_static += [f"{self.describe(source)}.size({d})" for d in sorted(changed)]
             return []
         marked = set(getattr(t, "_ember_dynamic_dims", ()))
         static = set(getattr(t, "_ember_static_dims", ()))
