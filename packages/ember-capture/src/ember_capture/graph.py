@@ -62,9 +62,6 @@ class OutputGraph:
         self.graph = fx.Graph()
         self.fake_mode = FakeTensorMode()
         self.shapes = shapes
-        if shapes is not None and shapes.symbolic:
-            # Note [Dynamic shapes in capture]: the op cache keys SymInts through torch's ShapeEnv
-            self.fake_mode.cache_enabled = False
         self.sizes = SizeNodes(self.graph, shapes, self._annotate) if shapes is not None else None
         self.inputs: list[tuple[str, object]] = []  # (source, real value) per placeholder
         self.by_source: dict[str, TensorVar] = {}
@@ -88,6 +85,7 @@ class OutputGraph:
         self._last_placeholder = node
         dims = self.shapes.tensor_dims(source, real) if self.shapes is not None else []
         if dims:  # Note [Dynamic shapes in capture]
+            self._symbols_appear()
             fake = self.shapes.fake_input(self.fake_mode, source, real, dims)
         else:
             with warnings.catch_warnings():  # converting a non-leaf reads .grad, which warns
@@ -110,6 +108,7 @@ class OutputGraph:
         name = re.sub(r"\W+", "_", name_hint).strip("_") or "n"
         node = self._placeholder(name if name[0].isalpha() else "i_" + name)
         self._last_placeholder = node
+        self._symbols_appear()
         sym = self.shapes.symbol(value, source, (source, None))
         node.meta["example_value"] = sym
         node.meta["stack_trace"] = stack_trace(self.location)
@@ -117,6 +116,12 @@ class OutputGraph:
         self.sizes.placeholders[source] = node
         self.inputs.append((source, value))
         return ConstVar(sym, source)
+
+    def _symbols_appear(self):
+        """Before the first symbol of the trace: the fake op cache keys SymInts through torch's
+        ShapeEnv, which ember does not use, so it is off from here on (what it cached so far
+        holds static fakes only)."""
+        self.fake_mode.cache_enabled = False
 
     def _placeholder(self, base: str) -> fx.Node:
         """A placeholder whose target (the forward's parameter) is its node name.
