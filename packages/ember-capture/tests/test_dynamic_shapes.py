@@ -380,3 +380,12 @@ def test_a_non_leaf_input_stays_a_non_leaf():
         x = torch.randn(b, 3)
         torch.testing.assert_close(g(x * w), f(x * w))
     assert len(backend.graphs) == 1 and stats.breaks == []
+
+
+def test_views_with_a_storage_offset_stay_static():
+    def f(x):
+        return x * 2, x.storage_offset()
+
+    base = torch.randn(40)
+    backend = run(f, [(base[k:k + b],) for k, b in ((1, 4), (2, 6), (3, 8))], dynamic=True)
+    assert all(symbolic_placeholders(gm) == [] for gm in backend.graphs)

@@ -117,6 +117,8 @@ class ShapePolicy:
         if not self.symbolic:
             self.kept_static += [f"{self.describe(source)}.size({d})" for d in sorted(changed)]
             return []
+        if t.storage_offset() != 0:  # a view into a larger storage: its fake could not say where
+            return []
         marked = set(getattr(t, "_ember_dynamic_dims", ()))
         static = set(getattr(t, "_ember_static_dims", ()))
         if self.dynamic is True and not _STATIC_SOURCE.search(source):
