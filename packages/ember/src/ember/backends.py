@@ -191,8 +191,8 @@ class AotComposition:
     @property
     def ember_symbolic_shapes(self) -> bool:
         """Whether this composition compiles graphs with symbolic sizes (Note [static graphs for
-        ember_autograd])."""
-        return AOT_TAKES_SYMBOLIC_SHAPES
+        ember_autograd]); never with CUDA graphs, which replay recorded shapes."""
+        return AOT_TAKES_SYMBOLIC_SHAPES and self.cudagraphs is None
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list, fallback: Fallback | None = None,
                  record: CompileRecord | None = None, graph: int = 0) -> Callable:
