@@ -105,6 +105,9 @@ class OutputGraph:
     def add_int_input(self, source: str, value: int, name_hint: str) -> ConstVar:
         """An int argument that is a symbol (Note [Dynamic shapes in capture]): a placeholder whose
         example_value is a SymInt."""
+        seen = self.sizes.placeholders.get(source)
+        if seen is not None:  # read through the same source again: the same symbol
+            return ConstVar(seen.meta["example_value"], source)
         name = re.sub(r"\W+", "_", name_hint).strip("_") or "n"
         node = self._placeholder(name if name[0].isalpha() else "i_" + name)
         self._last_placeholder = node
