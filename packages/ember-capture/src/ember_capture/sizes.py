@@ -104,10 +104,6 @@ class ShapePolicy:
         self.became_dynamic: list[str] = []  # "x.size(0)" for dims this trace made dynamic
         self.kept_static: list[str] = []  # dims that changed, kept static for a static-only backend
 
-    @property
-    def has_symbols(self) -> bool:
-        return bool(self.origins)
-
     # -- tensors ----------------------------------------------------------------------------------
     def tensor_dims(self, source: str, t: torch.Tensor) -> list[int]:
         """The dimensions of the tensor input ``t`` (read from ``source``) that are symbolic."""
