@@ -200,3 +200,18 @@ def test_training_step_with_a_varying_batch(backend):
         torch.testing.assert_close(p, q)
     if backend == "eager":
         assert len(graphs_of(compiled_model)) <= 2
+
+
+def test_hugging_face_bert_over_sequence_lengths_and_batches():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = transformers.BertModel(cfg).eval()
+    compiled = ember.compile(model, backend="eager")
+    with torch.no_grad():
+        for b, t in ((1, 7), (2, 16), (3, 33), (5, 64), (8, 100), (4, 128)):
+            ids = torch.randint(0, cfg.vocab_size, (b, t))
+            torch.testing.assert_close(compiled(input_ids=ids).last_hidden_state,
+                                       model(input_ids=ids).last_hidden_state, rtol=1e-4, atol=1e-4)
+    assert len(graphs_of(compiled)) <= 2
