@@ -40,26 +40,19 @@ def sync():
 
 
 def make_step(work, model, kind: str, variant: str):
-    """The step function of one variant: `step(batch)`, and the optimizer it steps."""
+    """The step function of one variant, `step(batch)`: the compiler gets the model (`model`) or
+    this whole function (`whole`)."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     compile_ = {"eager": lambda f: f, "ember": ember.compile, "tc": torch.compile}[variant]
-    if kind == "whole":
-        def train(b):
-            opt.zero_grad(set_to_none=True)
-            loss = work.loss(model(*b.args, **b.kwargs), b)
-            loss.backward()
-            opt.step()
-            return loss
-        return compile_(train)
-    fn = compile_(model)
+    fn = compile_(model) if kind == "model" else model
 
-    def step(b):
+    def train(b):
         opt.zero_grad(set_to_none=True)
         loss = work.loss(fn(*b.args, **b.kwargs), b)
         loss.backward()
         opt.step()
         return loss
-    return step
+    return compile_(train) if kind == "whole" else train
 
 
 def run_variant(work, batches, kind: str, variant: str, steps: int, prof_steps: int) -> dict:
