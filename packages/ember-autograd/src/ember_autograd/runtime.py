@@ -22,18 +22,20 @@ def call_compiled(fn: Callable, args: list):
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def tensor_args(sig: Signature, args) -> list[torch.Tensor]:
+def tensor_args(sig: Signature, args) -> list:
+    """The graph's inputs among the user's arguments (tensors, then symbolic ints); checks the
+    specialized numbers."""
     for i, value in sig.int_inputs:
         if args[i] != value:
             raise ValueError(f"input {i} is {args[i]!r}; this graph was traced with {value!r} "
                              "(shapes and numbers are specialized: retrace)")
     gather = getattr(sig, "_gather", None)
-    if gather is None:
-        gather = _gatherer(sig.tensor_inputs)
+    if gather is None:  # the graph's inputs: tensors, then symbolic ints (Note [symbolic traces])
+        gather = _gatherer(sig.tensor_inputs + sig.sym_inputs)
         object.__setattr__(sig, "_gather", gather)
     tensors = gather(args)
     if sig.mutated_inputs:
-        _check_mutated_inputs_unaliased(sig, tensors)
+        _check_mutated_inputs_unaliased(sig, tensors[: len(sig.tensor_inputs)])
     return tensors
 
 
@@ -181,14 +183,19 @@ class InferenceRunner:
 
 
 class TrainingRunner:
-    """An autograd.Function around the compiled forward and (lazily compiled) backward."""
+    """An autograd.Function around the compiled forward and (lazily compiled) backward.
+
+    num_saved_symbols: how many of the forward's last outputs are ints for the backward (Note
+    [sizes across the partition] in partition.py); `backward`, given, is the compiled backward
+    (a symbolic graph compiles it with the forward)."""
 
     def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
-                 timings: dict):
+                 timings: dict, num_saved_symbols: int = 0, backward: Callable | None = None):
         self.sig = sig
         self.forward = forward
+        self.num_saved_symbols = num_saved_symbols
         self._compile_backward = compile_backward
-        self._backward = None
+        self._backward = backward
         self._timings = timings
         self.function = _make_function(self)
         self.apply = _direct_apply(self.function)
@@ -236,12 +243,15 @@ def _make_function(runner: TrainingRunner):
     n_fw = sig.num_fw_outputs
     diff = set(sig.diff_outputs)
     copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
+    n_symbols = runner.num_saved_symbols
+    n_inputs = len(sig.tensor_inputs) + len(sig.sym_inputs)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *tensors):
             outs = call_compiled(runner.forward, list(tensors))
-            fw_outs, saved = outs[:n_fw], outs[n_fw:]
+            fw_outs, saved = outs[:n_fw], outs[n_fw:len(outs) - n_symbols]
+            ctx.saved_symbols = outs[len(outs) - n_symbols:]
             if copy_mutated_saved:
                 # a saved input that the runtime is about to overwrite keeps its old value
                 mutated = {id(tensors[k]) for k in sig.mutated_inputs}
@@ -255,9 +265,9 @@ def _make_function(runner: TrainingRunner):
         @once_differentiable
         def backward(ctx, *grads):
             tangents = [grads[k].contiguous() for k in sig.diff_outputs]
-            inputs = [*ctx.saved_tensors, *tangents]
+            inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
             result = call_compiled(runner.backward_for(inputs), inputs)
-            out: list = [None] * len(sig.tensor_inputs)
+            out: list = [None] * n_inputs
             for k, g in zip(sig.grad_inputs, result):
                 out[k] = g
             return tuple(out)
