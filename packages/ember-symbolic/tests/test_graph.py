@@ -47,3 +47,17 @@ def test_a_symbol_only_in_a_stride_is_read_from_the_stride():
     gm = torch.fx.GraphModule({}, g)
     assert "sym_stride" in gm.code
     assert gm(torch.empty(2, 10)[:, :3]) == (30,)
+
+
+def test_size_nodes_are_recognized():
+    from ember_symbolic import SIZE_OPS, is_size_node
+
+    env = SizeEnv()
+    n = env.symint(8, "n")
+    x = fake_with_sizes(plain_fake_mode(), torch.empty(8), (n,))
+    g = torch.fx.Graph()
+    sizes = SizeNodes(g)
+    sizes.bind_input(g.placeholder("x"), x)
+    node = sizes.node_of(n * 2 + 1)
+    assert all(m.target in SIZE_OPS for m in g.nodes if m.op == "call_function")
+    assert is_size_node(node) and not is_size_node(next(iter(g.nodes)))

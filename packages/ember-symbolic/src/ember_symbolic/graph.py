@@ -20,6 +20,21 @@ from ember_symbolic.env import expr_of
 
 _SYM = (torch.SymInt, torch.SymFloat)
 
+# Every target a size node may have (what SizeNodes emits, and what capture emits for size
+# reads and Python arithmetic on sizes): a graph verifier admits these for int-valued nodes.
+SIZE_OPS = frozenset({
+    torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default,
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
+    operator.neg, operator.pow, torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int,
+})
+
+
+def is_size_node(node: torch.fx.Node) -> bool:
+    """An FX node computing a size: a SIZE_OPS call whose ``meta["val"]`` is a number or SymInt."""
+    return (node.op == "call_function" and node.target in SIZE_OPS
+            and isinstance(node.meta.get("val"), (int, float, torch.SymInt, torch.SymFloat)))
+
 
 class SizeNodes:
     """Builds the nodes of one graph that compute size expressions (Note [sizes in graphs]).
