@@ -65,6 +65,9 @@ class Signature:
     grad_inputs: tuple[int, ...] = ()
     diff_outputs: tuple[int, ...] = ()
     sym_inputs: tuple[int, ...] = ()
+    # symbolic traces: (symbol name, graph input position, "size" | "stride" | "int", dim) where
+    # each symbol can be read at run time (the runtime rebuilds alias outputs from them)
+    symbols: tuple[tuple[str, int, str, int], ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -228,8 +231,21 @@ class _Session:
         num_graph = len(nodes)
         nodes += [fn.node_of(self.primals[k]) for k in mutated]
         sig = Signature(tuple(self.tensor_inputs), tuple(self.int_inputs), tuple(kinds), spec,
-                        num_graph, mutated, sym_inputs=tuple(i for i, _ in self.sym_inputs))
+                        num_graph, mutated, sym_inputs=tuple(i for i, _ in self.sym_inputs),
+                        symbols=self._symbol_sources())
         return sig, nodes
+
+    def _symbol_sources(self) -> tuple:
+        found: dict[str, tuple] = {}
+        for k, fake in enumerate(self.primals):
+            for kind, values in (("size", fake.shape), ("stride", fake.stride())):
+                for d, v in enumerate(values):
+                    if is_symbolic(v) and v.node.expr.is_Symbol:
+                        found.setdefault(str(v.node.expr), (str(v.node.expr), k, kind, d))
+        for j, (_, value) in enumerate(self.sym_inputs):
+            if value.node.expr.is_Symbol:
+                found.setdefault(str(value.node.expr), (str(value.node.expr), len(self.primals) + j, "int", 0))
+        return tuple(found.values())
 
     def tangent(self, j: int, like: torch.Tensor) -> torch.Tensor:
         fake = torch.empty(like.shape, dtype=like.dtype, device=like.device)  # contiguous
