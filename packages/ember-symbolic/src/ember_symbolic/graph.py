@@ -135,12 +135,12 @@ class SizeNodes:
             coeff, rest = expr.as_coeff_Mul()
             if coeff == -1:
                 return self._emit(operator.neg, (self.expr_node(rest, pytype),), expr, pytype)
-            factors = list(rest.args) if rest.is_Mul else [rest]
+            if coeff != 1:  # the product of the symbols once, shared (4*s0*s1 reuses s0*s1)
+                return self._emit(operator.mul, (self.expr_node(rest, pytype), pytype(coeff)), expr, pytype)
+            factors = list(rest.args)
             out = self.expr_node(factors[0], pytype)
             for f in factors[1:]:
                 out = self._emit(operator.mul, (out, self.expr_node(f, pytype)), None, pytype)
-            if coeff != 1:
-                out = self._emit(operator.mul, (out, pytype(coeff)), None, pytype)
             return self._fix_val(out, expr, pytype)
         if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
             return self._emit(operator.pow, (self.expr_node(expr.base, pytype), int(expr.exp)), expr, pytype)
