@@ -16,6 +16,7 @@ import dataclasses
 from typing import Callable
 
 import torch
+from ember_symbolic import expr_of, is_symbolic
 
 NAMESPACE = "ember_prims"
 LIB = torch.library.Library(NAMESPACE, "DEF")
@@ -69,6 +70,14 @@ def defprim(schema: str, category: str, reference: Callable, fake: Callable, *,
 
 def is_prim(target) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace == NAMESPACE
+
+
+def same_size(a, b) -> bool:
+    """Whether two sizes (ints or SymInts) are the same number or the same expression: decides
+    nothing, records no guard (Note [symbolic sizes in decompositions] in decomps/_util.py)."""
+    if is_symbolic(a) or is_symbolic(b):
+        return expr_of(a) == expr_of(b)
+    return a == b
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:

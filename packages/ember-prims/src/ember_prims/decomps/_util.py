@@ -2,6 +2,14 @@
 
 Everything here works on real and fake tensors alike (see the decomposition contract in
 `_registry`): it reads only shapes, dtypes and devices.
+
+Note [symbolic sizes in decompositions]: a size may be a SymInt (ember_symbolic; Note [symbolic
+decomposition] in decompose.py). Decompositions compute with sizes as numbers (`a.shape[0] * 2`
+stays an expression) and never call `int()` on one. A comparison used in an `if` (`n == 1`) is a
+decision: the SymInt answers it from its hint and records a guard, unless every value of the
+symbols gives the same answer (sizes are >= 2), in which case it records nothing. `size_min` and
+`size_max` clamp without a guard where the answer is known for every value, and treat ATen's
+"to the end" sentinels (INT64_MAX) as larger than any size.
 """
 from __future__ import annotations
 
@@ -9,11 +17,15 @@ import enum
 import math
 from typing import Sequence
 
+import sympy
 import torch
+from ember_symbolic import env_of, expr_of, is_symbolic
+
+from ember_prims._library import same_size
 
 P = torch.ops.ember_prims
 aten = torch.ops.aten
-Number = (bool, int, float, complex)
+Number = (bool, int, float, complex, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 # dims ---------------------------------------------------------------------------------------
@@ -39,6 +51,36 @@ def reduction_dims(dims, ndim: int) -> list[int]:
     if dims is None or (not isinstance(dims, int) and len(dims) == 0):
         return list(range(ndim))
     return canon_dims(dims, ndim)
+
+
+# sizes (Note [symbolic sizes in decompositions]) --------------------------------------------
+_BEYOND_ANY_SIZE = 2 ** 62  # slice ends at or past this mean "to the end"
+
+
+def known_le(a, b) -> bool | None:
+    """Whether a <= b for every value of the symbols (None: it depends on them), recording nothing."""
+    if not (is_symbolic(a) or is_symbolic(b)):
+        return a <= b
+    for big, other, answer in ((b, a, True), (a, b, False)):
+        if isinstance(big, int) and big >= _BEYOND_ANY_SIZE and not isinstance(other, int):
+            return answer
+    return env_of([a, b]).static_truth(sympy.Le(expr_of(a), expr_of(b)))
+
+
+def size_min(a, b):
+    """min(a, b) for sizes: no guard when the answer holds for every value of the symbols."""
+    le = known_le(a, b)
+    if le is None:
+        le = a <= b  # a decision on the symbols: a guard
+    return a if le else b
+
+
+def size_max(a, b):
+    """max(a, b) for sizes, as `size_min`."""
+    le = known_le(a, b)
+    if le is None:
+        le = a <= b
+    return b if le else a
 
 
 # type promotion -----------------------------------------------------------------------------
@@ -118,11 +160,11 @@ def _combine(higher, lower):
 
 
 def scalar_dtype(x) -> torch.dtype:
-    if isinstance(x, bool):
+    if isinstance(x, (bool, torch.SymBool)):
         return torch.bool
-    if isinstance(x, int):
+    if isinstance(x, (int, torch.SymInt)):
         return torch.int64
-    if isinstance(x, float):
+    if isinstance(x, (float, torch.SymFloat)):
         return torch.get_default_dtype()
     if isinstance(x, complex):
         return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
@@ -162,6 +204,8 @@ def broadcast_shapes(*shapes) -> list[int]:
     for s in shapes:
         for i, n in enumerate(s):
             j = ndim - len(s) + i
+            if same_size(out[j], n):  # equal sizes broadcast alike, 1 or not: no decision
+                continue
             if out[j] == 1:
                 out[j] = n
             elif n != 1 and n != out[j]:
@@ -257,7 +301,7 @@ def permute(t: torch.Tensor, dims) -> torch.Tensor:
 
 def slice_dim(t: torch.Tensor, dim: int, start: int, stop: int, step: int = 1) -> torch.Tensor:
     starts, limits, steps = [0] * t.dim(), list(t.shape), [1] * t.dim()
-    starts[dim], limits[dim], steps[dim] = start, max(stop, start), step
+    starts[dim], limits[dim], steps[dim] = start, size_max(stop, start), step
     if starts == [0] * t.dim() and limits == list(t.shape) and steps == [1] * t.dim():
         return t
     return P.slice(t, starts, limits, steps)

@@ -11,7 +11,7 @@ import torch
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_to, canon_dim, canon_dims, convert, full, permute, reshape, result_type,
-    slice_dim,
+    size_max, size_min, slice_dim,
 )
 
 
@@ -69,8 +69,8 @@ def _clamp_slice(size, start, end, step):
     end = size if end is None else end
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
-    start = min(max(start, 0), size)
-    end = min(max(end, start), size)
+    start = size_min(size_max(start, 0), size)
+    end = size_min(size_max(end, start), size)
     return start, end, step
 
 
