@@ -61,3 +61,4 @@ def test_size_nodes_are_recognized():
     node = sizes.node_of(n * 2 + 1)
     assert all(m.target in SIZE_OPS for m in g.nodes if m.op == "call_function")
     assert is_size_node(node) and not is_size_node(next(iter(g.nodes)))
+

@@ -83,7 +83,7 @@ class SizeEnv:
             return by_sign
         try:
             decided = sympy.simplify(shifted) if not isinstance(shifted, (sympy.logic.boolalg.BooleanAtom,)) else shifted
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, ArithmeticError):  # sympy's evalf can divide by zero on floor()
             return None
         if decided in (sympy.true, sympy.false):
             return bool(decided)
