@@ -24,6 +24,9 @@ class _Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         if not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out)):
             return out
+        if func._schema.is_mutable:  # x.op_(...) (a backward's masked_fill_): x = op(x, ...)
+            func = getattr(getattr(torch.ops.aten, func._schema.name.split("::")[1].rstrip("_")),
+                           func._overloadname)
 
         def to_node(x):
             return self.nodes[id(x)][1] if isinstance(x, torch.Tensor) else self.sizes.node_of(x)
@@ -41,10 +44,12 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def aten_graph(fn, inputs: list, dynamic: dict[int, tuple[int, ...]], grad: bool = False):
+def aten_graph(fn, inputs: list, dynamic: dict[int, tuple[int, ...]], grad: bool = False,
+               constants: tuple[int, ...] = ()):
     """(graph, env): `fn(*inputs)` recorded as ATen ops on fakes whose dims `dynamic[i]` of
     input i are symbols (hinted by the inputs' sizes). With `grad`, the graph returns the outputs
-    then the gradients of their sum of squares with respect to the floating inputs."""
+    then the gradients of their sum of squares with respect to the floating inputs, except the
+    inputs listed in `constants`."""
     env, mode = SizeEnv(), plain_fake_mode()
     graph = torch.fx.Graph()
     rec = _Recorder(graph)
@@ -52,7 +57,7 @@ def aten_graph(fn, inputs: list, dynamic: dict[int, tuple[int, ...]], grad: bool
     for i, x in enumerate(inputs):
         sizes = [env.symint(s, f"x{i}.size({d})") if d in dynamic.get(i, ()) else s for d, s in enumerate(x.shape)]
         fake = fake_with_sizes(mode, x, sizes)
-        if grad and x.is_floating_point():
+        if grad and x.is_floating_point() and i not in constants:
             fake.requires_grad_(True)
         node = graph.placeholder(f"x{i}")
         node.meta["val"] = fake
@@ -71,8 +76,9 @@ def aten_graph(fn, inputs: list, dynamic: dict[int, tuple[int, ...]], grad: bool
     return torch.fx.GraphModule(torch.nn.Module(), graph), env
 
 
-def eager_outputs(fn, inputs: list, grad: bool = False) -> list:
-    inputs = [x.detach().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+def eager_outputs(fn, inputs: list, grad: bool = False, constants: tuple[int, ...] = ()) -> list:
+    inputs = [x.detach().requires_grad_(grad and x.is_floating_point() and i not in constants)
+              for i, x in enumerate(inputs)]
     outs = fn(*inputs)
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     if grad:

@@ -17,11 +17,9 @@ import enum
 import math
 from typing import Sequence
 
-import sympy
 import torch
-from ember_symbolic import env_of, expr_of, is_symbolic
 
-from ember_prims._library import same_size
+from ember_prims._library import known_le, same_shape, same_size, size_le  # noqa: F401
 
 P = torch.ops.ember_prims
 aten = torch.ops.aten
@@ -54,33 +52,14 @@ def reduction_dims(dims, ndim: int) -> list[int]:
 
 
 # sizes (Note [symbolic sizes in decompositions]) --------------------------------------------
-_BEYOND_ANY_SIZE = 2 ** 62  # slice ends at or past this mean "to the end"
-
-
-def known_le(a, b) -> bool | None:
-    """Whether a <= b for every value of the symbols (None: it depends on them), recording nothing."""
-    if not (is_symbolic(a) or is_symbolic(b)):
-        return a <= b
-    for big, other, answer in ((b, a, True), (a, b, False)):
-        if isinstance(big, int) and big >= _BEYOND_ANY_SIZE and not isinstance(other, int):
-            return answer
-    return env_of([a, b]).static_truth(sympy.Le(expr_of(a), expr_of(b)))
-
-
 def size_min(a, b):
     """min(a, b) for sizes: no guard when the answer holds for every value of the symbols."""
-    le = known_le(a, b)
-    if le is None:
-        le = a <= b  # a decision on the symbols: a guard
-    return a if le else b
+    return a if size_le(a, b, ties=False) else b
 
 
 def size_max(a, b):
     """max(a, b) for sizes, as `size_min`."""
-    le = known_le(a, b)
-    if le is None:
-        le = a <= b
-    return b if le else a
+    return b if size_le(a, b, ties=False) else a
 
 
 # type promotion -----------------------------------------------------------------------------
@@ -215,7 +194,7 @@ def broadcast_shapes(*shapes) -> list[int]:
 
 def broadcast_to(t: torch.Tensor, shape) -> torch.Tensor:
     shape = list(shape)
-    if list(t.shape) == shape:
+    if same_shape(t.shape, shape):
         return t
     return P.broadcast_in_dim(t, shape, list(range(len(shape) - t.dim(), len(shape))))
 
@@ -283,7 +262,7 @@ def reshape(t: torch.Tensor, shape) -> torch.Tensor:
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         shape[shape.index(-1)] = t.numel() // known if known else 0
-    return t if list(t.shape) == shape else P.reshape(t, shape)
+    return t if same_shape(t.shape, shape) else P.reshape(t, shape)
 
 
 def unsqueeze_dims(t: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
@@ -302,7 +281,7 @@ def permute(t: torch.Tensor, dims) -> torch.Tensor:
 def slice_dim(t: torch.Tensor, dim: int, start: int, stop: int, step: int = 1) -> torch.Tensor:
     starts, limits, steps = [0] * t.dim(), list(t.shape), [1] * t.dim()
     starts[dim], limits[dim], steps[dim] = start, size_max(stop, start), step
-    if starts == [0] * t.dim() and limits == list(t.shape) and steps == [1] * t.dim():
+    if same_shape(starts, [0] * t.dim()) and same_shape(limits, t.shape) and same_shape(steps, [1] * t.dim()):
         return t
     return P.slice(t, starts, limits, steps)
 

@@ -13,7 +13,8 @@ import math
 import torch
 
 from ember_prims.decomps._registry import register
-from ember_prims.decomps._util import P, aten, broadcast_to, convert, full, opmath, reshape
+from ember_prims._library import same_size
+from ember_prims.decomps._util import P, aten, broadcast_to, convert, full, opmath, reshape, size_max
 
 
 def _pair(v, default=None):
@@ -45,9 +46,9 @@ def _window(xp, oh, ow, sh, sw, offh, offw):
 
 def _pad_for(x, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, value):
     H, W = x.shape[2], x.shape[3]
-    high_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - H - ph, 0)
-    high_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - W - pw, 0)
-    if ph == pw == high_h == high_w == 0:
+    high_h = size_max((oh - 1) * sh + dh * (kh - 1) + 1 - H - ph, 0)
+    high_w = size_max((ow - 1) * sw + dw * (kw - 1) + 1 - W - pw, 0)
+    if all(same_size(p, 0) for p in (ph, pw, high_h, high_w)):
         return x
     return P.pad(x, value, [0, 0, ph, pw], [0, 0, high_h, high_w])
 

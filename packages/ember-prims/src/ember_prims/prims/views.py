@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ember_prims._library import VIEW, defprim, empty, fresh, same_size
+from ember_prims._library import VIEW, defprim, empty, fresh, same_size, size_le
 
 
 def _fail(name, msg):
@@ -88,7 +88,7 @@ defprim("broadcast_in_dim(Tensor a, SymInt[] shape, int[] broadcast_dimensions) 
 def _slice_shape(a, start, limit, step):
     n = a.dim()
     if not (len(start) == len(limit) == len(step) == n) or any(
-            not (0 <= s <= l <= a.shape[i]) or st < 1
+            not (size_le(0, s) and size_le(s, l) and size_le(l, a.shape[i])) or st < 1
             for i, (s, l, st) in enumerate(zip(start, limit, step))):
         _fail("slice", f"bad start/limit/step {list(start)}/{list(limit)}/{list(step)} "
               f"for shape {tuple(a.shape)}")
