@@ -98,3 +98,23 @@ class AttentionBlock(torch.nn.Module):
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
         return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
+
+
+class ConvNet(torch.nn.Module):
+    """Convolution, batch norm in training (running statistics updated in place), max pooling,
+    a linear head: every dim of the image may be symbolic (adaptive pooling to 2x2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn_weight, self.bn_bias = torch.nn.Parameter(torch.rand(8) + 0.5), torch.nn.Parameter(torch.randn(8))
+        self.register_buffer("running_mean", torch.zeros(8))
+        self.register_buffer("running_var", torch.ones(8))
+        self.fc = torch.nn.Linear(8 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.batch_norm(x, self.bn_weight, self.bn_bias, self.running_mean, self.running_var,
+                             True, 0.1, 1e-5, False)
+        x = torch.nn.functional.max_pool2d(torch.relu(x), 2)
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 2).flatten(1))

@@ -167,3 +167,62 @@ def test_static_graphs_compile_the_backward_lazily_as_before():
     assert len(compilers.graphs) == 1
     compiled(torch.randn(3, requires_grad=True))[0].backward()
     assert len(compilers.graphs) == 2
+
+
+def _prims_config():
+    import ember_prims
+    from ember_autograd import AotConfig
+
+    cheap = (ember_prims.UNARY, ember_prims.BINARY, ember_prims.TERNARY, ember_prims.CAST,
+             ember_prims.VIEW, ember_prims.CREATION, ember_prims.RANDOM)
+    return ember_prims.Decomposer(), AotConfig(recompute_ops=frozenset(
+        f"ember_prims::{n}" for n, info in ember_prims.PRIMS.items() if info.category in cheap))
+
+
+def test_attention_block_through_prims_decompositions_and_min_cut():
+    torch.manual_seed(0)
+    model = dyn.AttentionBlock()
+    gm, params = dyn.lifted(model)
+    x = torch.randn(2, 8, 32)
+    env = dyn.mark_dynamic(gm, [x, *params], {0: (0, 1)})
+    decomposer, config = _prims_config()
+    compilers = Compilers()
+    compiled = aot(gm, [x, *params], compilers, decompositions=decomposer, partition=min_cut_partition,
+                   config=config)
+    for b, t in ((3, 5), (4, 13), (1, 7)):
+        _check_training(model, compiled, params, [torch.randn(b, t, 32)])
+    assert env.guards == []
+    (fw, _), (bw, _) = compilers.graphs
+    assert any(n.target is torch.ops.ember_prims.reshape.default for n in fw.graph.nodes)
+    assert _size_nodes(fw) and _size_nodes(bw)
+
+
+@pytest.mark.parametrize("prims", [False, True], ids=["aten", "prims"])
+def test_convnet_with_batch_norm_statistics_every_image_size(prims):
+    import copy
+
+    torch.manual_seed(0)
+    model = dyn.ConvNet()
+    ref = copy.deepcopy(model)
+    gm, params = dyn.lifted(model)
+    x = torch.randn(4, 3, 8, 8)
+    env = dyn.mark_dynamic(gm, [x, *params], {0: (0, 2, 3)})
+    decomposer, config = _prims_config() if prims else (None, None)
+    compiled = aot(gm, [x, *params], Compilers(), decompositions=decomposer, config=config)
+    # torch's conv fake kernel picks its layout on the batch (s0 < 16) and adaptive pooling to 2
+    # reshapes when the pooled size is even: decisions, kept as guards that these sizes satisfy
+    assert "s0 < 16" in [str(g) for g in env.guards]
+    for b, h, w in ((3, 8, 8), (5, 12, 4), (2, 4, 16)):
+        assert env.guards_hold({"s0": b, "s1": h, "s2": w})
+        xb = torch.randn(b, 3, h, w)
+        out = compiled(xb, *params)
+        expected = ref(xb)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+        out.sum().backward()
+        expected.sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+            p.grad = q.grad = None
+        for p, q in zip(model.buffers(), ref.buffers()):
+            torch.testing.assert_close(p, q)
+    assert not env.guards_hold({"s0": 16, "s1": 8, "s2": 8})
