@@ -259,7 +259,7 @@ def _scale(in_size, out_size, scale, align_corners=False):
 
 def _nearest_index(n_in, n_out, scale, device):
     io = P.iota(n_out, start=0, step=1, dtype=torch.int64, device=device)
-    if n_in == n_out:
+    if same_size(n_in, n_out):  # a shortcut: the general formula gives the same indices
         return io
     s = _scale(n_in, n_out, scale)
     f = P.mul(convert(io, torch.float32), full([n_out], s, torch.float32, device))  # float32, as ATen
@@ -327,7 +327,7 @@ def upsample_nearest2d_backward(grad, output_size, input_size, scales_h=None, sc
 def _vec_sizes(a, output_size, scale_factors, k=2):
     if output_size is not None:
         return list(output_size), [None] * k
-    sizes = [int(math.floor(a.shape[-k + i] * scale_factors[i])) for i in range(k)]
+    sizes = [math.floor(a.shape[-k + i] * scale_factors[i]) for i in range(k)]  # SymInt: no int()
     return sizes, list(scale_factors)
 
 
