@@ -245,3 +245,46 @@ def test_batch_norm_statistics_in_one_pass(options):
         for g, w, e in zip(got, want, eager):
             err, eager_err = (g.double() - w).abs().max(), (e.double() - w).abs().max()
             assert err <= 2 * eager_err + 1e-6 * w.abs().max(), (err, eager_err)
+
+
+def _linear_head(b, x, w, bias, then=None):
+    """x @ w + bias as decomposition leaves addmm (mm, broadcast bias, add), then `then`."""
+    mm = b.call(torch.ops.aten.mm.default, x, w)
+    out = b.call(P.add.default, b.call(P.broadcast_in_dim.default, bias, [x.meta["val"].shape[0], 24], [1]), mm)
+    return then(b, out) if then else b.call(P.reshape.default, out, [2, 8, 24])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_that_only_leaves_the_graph_goes_into_the_matmul(options, device):
+    """Note [bias in the matmul]: a linear head's bias add, whose value only leaves the graph,
+    is one addmm (the library applies the bias): no kernel of its own re-reading the product."""
+    inputs = [torch.randn(16, 32, device=device), torch.randn(32, 24, device=device), torch.randn(24, device=device)]
+    cg = run(_linear_head, inputs, options, n_kernels=0)
+    assert "addmm_default: extern" in cg.source and "# mm_default: extern" not in cg.source, cg.source
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_followed_by_pointwise_work_stays_fused_with_it(options, device):
+    """Note [bias in the matmul]: when pointwise work follows (an activation), the bias add stays
+    a kernel fused with it (one pass either way), and the product stays a plain mm."""
+    inputs = [torch.randn(16, 32, device=device), torch.randn(32, 24, device=device), torch.randn(24, device=device)]
+    cg = run(lambda b, x, w, bias: _linear_head(b, x, w, bias, lambda b, o: b.call(P.tanh.default, o)),
+             inputs, options, n_kernels=1)
+    assert "addmm" not in cg.source, cg.source
+
+
+def test_layout_check_in_one_pass_sends_every_misfit_to_the_copy(options):
+    """Note [layout check in one pass]: inputs as compiled skip the per-input loop; an input with
+    other strides, or one that does not start its storage (Note [input offsets]), still gets
+    copied into the compiled layout, and the result is right."""
+    def build(b, x, y, s):
+        return b.call(P.add.default, b.call(P.mul.default, x, y), s)
+    inputs = [torch.randn(6, 5), torch.randn(6, 5), torch.randn(6, 5)]
+    cg = run(build, inputs, options)
+    check = cg._as_compiled
+    x, y, s = (torch.randn(6, 5) for _ in range(3))
+    transposed = torch.randn(5, 6).t()  # same shape, column-major
+    shifted = torch.randn(7, 5)[1:]     # same shape and strides, storage offset 5
+    assert check([x, y, s]) and not check([x, transposed, s]) and not check([shifted, y, s])
+    for args in ([x, y, s], [x, transposed, s], [shifted, y, s], [shifted, transposed, s]):
+        torch.testing.assert_close(cg(args)[0], args[0] * args[1] + args[2])

@@ -198,3 +198,47 @@ def test_a_users_function_is_keyed_on_its_code():
     torch.library.define("ember_test_ws::twice", "(Tensor x) -> Tensor")
     with pytest.raises(cache_store.Uncacheable, match="not an aten or ember_prims op"):
         graph_key.describe(torch.ops.ember_test_ws.twice.default)
+
+
+class _ConvHead(torch.nn.Module):
+    """Triton kernels (batch norm, ReLU, the pooling), cuDNN and cuBLAS externs, a bias in the
+    product (Note [bias in the matmul])."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+
+@pytest.mark.gpu
+def test_gpu_graphs_warm_start_by_default_and_compute_the_same(cache, monkeypatch):
+    """Note [warm start on GPUs]: without EMBER_WARM_START, a CUDA model's forward and backward
+    are stored, a second compile loads them, and the loaded kernels give the first compile's
+    results and eager's, on new inputs too."""
+    monkeypatch.delenv("EMBER_WARM_START")
+    torch.manual_seed(0)
+    model = _ConvHead().cuda()
+    xs = [torch.randn(4, 3, 16, 16, device="cuda") for _ in range(2)]
+
+    def results(fn):
+        out = []
+        for x in xs:
+            model.zero_grad()
+            y = fn(x)
+            y.square().sum().backward()
+            out += [y.detach().clone(), *(p.grad.clone() for p in model.parameters())]
+        return out
+
+    expected = results(model)
+    first = results(ember.compile(model))
+    assert ember.cache_stats()["inductor"].get("store", 0) >= 2, ember.cache_stats()
+    ember.reset()
+    again = results(ember.compile(model))
+    assert ember.cache_stats()["inductor"].get("hit", 0) >= 2, ember.cache_stats()
+    for a, f, e in zip(again, first, expected):
+        torch.testing.assert_close(a, f, rtol=1e-5, atol=1e-6)  # cuDNN may sum in another order
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)

@@ -96,6 +96,10 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
 
 def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
     op = w.const("op", call.op)
+    if isinstance(call.op, torch._ops.OpOverload) and hasattr(call.op, "_op"):
+        # OpOverload.__call__ is `return self._op(*args, **kwargs)`: calling the C++ entry
+        # point skips a Python frame per extern call (~0.7 µs; a hundred per BERT call)
+        op += "._op"
     args = ", ".join(w.value_expr(a) for a in call.args)
     kwargs = ", ".join(f"{k}={w.value_expr(v)}" for k, v in call.kwargs.items())
     expr = f"{op}({', '.join(x for x in (args, kwargs) if x)})"
