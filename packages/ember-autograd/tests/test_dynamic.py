@@ -226,3 +226,18 @@ def test_convnet_with_batch_norm_statistics_every_image_size(prims):
         for p, q in zip(model.buffers(), ref.buffers()):
             torch.testing.assert_close(p, q)
     assert not env.guards_hold({"s0": 16, "s1": 8, "s2": 8})
+
+
+def test_an_output_aliasing_an_input_with_an_offset_is_rebuilt_at_its_offset():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output((g.call_method("view", (x, -1)), g.call_method("transpose", (x, 0, 1))))
+    gm = torch.fx.GraphModule({}, g)
+    dyn.mark_dynamic(gm, [torch.randn(4, 3)], {0: (0, 1)})
+    compiled = aot(gm, [torch.randn(4, 3)], Compilers())
+    for rows, cols in ((5, 2), (3, 7)):
+        base = torch.randn(rows + 1, cols)
+        flat, tr = compiled(base[1:])
+        assert flat.data_ptr() == base[1:].data_ptr() and flat.shape == (rows * cols,)
+        torch.testing.assert_close(flat, base[1:].reshape(-1))
+        torch.testing.assert_close(tr, base[1:].t())
