@@ -62,3 +62,15 @@ def test_size_nodes_are_recognized():
     assert all(m.target in SIZE_OPS for m in g.nodes if m.op == "call_function")
     assert is_size_node(node) and not is_size_node(next(iter(g.nodes)))
 
+
+
+def test_a_guard_sympy_cannot_simplify_is_kept_as_it_is():
+    # torch's meta kernels asked Ne(Max(1, q), q), q = floor(s0*s1/floor(s0*s1/2)), after a
+    # reshape(n // 2, 2): sympy's simplify raised "The argument 'nan' is not comparable"
+    import sympy
+
+    env = SizeEnv()
+    s0, s1 = env.create_symbol(4, "a"), env.create_symbol(6, "b")
+    q = sympy.floor(s0 * s1 / sympy.floor(s0 * s1 / 2))
+    env.record(sympy.Ne(sympy.Max(1, q), q), False)
+    assert env.guards and env.guards_hold({"s0": 4, "s1": 6})

@@ -96,7 +96,10 @@ class SizeEnv:
         fact = relation if outcome else sympy.Not(relation)
         if self.static_truth(fact) is True:
             return
-        fact = sympy.simplify(fact) if not isinstance(fact, sympy.Symbol) else fact
+        try:
+            fact = sympy.simplify(fact) if not isinstance(fact, sympy.Symbol) else fact
+        except (TypeError, ValueError, ArithmeticError):  # sympy cannot compare Max(1, floor(..))
+            pass
         if fact is sympy.true or fact in self.guards:
             return
         self.guards.append(fact)
