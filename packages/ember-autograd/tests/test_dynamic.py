@@ -261,3 +261,26 @@ def test_mutations_of_a_symbolic_input_through_views_are_copied_back():
         out, expected = compiled(mine)[0], gm(ref)[0]
         torch.testing.assert_close(out, expected)
         torch.testing.assert_close(mine, ref)
+
+
+@pytest.mark.parametrize("prims", [False, True], ids=["aten", "prims"])
+def test_numel_and_stride_reads_as_capture_emits_them(prims):
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    numel = g.call_function(aten.sym_numel.default, (x,))
+    stride = g.call_function(aten.sym_stride.int, (x, 0))
+    y = g.call_method("reshape", (x, numel))
+    g.output((g.call_function(torch.mul, (y, stride)), numel))
+    gm = torch.fx.GraphModule({}, g)
+    env = dyn.mark_dynamic(gm, [torch.randn(4, 6)], {0: (0, 1)})
+    decomposer, config = _prims_config() if prims else (None, None)
+    compiled = aot(gm, [torch.randn(4, 6, requires_grad=True)], Compilers(), decompositions=decomposer,
+                   config=config)
+    assert env.guards == []
+    for shape in ((3, 8), (5, 4), (7, 2)):
+        t = torch.randn(*shape, requires_grad=True)
+        out, ref = compiled(t), gm(t)
+        torch.testing.assert_close(out[0], ref[0])
+        assert out[1] == ref[1] == shape[0] * shape[1]
+        out[0].sum().backward()
+        torch.testing.assert_close(t.grad, torch.full(shape, float(shape[1])))
