@@ -38,10 +38,22 @@ def measure():
     m = Tiny()
     captured_m = ember_capture.capture(m, lambda gm, inputs: gm.forward)
     captured_m(x)
+    dynamic = []  # the same function with a symbolic size (issue #18): guard `X.size(0) >= 2`
+    captured_d = ember_capture.capture(trivial, lambda gm, inputs: dynamic.append(gm.forward) or gm.forward,
+                                       ember_capture.CaptureConfig(dynamic=True))
+    captured_d(x)
+    related = ember_capture.capture(halves, lambda gm, inputs: gm.forward, ember_capture.CaptureConfig(dynamic=True))
+    related(x)
     rows = [("trivial x + 1", per_call_us(trivial, x), per_call_us(captured, x)),
             ("  graph alone (gm.forward)", per_call_us(compiled[0], x), per_call_us(captured, x)),
+            ("  dynamic=True, vs its graph", per_call_us(dynamic[0], x), per_call_us(captured_d, x)),
+            ("x.view(2, n // 2), dynamic", per_call_us(halves, x), per_call_us(related, x)),
             ("Linear+relu module", per_call_us(m, x, number=5000), per_call_us(captured_m, x, number=5000))]
     return rows
+
+
+def halves(x):  # a relation guard (n % 2 == 0) and a size read in the graph
+    return x.view(2, x.shape[0] // 2)
 
 
 if __name__ == "__main__":

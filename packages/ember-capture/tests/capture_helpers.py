@@ -4,6 +4,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from ember_symbolic import hint_of
 
 import ember_capture
 from ember_capture import CaptureConfig
@@ -65,11 +66,15 @@ def check_example_values(gm, inputs):
             return out
 
     with torch.no_grad():
-        Recording(gm).run(*[x.detach().clone() for x in inputs])
+        Recording(gm).run(*[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs])
     for node, value in real.items():
         fake = node.meta.get("example_value")
         if isinstance(value, torch.Tensor) and isinstance(fake, torch.Tensor):
-            assert fake.shape == value.shape and fake.dtype == value.dtype, f"{node.name}: {fake} vs {value.shape}"
+            # a symbolic size by its value in this call (comparing SymInts would add guards)
+            shape = tuple(hint_of(s) for s in fake.shape)
+            assert shape == tuple(value.shape) and fake.dtype == value.dtype, f"{node.name}: {fake} vs {value.shape}"
+        elif isinstance(fake, torch.SymInt):
+            assert hint_of(fake) == value, f"{node.name}: {fake} (hint {hint_of(fake)}) vs {value}"
 
 
 def clone_tree(x):

@@ -96,9 +96,14 @@ class ExplainOutput:
     break_reasons: list
     ops_per_graph: list
     recompiles: int = 0
+    # per graph: its symbolic inputs, "x.size(0) (s0)" (Note [Dynamic shapes in capture])
+    dynamic_inputs: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
+        for i, names in enumerate(self.dynamic_inputs, 1):
+            if names:
+                lines.append(f"Dynamic inputs of graph {i}: {', '.join(names)}")
         if self.break_reasons:
             lines.append("Break reasons:")
             for i, r in enumerate(self.break_reasons, 1):
@@ -119,7 +124,8 @@ def _target_name(t):
 
 
 def explain(fn, *args, **kwargs) -> ExplainOutput:
-    """Run ``fn(*args, **kwargs)`` once under capture and report graphs and graph breaks.
+    """Run ``fn(*args, **kwargs)`` once under capture and report graphs and graph breaks (and
+    which inputs of each graph are dynamic: those marked with ``mark_dynamic``).
 
         >>> import torch
         >>> def f(x):
@@ -131,11 +137,16 @@ def explain(fn, *args, **kwargs) -> ExplainOutput:
         >>> out.graph_count, out.graph_break_count
         (2, 1)
     """
+    return explain_with(fn, args, kwargs, CaptureConfig())
+
+
+def explain_with(fn, args, kwargs, config: CaptureConfig) -> ExplainOutput:
+    """``explain`` under ``config`` (``dynamic=True``: every input's sizes symbolic)."""
     stats = CaptureStats()
-    captured = capture(fn, lambda gm, inputs: gm.forward, CaptureConfig(), stats=stats)
+    captured = capture(fn, lambda gm, inputs: gm.forward, config, stats=stats)
     captured(*args, **kwargs)
     ops = [[n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method")] for gm in stats.graphs]
     return ExplainOutput(list(stats.graphs), len(stats.graphs), len(stats.breaks), list(stats.breaks), ops,
-                         stats.recompiles)
+                         stats.recompiles, [list(d) for d in stats.dynamic_inputs])
 
 

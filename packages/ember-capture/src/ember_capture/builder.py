@@ -7,6 +7,7 @@ from __future__ import annotations
 import types
 
 import torch
+from ember_symbolic import is_symbolic
 
 from .config import Unsupported
 from .guards import MODULE_HOOKS
@@ -57,14 +58,26 @@ def _wrap_tensor(tr, value, source, name):
         # One tensor read through two sources is one graph input (``ref() is weight`` holds).
         tr.guards.add(source, f"X is {seen.source}")
         return seen
-    tr.guards.tensor(source, value)
-    var = tr.graph.add_input(source, value, name)
+    try:
+        var = tr.graph.add_input(source, value, name)
+    except Unsupported:
+        tr.guards.tensor(source, value)  # the eager entry made next stands for this input only
+        raise
+    if any(is_symbolic(s) for s in var.fake.shape):  # Note [Dynamic shapes in capture]
+        tr.guards.symbolic_tensor(source, value, var.fake)
+    else:
+        tr.guards.tensor(source, value)
     tr.graph.by_object[id(value)] = var
     return var
 
 
 @wrapper(*_CONST_TYPES)
 def _wrap_const(tr, value, source, name):
+    shapes = tr.graph.shapes
+    if source is not None and shapes is not None and shapes.int_is_symbolic(source, value):
+        # Note [Dynamic shapes in capture]: an int argument that varies is a graph input
+        tr.guards.add(source, "type(X) is int and X >= 2", f"{source}: an int >= 2 (symbolic)")
+        return tr.graph.add_int_input(source, value, name)
     tr.guards.const(source, value)
     return ConstVar(value, source)
 

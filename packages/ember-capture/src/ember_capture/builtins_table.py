@@ -9,6 +9,7 @@ import math
 import operator
 import types
 
+import sympy
 import torch
 
 from . import semantics as S
@@ -17,6 +18,7 @@ from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
+from .sizes import SYM_TYPES, concrete
 from .tables import registrar
 from .variables import (
     AutocastVar, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
@@ -34,6 +36,8 @@ def _consts(args):
 def python_type(v: Var):
     if isinstance(v, TensorVar):
         return getattr(v, "python_type", torch.Tensor)
+    if isinstance(v, ConstVar) and isinstance(v.value, SYM_TYPES):
+        return v.value.node.pytype  # a symbolic size is an int to the user's code
     if isinstance(v, (ConstVar, ObjVar)):
         return type(v.value)
     if isinstance(v, TupleVar):
@@ -396,12 +400,59 @@ def _fold(fn):
     return handler
 
 
+def _symbolic_or_fold(fn, symbolic):
+    """``fn`` on numbers, computed symbolically when a symbolic size is among them (``symbolic``:
+    the numbers -> the result); any other use needs the numbers (guards) (Note [Dynamic shapes
+    in capture])."""
+    fold = _fold(fn)
+
+    def handler(fr, args, kwargs):
+        values = [a.value for a in args if isinstance(a, ConstVar)]
+        if any(isinstance(v, SYM_TYPES) for v in values):
+            if symbolic is not None and not kwargs and len(values) == len(args) and all(isinstance(v, _NUMBERS) for v in values):
+                return ConstVar(symbolic(*values))
+            args = [ConstVar(concrete(a.value)) if isinstance(a, ConstVar) else a for a in args]
+        return fold(fr, args, kwargs)
+    return handler
+
+
+_NUMBERS = (int, float) + SYM_TYPES
+
+
+def _extreme(pick):
+    def compute(*values):
+        out = values[0]
+        for v in values[1:]:
+            out = pick(out, v)
+        return out
+    return compute
+
+
+def _int(value):
+    """``int(n)``: a size is already one; a non-negative symbolic float rounds down (sympy's
+    floor), any other its value (a guard)."""
+    if not isinstance(value, torch.SymFloat):
+        return value if isinstance(value, torch.SymInt) else int(value)
+    node = value.node
+    expr = node.expr.xreplace({f: sympy.Rational(float(f)) for f in node.expr.atoms(sympy.Float)})
+    exact = all(r.q <= 1 << 20 for r in expr.atoms(sympy.Rational))  # 0.5, 0.25: exact in binary
+    if exact and node.env.static_truth(expr >= 0) is True:
+        return node.env.wrap(sympy.floor(expr), int)
+    return int(concrete(value))
+
+
+_SYMBOLIC_BUILTINS = {
+    min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: _int, float: torch.sym_float,
+    divmod: lambda a, b: (a // b, a % b), pow: operator.pow, round: round,
+    math.ceil: math.ceil, math.floor: math.floor, math.trunc: math.trunc,
+}
 for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,
            hash, chr, ord, format, ascii, bin, hex, oct):
-    builtin(_f)(_fold(_f))
+    builtin(_f)(_symbolic_or_fold(_f, _SYMBOLIC_BUILTINS.get(_f)))
 for _name in dir(math):
     if callable(getattr(math, _name)) and not _name.startswith("_"):
-        builtin(getattr(math, _name))(_fold(getattr(math, _name)))
+        _f = getattr(math, _name)
+        builtin(_f)(_symbolic_or_fold(_f, _SYMBOLIC_BUILTINS.get(_f)))
 
 
 @builtin(abs)

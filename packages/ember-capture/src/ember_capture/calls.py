@@ -511,9 +511,13 @@ def _set_method(fr, s, name, args, kwargs):
 
 @_methods(ConstVar)
 def _const_method(fr, c, name, args, kwargs):
-    method = getattr(c.value, name)
-    return from_python(method(*[const_value(a, f"{name}()") for a in args],
-                           **{k: const_value(v, f"{name}()") for k, v in kwargs.items()}))
+    if isinstance(c.value, torch.Size) and name in ("numel", "count", "index", "__len__", "__getitem__"):
+        method = getattr(c.value, name)  # torch.Size's own: symbolic sizes stay symbolic
+        return from_python(method(*[const_value(a, f"{name}()") for a in args]))
+    # Other methods (str.format, int.bit_length) need numbers (Note [Dynamic shapes in capture])
+    method = getattr(S.concrete(c.value), name)
+    return from_python(method(*[S.concrete_value(a, f"{name}()") for a in args],
+                           **{k: S.concrete_value(v, f"{name}()") for k, v in kwargs.items()}))
 
 
 @_methods(ObjVar)

@@ -22,6 +22,7 @@ import types
 import torch
 
 from .lazy import LazyVar
+from .sizes import has_sym, python_code
 from .variables import (
     NULL, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar, NewObjVar, ObjVar, SetVar,
     TensorVar, TupleVar,
@@ -68,8 +69,9 @@ def collect_tensors(vars_, out: dict):
 class Rebuilder:
     """Python expressions that rebuild symbolic values from ``__o`` (graph outputs) and ``L``."""
 
-    def __init__(self, ns, output_index: dict, has_graph: bool, mutated=()):
+    def __init__(self, ns, output_index: dict, has_graph: bool, mutated=(), size_names=None):
         self.ns = ns
+        self.size_names = size_names or {}  # symbol -> the runtime expression it was read from
         self.output_index = output_index  # node -> position in the graph's output tuple
         self.has_graph = has_graph
         self.prelude: list[str] = []  # statements binding mutable values built once
@@ -114,6 +116,11 @@ class Rebuilder:
                 return f"__o[{self.output_index[v.node]}]"
             return v.source
         if isinstance(v, ConstVar):
+            if has_sym(v.value):  # Note [Dynamic shapes in capture]: computed from the inputs
+                try:
+                    return python_code(v.value, self.size_names, self.ns.ref(torch.Size))
+                except ValueError as exc:
+                    raise CannotRebuild(str(exc)) from None
             if type(v.value) in _LITERALS and (type(v.value) is not float or v.value == v.value):
                 return repr(v.value)
             return self.ns.ref(v.value)

@@ -13,8 +13,11 @@ LOG_NAMES = frozenset({"graph_breaks", "recompiles", "guards", "graph"})
 class CaptureConfig:
     """What a capture may do. Frozen and passed in: nothing here is global.
 
-    ``dynamic`` is accepted for torch.compile compatibility; capture specializes on
-    static shapes whatever its value (a new shape recompiles).
+    ``dynamic`` (Note [Dynamic shapes in capture], sizes.py): False specializes every size (a
+    new shape recompiles); True makes every dimension of the tensor arguments, and every int
+    argument, symbolic from the first compile (parameters and buffers, and sizes 0 and 1, stay
+    static); None (the default) compiles static first, and when a later call changes a size
+    (or an int argument), recompiles once with that one symbolic.
     """
 
     fullgraph: bool = False
@@ -125,3 +128,5 @@ class CaptureStats:
     fallbacks: list = dataclasses.field(default_factory=list)
     recompiles: int = 0
     events: list = dataclasses.field(default_factory=list)  # FrameEvent, in the order they happened
+    # per graph (as `graphs`): its symbolic inputs, "x.size(0) (s0)" (Note [Dynamic shapes in capture])
+    dynamic_inputs: list = dataclasses.field(default_factory=list)

@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .config import Unsupported
+from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, concrete, has_sym
 from .variables import ConstVar, ExitVar, ListVar, NullVar, TensorVar, TupleVar, Var
 
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
@@ -43,7 +44,7 @@ _DATA_METHODS = frozenset({
     "retain_grad", "record_stream", "share_memory_", "pin_memory",
 })
 METADATA_TYPES = (int, float, bool, complex, str, type(None), torch.Size, torch.dtype,
-                  torch.device, torch.layout, torch.memory_format)
+                  torch.device, torch.layout, torch.memory_format) + SYM_TYPES
 
 
 def stack_trace(location) -> str:
@@ -57,9 +58,11 @@ def stack_trace(location) -> str:
 
 
 class OutputGraph:
-    def __init__(self):
+    def __init__(self, shapes: ShapePolicy | None = None):
         self.graph = fx.Graph()
         self.fake_mode = FakeTensorMode()
+        self.shapes = shapes
+        self.sizes = SizeNodes(self.graph, shapes, self._annotate) if shapes is not None else None
         self.inputs: list[tuple[str, object]] = []  # (source, real value) per placeholder
         self.by_source: dict[str, TensorVar] = {}
         self.by_object: dict[int, TensorVar] = {}  # id(real tensor) -> its placeholder
@@ -80,9 +83,16 @@ class OutputGraph:
             name = "i_" + name
         node = self._placeholder(name)
         self._last_placeholder = node
-        with warnings.catch_warnings():  # converting a non-leaf reads .grad, which warns
-            warnings.simplefilter("ignore")
-            fake = self.fake_mode.from_tensor(real)
+        dims = self.shapes.tensor_dims(source, real) if self.shapes is not None else []
+        if dims:  # Note [Dynamic shapes in capture]
+            self._symbols_appear()
+            fake = self.shapes.fake_input(self.fake_mode, source, real, dims)
+        else:
+            with warnings.catch_warnings():  # converting a non-leaf reads .grad, which warns
+                warnings.simplefilter("ignore")
+                fake = self.fake_mode.from_tensor(real)
+        if self.sizes is not None:
+            self.sizes.placeholders[source] = node
         node.meta["example_value"] = fake
         node.meta["stack_trace"] = stack_trace(self.location)
         node.meta["source"] = source
@@ -91,6 +101,30 @@ class OutputGraph:
         self.by_source[source] = var
         self.inputs.append((source, real))
         return var
+
+    def add_int_input(self, source: str, value: int, name_hint: str) -> ConstVar:
+        """An int argument that is a symbol (Note [Dynamic shapes in capture]): a placeholder whose
+        example_value is a SymInt."""
+        seen = self.sizes.placeholders.get(source)
+        if seen is not None:  # read through the same source again: the same symbol
+            return ConstVar(seen.meta["example_value"], source)
+        name = re.sub(r"\W+", "_", name_hint).strip("_") or "n"
+        node = self._placeholder(name if name[0].isalpha() else "i_" + name)
+        self._last_placeholder = node
+        self._symbols_appear()
+        sym = self.shapes.symbol(value, source, (source, None))
+        node.meta["example_value"] = sym
+        node.meta["stack_trace"] = stack_trace(self.location)
+        node.meta["source"] = source
+        self.sizes.placeholders[source] = node
+        self.inputs.append((source, value))
+        return ConstVar(sym, source)
+
+    def _symbols_appear(self):
+        """Before the first symbol of the trace: the fake op cache keys SymInts through torch's
+        ShapeEnv, which ember does not use, so it is off from here on (what it cached so far
+        holds static fakes only)."""
+        self.fake_mode.cache_enabled = False
 
     def _placeholder(self, base: str) -> fx.Node:
         """A placeholder whose target (the forward's parameter) is its node name.
@@ -119,14 +153,18 @@ class OutputGraph:
             raise Unsupported("data_dependent", f"Tensor.{target}() needs tensor data")
         if target in _PLAIN_OF_INPLACE and not isinstance(args[0], TensorVar):
             target = _PLAIN_OF_INPLACE[target]  # Note [in-place operators in FX code]
-        node_args, fake_args = _lower(args)
-        node_kwargs, fake_kwargs = _lower(kwargs)
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
-                if kind == "call_method":
-                    out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                else:
-                    out = target(*fake_args, **fake_kwargs)
+            try:
+                out, args, kwargs = self._run_fake(kind, target, args, kwargs), args, kwargs
+            except _DATA_DEPENDENT + (UnsupportedOperatorException, Unsupported):
+                raise
+            except Exception:
+                if not any(has_sym(v.value) for v in _consts_in((args, kwargs))):
+                    raise
+                # An op whose fake kernel takes no symbolic int arguments (constant_pad_nd):
+                # those arguments are specialized (guards), the tensors' sizes stay symbolic.
+                args, kwargs = _concrete_vars(args), _concrete_vars(kwargs)
+                out = self._run_fake(kind, target, args, kwargs)
         except _DATA_DEPENDENT as e:
             raise Unsupported("data_dependent", f"{_name(target)} depends on tensor data ({type(e).__name__})") from None
         except UnsupportedOperatorException as e:
@@ -135,6 +173,8 @@ class OutputGraph:
             raise
         except Exception as e:  # the user's code would raise too: run it eagerly and let it
             raise Unsupported("trace_error", f"{_name(target)} raised {type(e).__name__}: {e}") from None
+        node_args, _ = _lower(args, self.sizes)
+        node_kwargs, _ = _lower(kwargs, self.sizes)
         if target is operator.setitem:
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
             self._annotate(node, None)
@@ -142,7 +182,7 @@ class OutputGraph:
             return ConstVar(None)
         if not _has_tensor(out):
             if isinstance(out, METADATA_TYPES) or (isinstance(out, tuple) and all(isinstance(o, METADATA_TYPES) for o in out)):
-                if kind == "call_method" or any(isinstance(a, TensorVar) for a in _flat(args, kwargs)):
+                if kind == "call_method" or has_sym(out) or any(isinstance(a, TensorVar) for a in _flat(args, kwargs)):
                     return ConstVar(out)
             raise Unsupported("unsupported_op", f"{_name(target)} returned a {type(out).__name__}, not a tensor")
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
@@ -153,6 +193,14 @@ class OutputGraph:
         if isinstance(first, TensorVar) and out is first.fake:  # in-place: the same tensor object
             result.ident = first.ident
         return result
+
+    def _run_fake(self, kind, target, args, kwargs):
+        _, fake_args = _lower(args, None)
+        _, fake_kwargs = _lower(kwargs, None)
+        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            if kind == "call_method":
+                return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            return target(*fake_args, **fake_kwargs)
 
     def _annotate(self, node, fake):
         node.meta["example_value"] = fake
@@ -238,18 +286,54 @@ def _flat(args, kwargs):
     return list(args) + list(kwargs.values())
 
 
-def _lower(x):
-    """Var structure -> (FX argument, fake argument)."""
+def _consts_in(x):
+    """The ConstVars in a structure of Vars (lists, tuples, dicts, TupleVars, ListVars, slices)."""
+    if isinstance(x, ConstVar):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _consts_in(v)
+    elif isinstance(x, (list, tuple)) and not isinstance(x, Var):
+        for v in x:
+            yield from _consts_in(v)
+    elif isinstance(x, (TupleVar, ListVar)):
+        yield from _consts_in(x.items)
+    elif isinstance(x, SliceParts):
+        yield from _consts_in(x.parts)
+
+
+def _concrete_vars(x):
+    """The structure ``x`` with each symbolic size in its constants replaced by its value."""
+    if isinstance(x, ConstVar):
+        return ConstVar(concrete(x.value), x.source) if has_sym(x.value) else x
+    if isinstance(x, dict):
+        return {k: _concrete_vars(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)) and not isinstance(x, Var):
-        pairs = [_lower(i) for i in x]
+        return type(x)(_concrete_vars(v) for v in x)
+    if isinstance(x, TupleVar):
+        return TupleVar(_concrete_vars(x.items), x.source, x.cls, x.fields)
+    if isinstance(x, ListVar):
+        return ListVar(_concrete_vars(x.items), x.source)
+    if isinstance(x, SliceParts):
+        return SliceParts(_concrete_vars(x.parts))
+    return x
+
+
+def _lower(x, sizes: SizeNodes | None = None):
+    """Var structure -> (FX argument, fake argument); symbolic sizes become nodes (``sizes``;
+    without it, only the fake arguments are meant)."""
+    if isinstance(x, (list, tuple)) and not isinstance(x, Var):
+        pairs = [_lower(i, sizes) for i in x]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(x, dict):
-        pairs = {k: _lower(v) for k, v in x.items()}
+        pairs = {k: _lower(v, sizes) for k, v in x.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
     if isinstance(x, TensorVar):
         return x.node, x.fake
     if isinstance(x, ConstVar):
         v = x.value
+        if has_sym(v):  # Note [Dynamic shapes in capture]
+            return (sizes.arg(v) if sizes is not None else None), v
         if isinstance(v, (int, float, complex)) and type(v) not in (bool, int, float, complex):
             # a subclass (numpy.float64) is its Python value in a graph: FX prints its repr
             # (`np.float64(2.0)`) into the generated code, where `np` is not defined
@@ -261,12 +345,12 @@ def _lower(x):
             return v, v
         raise Unsupported("unsupported_arg", f"cannot pass a {type(v).__name__} constant to a tensor op")
     if isinstance(x, TupleVar) and x.cls is tuple:
-        n, f = _lower(x.items)
+        n, f = _lower(x.items, sizes)
         return tuple(n), tuple(f)
     if isinstance(x, ListVar):
-        return _lower(x.items)
+        return _lower(x.items, sizes)
     if isinstance(x, SliceParts):
-        n, f = _lower(x.parts)
+        n, f = _lower(x.parts, sizes)
         return slice(*n), slice(*f)
     if isinstance(x, NullVar):
         raise Unsupported("internal", "NULL passed to an op")

@@ -10,6 +10,8 @@ import re
 
 import torch
 
+from .sizes import tensor_guard
+
 _HELD = re.compile(r"^_c\d+$")
 # A module's own hooks, over the guarded value X (a module with hooks runs through Module.__call__).
 MODULE_HOOKS = "X._forward_hooks or X._forward_pre_hooks or X._backward_hooks or X._backward_pre_hooks"
@@ -58,6 +60,11 @@ class Guards:
             f"{source}: {type(t).__name__} {t.dtype} {t.device} shape={tuple(t.shape)} "
             f"stride={tuple(t.stride())} requires_grad={t.requires_grad}",
         )
+
+    def symbolic_tensor(self, source, t: torch.Tensor, fake: torch.Tensor):
+        """A tensor input with symbolic dimensions (Note [Dynamic shapes in capture])."""
+        check, note = tensor_guard(self.ns, t, fake, _device_check(self.ns, t.device))
+        self.add(source, check, note.format(source))
 
     def identity(self, source, obj):
         self.add(source, f"id(X) == {id(obj)}", f"{source} is <{type(obj).__name__} at {id(obj):#x}>")

@@ -159,7 +159,7 @@ def _set_function_attribute(fr, inst):
 
 @op("CONVERT_VALUE", versions=V313)
 def _convert_value(fr, inst):
-    value = S.const_value(fr.pop(), "formatting a value")
+    value = S.concrete_value(fr.pop(), "formatting a value")
     fr.push(ConstVar(CONVERSIONS[inst.arg](value)))
 
 

@@ -143,7 +143,7 @@ def _build_const_key_map(fr, inst):
 @op("BUILD_STRING")
 def _build_string(fr, inst):
     parts = fr.popn(inst.arg)
-    fr.push(ConstVar("".join(S.const_value(p) for p in parts)))
+    fr.push(ConstVar("".join(S.concrete_value(p) for p in parts)))
 
 
 @op("FORMAT_VALUE", versions=until((3, 12)))
@@ -152,13 +152,13 @@ def _format_value(fr, inst):
     value = fr.pop()
     conv = {0: None, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
     if conv is not None:
-        value = ConstVar(conv(S.const_value(value, "formatting a value")))
+        value = ConstVar(conv(S.concrete_value(value, "formatting a value")))
     fr.push(format_value(fr, value, spec))
 
 
 def format_value(fr, value, spec):
     """``format(value, spec)`` of an f-string field."""
-    return ConstVar(format(S.const_value(value, "formatting a value"), S.const_value(spec)))
+    return ConstVar(format(S.concrete_value(value, "formatting a value"), S.const_value(spec)))
 
 
 @op("LIST_APPEND")

@@ -27,6 +27,7 @@ from .disable import run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
+from .sizes import FrameShapes, ShapePolicy, takes_symbolic_shapes
 from .tracebacks import hide_ember_frames
 from .tracer import Tracer
 from .variables import ExitVar
@@ -49,6 +50,7 @@ class Session:
         self.instances: dict = {}  # module forward's code -> instances captured at graph breaks
         self.warned: set = set()
         self.root = None  # the captured function or module
+        self.symbolic = takes_symbolic_shapes(backend)  # False: every graph static (sizes.py)
 
     def callee(self, obj):
         """The capture wrapper used when a graph break calls a user function natively.
@@ -105,6 +107,7 @@ class FrameState:
         self.name = name or func.__qualname__
         self.entries: list = []
         self.eager_forever = False
+        self.shapes = FrameShapes()  # what earlier compiles saw (Note [Dynamic shapes in capture])
         self.resumes: dict = {}
         # A resume function's state: the original frame's state, and the prologue's length in
         # bytes (Note [Breaks in loops]).
@@ -154,6 +157,7 @@ class FrameState:
         self.entries.clear()
         self.resumes.clear()
         self.eager_forever = False
+        self.shapes = FrameShapes()
 
     # -- compile on a miss ------------------------------------------------------------------
     def miss(self, L, args, kwargs):
@@ -213,8 +217,10 @@ class FrameState:
         breaks: dict = {}
         func = self.func
         for _ in range(MAX_RESTARTS):
+            shapes = ShapePolicy(config.dynamic, self.session.symbolic, self.shapes,
+                                 lambda source: readable_source(source, self.arg_names))
             tr = Tracer(self.code, func.__globals__, func.__closure__, L, config, breaks, self.arg_names, self.cell_args,
-                        lazy_locals=self.origin is not None)
+                        lazy_locals=self.origin is not None, shapes=shapes)
             try:
                 if self.is_module:
                     _guard_no_hooks(tr, self.self_obj)
@@ -273,10 +279,17 @@ class FrameState:
             for v in plan.frame.stack:
                 if isinstance(v, ExitVar) and v.node is not None:
                     tr.graph.close_autocast(v)
+        shapes = tr.graph.shapes
+        for name in shapes.became_dynamic:
+            log(session.config, "recompiles", f"{self.name}: {name} became dynamic")
+        for name in shapes.kept_static:
+            log(session.config, "recompiles", f"{self.name}: {name} changed; the backend compiles static "
+                "graphs only, so it stays static")
         if has_graph:
             gm = tr.graph.finish(outputs)
             example_inputs = [real for _, real in tr.graph.inputs]
             session.stats.graphs.append(gm)
+            session.stats.dynamic_inputs.append(shapes.dynamic_inputs())
             log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
             try:
                 compiled = session.backend(gm, example_inputs)
@@ -284,7 +297,8 @@ class FrameState:
                 exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
-        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph, tr.mutated_lists)
+        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph, tr.mutated_lists,
+                       shapes.env.sources)
         # Note [Mutated input lists]: written back first, so that every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
         effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
@@ -308,16 +322,20 @@ class FrameState:
             tail = f"return __brk([{stack}], [{locs}], [{cells}])"
             session.stats.breaks.append(reason.to_reason())
             log(session.config, "graph_breaks", f"graph break in {self.name}: {reason}")
+        relations = shapes.relation_checks()  # decided by the trace and the backend, on sizes
         if "guards" in session.config.logs:
-            notes = [named_locals(n, self.arg_names) for n in tr.guards.notes]
+            notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
-        entry = generate_entry(tr.ns, tr.guards.lines(), [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
+        guard_lines = tr.guards.lines() + shapes.guard_lines()  # relations: after every input is read
+        entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
-        entry.guard_notes = list(tr.guards.notes)
+        entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]
         entry.guard_checks = dict(tr.guards.items)
+        entry.size_checks = relations
         entry.ns = tr.ns
         self.event("entry", graph=len(session.stats.graphs) - 1 if has_graph else None,
-                   guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes),
+                   guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes)
+                   + tuple(f"sizes: {text}" for _, text in relations),
                    reason=None if plan.kind == "return" else session.stats.breaks[-1])
         return entry
 
@@ -383,6 +401,7 @@ def _guarded_call_entry(tr, tail):
     entry = generate_entry(tr.ns, tr.guards.lines(), [], None, [], tail)
     entry.guard_notes = list(tr.guards.notes)
     entry.guard_checks = dict(tr.guards.items)
+    entry.size_checks = []
     entry.ns = tr.ns
     return entry
 
@@ -430,6 +449,13 @@ def failed_guard(entry, L, arg_names=()) -> str:
                     ok = False
                 if not ok:
                     return f"guard failed: {_explain(part, name, scope)}"
+    for code, text in getattr(entry, "size_checks", ()):
+        try:
+            ok = eval(code, scope)
+        except Exception:
+            ok = False
+        if not ok:
+            return f"guard failed: sizes: {text}"
     for expr, expected in entry.global_state.items():
         got = GLOBAL_STATE[expr]()
         if got is not expected:
@@ -460,6 +486,11 @@ def named_locals(text: str, arg_names) -> str:
         i = int(m.group(1))
         return f"L[{arg_names[i]!r}]" if i < len(arg_names) and arg_names[i].isidentifier() else m.group(0)
     return re.sub(r"\bL\[(\d+)\]", name, text)
+
+
+def readable_source(source: str, arg_names) -> str:
+    """The user's name for a source: `L['x']` -> `x`, `L['x'].size(0)` -> `x.size(0)`."""
+    return re.sub(r"^L\['([A-Za-z_]\w*)'\]", r"\1", named_locals(source, arg_names))
 
 
 def _short(value) -> str:

@@ -18,6 +18,7 @@ from .config import Unsupported
 from .frame import TracedRaise
 from .library import inlinable_file
 from .graph import SliceParts
+from .sizes import SYM_TYPES, concrete
 from .tables import registrar
 from .variables import (
     NULL, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar,
@@ -98,8 +99,14 @@ def from_python(value) -> Var:
     return ConstVar(value)
 
 
+def concrete_value(v: Var, what="this operation"):
+    """``const_value``, with symbolic sizes replaced by their values (each a guard): for uses that
+    need a number (a dict key, formatting; Note [Dynamic shapes in capture])."""
+    return concrete(const_value(v, what))
+
+
 def const_key(v: Var):
-    key = const_value(v, "a dict key")
+    key = concrete_value(v, "a dict key")
     hash(key)
     return key
 
@@ -207,7 +214,7 @@ def _tensor_attr(fr, t: TensorVar, name):
 
 @_getattr_for(ConstVar)
 def _const_attr(fr, c: ConstVar, name):
-    value = getattr(c.value, name)
+    value = getattr(concrete(c.value) if isinstance(c.value, SYM_TYPES) else c.value, name)
     if callable(value) and not isinstance(value, type):
         return MethodVar(c, name)
     return ConstVar(value)
@@ -408,6 +415,8 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         return fr.tr.graph.call("call_function", fn, [a, b], {})
     if isinstance(a, ConstVar) and isinstance(b, ConstVar):
+        if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
+            return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
         return ConstVar(fn(a.value, b.value))
     if fn in _SEQ_OPS and isinstance(a, (ListVar, TupleVar)):
         if (isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd)

@@ -12,6 +12,7 @@ from .config import CaptureConfig, Unsupported
 from .frame import VERSION, Frame, StopAtBreak
 from .graph import OutputGraph
 from .lazy import LazyVar
+from .sizes import ShapePolicy
 from .library import inlinable_file
 from .guards import Guards, Namespace
 from .variables import DictVar, ListVar, ObjVar, Var
@@ -29,7 +30,7 @@ class Plan:
 
 class Tracer:
     def __init__(self, code, globals_, closure, L, config: CaptureConfig, break_offsets, arg_names, cell_args=0,
-                 lazy_locals=False):
+                 lazy_locals=False, shapes: ShapePolicy | None = None):
         self.code = code
         self.lazy_locals = lazy_locals
         self.cell_args = cell_args  # L starts with this many closure cells (Note [Resuming with cells])
@@ -43,7 +44,7 @@ class Tracer:
         self.ns = Namespace()
         self.ns["G"] = globals_  # generated guards and entries read globals through G
         self.guards = Guards(self.ns)
-        self.graph = OutputGraph()
+        self.graph = OutputGraph(shapes)  # shapes: Note [Dynamic shapes in capture]
         self.builtins = BUILTINS
         self.containers: dict = {}  # id(list, dict or set read from the inputs) -> (object, Var)
         self.attr_writes: dict = {}

@@ -158,6 +158,35 @@ def _prepare(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, options: Any
     return compiler, config
 
 
+def mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Make dimension `dim` of `t` symbolic in the compiles that see `t` (issue #18), whatever
+    `dynamic` says, so that other sizes there reuse the compiled code::
+
+        import torch, ember
+        f = ember.compile(lambda x: x * 2, backend="eager")
+        x = torch.randn(8, 3)
+        ember.mark_dynamic(x, 0)
+        f(x)
+        torch.testing.assert_close(f(torch.ones(5, 3)), torch.full((5, 3), 2.0))  # no recompile
+
+    A backend that compiles static graphs only (Note [static graphs for ember_autograd] in
+    backends.py) gets static graphs regardless.
+    """
+    try:
+        ember_capture.mark_dynamic(t, dim)
+    except (TypeError, IndexError) as exc:
+        raise InvalidArgument(f"ember.mark_dynamic: {exc}") from exc
+
+
+def mark_static(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Keep dimension `dim` of `t` specialized, even under `dynamic=True` or after its size
+    changed between calls (a new size recompiles)."""
+    try:
+        ember_capture.mark_static(t, dim)
+    except (TypeError, IndexError) as exc:
+        raise InvalidArgument(f"ember.mark_static: {exc}") from exc
+
+
 def disable(fn: Callable | None = None, recursive: bool = True) -> Any:
     """Never compile `fn` (and, with recursive=True, nothing it calls). Usable as a decorator."""
     if not isinstance(recursive, bool):
@@ -186,18 +215,31 @@ class ExplainOutput(ember_capture.ExplainOutput):
         return text if self.compile_record is None else f"{text}\n{self.compile_record}"
 
 
-def explain(fn: Callable, *, backend: str | Callable | None = None) -> Callable[..., Any]:
-    """`ember.explain(fn)(*args)` runs fn once and reports its graphs and graph breaks; with
-    `backend` (say "inductor"), fn runs a second time, compiled by it, and the report adds the
-    compile record: each layer's passes per graph, with their times."""
+def explain(fn: Callable, *, backend: str | Callable | None = None,
+            dynamic: bool | None = None) -> Callable[..., Any]:
+    """`ember.explain(fn)(*args)` runs fn once and reports its graphs and graph breaks, and which
+    inputs of each graph are dynamic (with `dynamic=True`, every size of the tensor arguments
+    and every int argument; else those marked with `ember.mark_dynamic`); with `backend` (say
+    "inductor"), fn runs a second time, compiled by it, and the report adds the compile record:
+    each layer's passes per graph, with their times::
+
+        import torch, ember
+        x = torch.randn(8, 4)
+        ember.mark_dynamic(x, 0)
+        report = ember.explain(lambda x: x.view(x.shape[0] * 2, -1).sum(1))(x)
+        assert report.dynamic_inputs == [["x.size(0) (s0)"]]
+        print(report)  # ... Dynamic inputs of graph 1: x.size(0) (s0)
+    """
     if not callable(fn):
         raise InvalidArgument(f"ember.explain: expected a callable, got {type(fn).__name__}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise InvalidArgument(f"ember.explain: dynamic={dynamic!r}; valid: None, True or False")
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        out = ember_capture.explain(fn, *args, **kwargs)
+        out = ember_capture.api.explain_with(fn, args, kwargs, ember_capture.CaptureConfig(dynamic=dynamic))
         record = None
         if backend is not None:
-            compiled = compile(fn, backend=backend)
+            compiled = compile(fn, backend=backend, dynamic=dynamic)
             compiled(*args, **kwargs)
             record = compile_record(compiled)
         fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}

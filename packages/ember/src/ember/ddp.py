@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import ember_capture
 import torch
 import torch.distributed as dist
 import torch.fx
@@ -105,6 +106,8 @@ def split_at_ddp_buckets(compile_graph: CompilerFn) -> CompilerFn:
         compiled = [compile_graph(p.gm, ex) for p, ex in zip(plan.pieces, piece_inputs)]
         return plan.runner(compiled)
 
+    # what the wrapped compiler takes, it takes (Note [static graphs for ember_autograd])
+    setattr(compile_one, ember_capture.SYMBOLIC_SHAPES_ATTR, ember_capture.takes_symbolic_shapes(compile_graph))
     return compile_one
 
 
