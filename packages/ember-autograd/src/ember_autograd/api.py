@@ -14,7 +14,7 @@ import torch.fx
 
 from ember_autograd.config import AotConfig
 from ember_autograd.errors import AotError, AotTraceError, ErrorKind
-from ember_autograd.joint import Signature, Traced, trace_inference, trace_joint
+from ember_autograd.joint import Signature, Traced, symbolic_inputs, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, TrainingRunner
 from ember_autograd.verify import verify_functional
@@ -62,6 +62,7 @@ class AotFunction:
         self.decompositions, self.partition, self.config = decompositions, partition, config
         self._runners: dict = {}
         self._warned_aliasing = False
+        self.symbolic = symbolic_inputs(gm)  # Note [symbolic traces] (joint.py)
         self.inference: CompiledArtifacts | None = None
         self.training: CompiledArtifacts | None = None
 
@@ -99,7 +100,7 @@ class AotFunction:
 
     def _compile_inference(self, args) -> InferenceRunner:
         timings: dict[str, float] = {}
-        cache = self.config.lowering_cache
+        cache = self._cache()
         with _timed(timings, "cache_load"):
             cached = cache.load(self.gm, args, "inference", self.config) if cache is not None else None
         if cached is not None:
@@ -119,7 +120,7 @@ class AotFunction:
 
     def _compile_training(self, args) -> TrainingRunner:
         timings: dict[str, float] = {}
-        cache = self.config.lowering_cache
+        cache = self._cache()
         with _timed(timings, "cache_load"):
             cached = cache.load(self.gm, args, "training", self.config) if cache is not None else None
         if cached is not None:
@@ -138,7 +139,7 @@ class AotFunction:
                     return self._compile_inference(args)
             self._check(traced.gm)
             sig, joint_gm = traced.signature, traced.gm
-            joint = JointGraph(traced.gm, len(sig.tensor_inputs), sig.num_fw_outputs, self.config)
+            joint = JointGraph(traced.gm, len(sig.tensor_inputs) + len(sig.sym_inputs), sig.num_fw_outputs, self.config)
             with _timed(timings, "partition"):
                 part = self.partition(joint)
             self._check(part.forward)
@@ -155,9 +156,17 @@ class AotFunction:
         self.training = CompiledArtifacts("training", sig, part.forward, part.backward, joint_gm,
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
-        return TrainingRunner(sig, forward,
-                              lambda real: self.bw_compiler(backward, _example_inputs(backward, real)),
-                              timings)
+        compile_backward = lambda real: self.bw_compiler(backward, _example_inputs(backward, real))  # noqa: E731
+        compiled_backward = None
+        if self.symbolic:  # Note [symbolic backward]
+            with _timed(timings, "bw_compile"):
+                compiled_backward = self.bw_compiler(backward, _example_inputs(backward))
+        return TrainingRunner(sig, forward, compile_backward, timings,
+                              len(getattr(part, "saved_symbols", ())), compiled_backward)
+
+    def _cache(self):
+        # a symbolic trace is tied to its SizeEnv (guards recorded now): never stored or loaded
+        return None if self.symbolic else self.config.lowering_cache
 
     def _check(self, gm):
         if self.config.verify:
@@ -196,6 +205,13 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
                      partition or default_partition, config or AotConfig())
     fn._runner(list(example_inputs))  # compile now for the current grad mode: errors surface here
     return fn
+
+
+# Note [symbolic backward]: a symbolic graph's backward is compiled right after its forward, not
+# at the first backward: the guards its compiler records (in the symbols' SizeEnv) must be known
+# when capture builds the frame's guard, which it does when the backend returns. Its example
+# inputs are the backward placeholders' values (the traced layouts of the saved tensors; a
+# forward compiler that lays a saved value out differently must make the backward accept it).
 
 
 def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:

@@ -11,6 +11,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
+from ember_symbolic import is_symbolic, plain_fake_mode
+
 from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.functionalize import replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
@@ -45,7 +47,9 @@ class Signature:
     """How the traced graph's inputs and outputs relate to the user's.
 
     Graph placeholders: the tensor inputs (`tensor_inputs` are their positions among the user's
-    arguments), then, in a joint graph, one tangent per `diff_outputs` entry.
+    arguments), then the symbolic int inputs (`sym_inputs`, Note [symbolic traces]), then, in a
+    joint graph, one tangent per `diff_outputs` entry. `int_inputs` are the other numbers, which
+    the graphs specialize.
     Graph outputs: `num_graph_outputs` user outputs, then the new value of each mutated input
     (`mutated_inputs`, positions among the tensor inputs), then, in a joint graph, the gradient
     of each tensor input in `grad_inputs` (None where unused).
@@ -60,6 +64,10 @@ class Signature:
     mutated_inputs: tuple[int, ...]
     grad_inputs: tuple[int, ...] = ()
     diff_outputs: tuple[int, ...] = ()
+    sym_inputs: tuple[int, ...] = ()
+    # symbolic traces: (symbol name, graph input position, "size" | "stride" | "int", dim) where
+    # each symbol can be read at run time (the runtime rebuilds alias outputs from them)
+    symbols: tuple[tuple[str, int, str, int], ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -72,9 +80,36 @@ class Traced:
     signature: Signature
 
 
+# Note [symbolic traces]: when a placeholder of the torch-level graph has a symbolic
+# `meta["example_value"]` (a FakeTensor with SymInt sizes, or a SymInt: capture's dynamic
+# dimensions and ints, ember_symbolic), the trace uses those SymInts, not the example inputs'
+# concrete sizes, under a FakeTensorMode without its op cache (`plain_fake_mode`). A symbolic int
+# input is a graph placeholder (after the tensors) whose `meta["val"]` is its SymInt. Every size an
+# op takes becomes a graph value through `SizeNodes` (Note [sizes in graphs] in ember_symbolic):
+# `aten.sym_size.int(primals_1, 0)`, `operator.mul(...)`, each with a SymInt `meta["val"]`, so
+# the graphs run on inputs of any size that satisfies the guards the trace recorded in the
+# symbols' SizeEnv. The partition rebuilds size values in each graph from that graph's own inputs
+# (Note [sizes across the partition] in partition.py).
+
+
+def symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
+    """Whether a placeholder of `gm` has a symbolic example value (Note [symbolic traces])."""
+    return any(_is_symbolic_value(v) for v in _example_values(gm))
+
+
+def _example_values(gm: torch.fx.GraphModule) -> list:
+    return [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _is_symbolic_value(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        return any(is_symbolic(s) for s in (*v.shape, *v.stride()))
+    return is_symbolic(v)
+
+
 def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
     """One forward graph: outputs, then the new values of mutated inputs."""
-    session = _Session(example_inputs, decompositions, requires_grad=False)
+    session = _Session(example_inputs, decompositions, requires_grad=False, example_values=_example_values(gm))
     with session.fake_mode, torch.no_grad():
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
@@ -85,13 +120,13 @@ def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
 def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
     """Forward and backward in one graph: placeholders primals_*, tangents_*; outputs as in
     `Signature`. The backward is the autograd engine's own, run on the fake outputs."""
-    session = _Session(example_inputs, decompositions, requires_grad=True)
+    session = _Session(example_inputs, decompositions, requires_grad=True, example_values=_example_values(gm))
     with session.fake_mode, torch.enable_grad():
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
         graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
-        diff = tuple(k for k, o in enumerate(graph_outs) if o.requires_grad)
+        diff = tuple(k for k, o in enumerate(graph_outs) if getattr(o, "requires_grad", False))
         for k in sig.mutated_inputs:
             if session.primals[k].requires_grad:
                 if not diff:  # an optimizer step: parameters updated under no_grad
@@ -117,31 +152,45 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
 class _Session:
     """State shared by both traces: fake mode, tracer, placeholders."""
 
-    def __init__(self, example_inputs, decompositions, requires_grad: bool):
-        self.fake_mode = FakeTensorMode()  # static shapes: no symbolic-shape environment
+    def __init__(self, example_inputs, decompositions, requires_grad: bool, example_values=()):
+        values = list(example_values)[: len(example_inputs)]
+        values += [None] * (len(example_inputs) - len(values))
+        symbolic = any(_is_symbolic_value(v) for v in values)
+        # Note [symbolic traces]: FakeTensorMode's op cache keys SymInts through torch's ShapeEnv
+        self.fake_mode = plain_fake_mode() if symbolic else FakeTensorMode()
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)
         self.args, self.primals, self.tensor_inputs, self.int_inputs = [], [], [], []
-        for i, x in enumerate(example_inputs):
+        self.sym_inputs: list[tuple[int, torch.SymInt]] = []
+        for i, (x, value) in enumerate(zip(example_inputs, values)):
             if isinstance(x, torch.Tensor):
                 if x.layout != torch.strided or x.is_quantized:
                     raise AotTraceError("bad-input", f"example input {i} has layout {x.layout}; "
                                         "only dense strided tensors are supported")
-                fake = self.fake_mode.from_tensor(x.detach())
+                if _is_symbolic_value(value):
+                    with self.fake_mode:
+                        fake = torch.empty_strided(value.shape, value.stride(), dtype=x.dtype, device=x.device)
+                else:
+                    fake = self.fake_mode.from_tensor(x.detach())
                 if requires_grad and x.requires_grad:
                     fake.requires_grad_(True)
                 self.tracer.placeholder(f"primals_{len(self.primals) + 1}", fake)
                 self.primals.append(fake)
                 self.tensor_inputs.append(i)
                 self.args.append(fake)
+            elif isinstance(x, int) and not isinstance(x, bool) and _is_symbolic_value(value):
+                self.sym_inputs.append((i, value))
+                self.args.append(value)
             elif isinstance(x, (int, float, bool)) or x is None:
                 self.int_inputs.append((i, x))
                 self.args.append(x)
             else:
                 raise AotTraceError("bad-input", f"example input {i} is a {type(x).__name__}; "
                                     "expected a tensor or a number")
-        self.graph_out_fakes: list[torch.Tensor] = []
+        for i, value in self.sym_inputs:  # after the tensors (Note [symbolic traces])
+            self.tracer.placeholder(str(value.node.expr) if value.node.expr.is_Symbol else f"sym_{i}", value)
+        self.graph_out_fakes: list = []
 
     def outputs(self, outs) -> tuple[Signature, list]:
         flat, spec = pytree.tree_flatten(outs)
@@ -157,6 +206,11 @@ class _Session:
             return len(nodes) - 1
 
         for o in flat:
+            if is_symbolic(o):  # a size the user returns: computed by the graph
+                nodes.append(self.tracer.sizes.node_of(o))
+                self.graph_out_fakes.append(o)
+                kinds.append(("graph", len(nodes) - 1))
+                continue
             if not isinstance(o, torch.Tensor):
                 kinds.append(("const", o))
                 continue
@@ -177,8 +231,21 @@ class _Session:
         num_graph = len(nodes)
         nodes += [fn.node_of(self.primals[k]) for k in mutated]
         sig = Signature(tuple(self.tensor_inputs), tuple(self.int_inputs), tuple(kinds), spec,
-                        num_graph, mutated)
+                        num_graph, mutated, sym_inputs=tuple(i for i, _ in self.sym_inputs),
+                        symbols=self._symbol_sources())
         return sig, nodes
+
+    def _symbol_sources(self) -> tuple:
+        found: dict[str, tuple] = {}
+        for k, fake in enumerate(self.primals):
+            for kind, values in (("size", fake.shape), ("stride", fake.stride())):
+                for d, v in enumerate(values):
+                    if is_symbolic(v) and v.node.expr.is_Symbol:
+                        found.setdefault(str(v.node.expr), (str(v.node.expr), k, kind, d))
+        for j, (_, value) in enumerate(self.sym_inputs):
+            if value.node.expr.is_Symbol:
+                found.setdefault(str(value.node.expr), (str(value.node.expr), len(self.primals) + j, "int", 0))
+        return tuple(found.values())
 
     def tangent(self, j: int, like: torch.Tensor) -> torch.Tensor:
         fake = torch.empty(like.shape, dtype=like.dtype, device=like.device)  # contiguous

@@ -9,6 +9,16 @@ Note [Stateful ops are never recomputed]: an op that draws random numbers (tag
 effects (a mutable schema) runs exactly once, in the forward; when the backward needs it or
 anything derived from it, its output (or a descendant) is saved. So a dropout mask recomputed in
 the backward comes from the same seed the forward drew.
+
+Note [sizes across the partition]: in a symbolic joint graph (Note [symbolic traces], joint.py)
+size values (nodes whose `meta["val"]` is a SymInt: `aten.sym_size.int`, `operator.*`, symbolic
+int inputs) are not values a partitioner chooses: `ancestors` and `descendants` do not walk
+through them, so reading a tensor's size never makes the tensor saved. `extract` rebuilds the
+sizes each graph uses from that graph's own inputs (`SizeNodes`). Every symbol in the backward
+(in a size it computes or in a tensor's shape) that is not a size or stride of a saved tensor or
+of a tangent is passed to it as an int: the forward returns it after the saved tensors
+(`Partition.saved_symbols`), and the backward takes it as a placeholder (SymInt `meta["val"]`)
+between the saved tensors and the tangents.
 """
 from __future__ import annotations
 
@@ -16,8 +26,10 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+import sympy
 import torch
 import torch.fx
+from ember_symbolic import SizeNodes, env_of, expr_of, hint_of
 
 from ember_autograd.config import AotConfig
 from ember_autograd.functionalize import is_view
@@ -61,7 +73,8 @@ class JointGraph:
 
 @dataclass
 class Partition:
-    """forward: primals -> (*forward outputs, *saved); backward: (*saved, *tangents) -> grads.
+    """forward: primals -> (*forward outputs, *saved, *saved symbols); backward: (*saved, *saved
+    symbols, *tangents) -> grads (Note [sizes across the partition]).
 
     saved_bytes: memory the saved values keep alive: each distinct storage once, a view
     counting as its whole base (see `storage_root`)."""
@@ -70,14 +83,21 @@ class Partition:
     backward: torch.fx.GraphModule
     saved: list[str]
     saved_bytes: int = 0
+    saved_symbols: list[str] = field(default_factory=list)
 
 
 Partitioner = Callable[[JointGraph], Partition]
 
 
 def nbytes(node: torch.fx.Node) -> int:
+    """Bytes of `node`'s value (for symbolic sizes, at the hints: a cost, never a decision)."""
     val = node.meta.get("val")
-    return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
+    return hint_of(val.numel()) * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def is_size(node) -> bool:
+    """A size value: an int-valued node (Note [sizes across the partition])."""
+    return isinstance(node, torch.fx.Node) and isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat))
 
 
 def storage_root(node: torch.fx.Node) -> torch.fx.Node:
@@ -116,7 +136,7 @@ def ancestors(roots: Iterable, stop: set = frozenset()) -> set[torch.fx.Node]:
     todo = [r for r in roots if isinstance(r, torch.fx.Node)]
     while todo:
         n = todo.pop()
-        if n in seen:
+        if n in seen or is_size(n):  # Note [sizes across the partition]
             continue
         seen.add(n)
         if n not in stop:
@@ -129,7 +149,7 @@ def descendants(roots: Iterable[torch.fx.Node]) -> set[torch.fx.Node]:
     todo = list(roots)
     while todo:
         n = todo.pop()
-        if n not in seen:
+        if n not in seen and not is_size(n):
             seen.add(n)
             todo.extend(u for u in n.users if u.op != "output")
     return seen
@@ -180,38 +200,88 @@ def view_base(node: torch.fx.Node, config: AotConfig) -> torch.fx.Node:
 
 
 def extract(joint: JointGraph, saved: list[torch.fx.Node]) -> Partition:
-    """Builds the forward and backward graphs for a choice of saved values."""
+    """Builds the forward and backward graphs for a choice of saved values (sizes: Note [sizes
+    across the partition])."""
     for n in saved:
         if not isinstance(n.meta.get("val"), torch.Tensor):
             raise ValueError(f"partitioner chose to save {n.name}, which is not a tensor")
+    bw_inputs = [*saved, *joint.tangents]
+    bw_needed = ancestors(joint.grad_outputs, stop=set(bw_inputs))
+    for n in bw_needed:
+        if n.op == "placeholder" and n not in bw_inputs:
+            raise ValueError(f"the backward needs primal {n.name}, which the partition did not save")
+    bw_nodes = [n for n in joint.gm.graph.nodes
+                if n in bw_needed and n not in bw_inputs and n.op not in ("output", "placeholder")]
+    symbols = _symbols_to_pass(bw_inputs, bw_nodes, joint.grad_outputs)
+
     fw_graph = torch.fx.Graph()
+    fw_sizes = SizeNodes(fw_graph)
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     fw_needed = ancestors([*joint.fw_outputs, *saved])
     for n in joint.gm.graph.nodes:
         if n.op == "placeholder" and n in joint.primals:
-            env[n] = fw_graph.placeholder(n.name)
-            env[n].meta = dict(n.meta)
+            env[n] = _copy_placeholder(fw_graph, fw_sizes, n)
         elif n.op != "placeholder" and n.op != "output" and n in fw_needed:
-            env[n] = fw_graph.node_copy(n, env.__getitem__)
-    fw_graph.output(tuple(_lookup(env, x) for x in [*joint.fw_outputs, *saved]))
+            env[n] = fw_graph.node_copy(n, _mapper(env, fw_sizes))
+    fw_out = [_lookup(env, fw_sizes, x) for x in [*joint.fw_outputs, *saved]]
+    fw_graph.output(tuple(fw_out + [fw_sizes.expr_node(s) for s in symbols]))
 
     bw_graph = torch.fx.Graph()
+    bw_sizes = SizeNodes(bw_graph)
     benv: dict[torch.fx.Node, torch.fx.Node] = {}
-    for n in [*saved, *joint.tangents]:
-        benv[n] = bw_graph.placeholder(n.name)
-        benv[n].meta = dict(n.meta)
-    bw_needed = ancestors(joint.grad_outputs, stop=set(saved) | set(joint.tangents))
-    for n in joint.gm.graph.nodes:
-        if n in benv or n not in bw_needed or n.op == "output":
-            continue
-        if n.op == "placeholder":
-            raise ValueError(f"the backward needs primal {n.name}, which the partition did not save")
-        benv[n] = bw_graph.node_copy(n, benv.__getitem__)
-    bw_graph.output(tuple(_lookup(benv, x) for x in joint.grad_outputs))
+    for n in saved:
+        benv[n] = _copy_placeholder(bw_graph, bw_sizes, n)
+    if symbols:
+        size_env = env_of(_sizes_of(joint.primals))
+        for s in symbols:
+            node = bw_graph.placeholder(str(s))
+            bw_sizes.bind_input(node, size_env.wrap(s, int))
+    for n in joint.tangents:
+        benv[n] = _copy_placeholder(bw_graph, bw_sizes, n)
+    for n in bw_nodes:
+        benv[n] = bw_graph.node_copy(n, _mapper(benv, bw_sizes))
+    bw_graph.output(tuple(_lookup(benv, bw_sizes, x) for x in joint.grad_outputs))
     fw = torch.fx.GraphModule(joint.gm, fw_graph, class_name="AotForward")
     bw = torch.fx.GraphModule(joint.gm, bw_graph, class_name="AotBackward")
-    return Partition(fw, bw, [n.name for n in saved], storage_bytes(saved))
+    return Partition(fw, bw, [n.name for n in saved], storage_bytes(saved), [str(s) for s in symbols])
 
 
-def _lookup(env, x):
+def _copy_placeholder(graph: torch.fx.Graph, sizes: SizeNodes, n: torch.fx.Node) -> torch.fx.Node:
+    node = graph.placeholder(n.name)
+    node.meta = dict(n.meta)
+    sizes.bind_input(node, n.meta.get("val"))
+    return node
+
+
+def _sizes_of(nodes) -> list:
+    """Every SymInt in the nodes' values (tensor sizes and strides, size values)."""
+    out = []
+    for n in nodes:
+        val = n.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else [val]:
+            if isinstance(v, torch.Tensor):
+                out += [x for x in (*v.shape, *v.stride()) if isinstance(x, torch.SymInt)]
+            elif isinstance(v, (torch.SymInt, torch.SymFloat)):
+                out.append(v)
+    return out
+
+
+def _symbols_to_pass(inputs: list, nodes: list, outputs: list) -> list:
+    """The symbols the backward uses that none of its tensor inputs has as a whole size or stride
+    (Note [sizes across the partition])."""
+    size_args = [a for n in nodes for a in n.all_input_nodes if is_size(a)]
+    values = [*inputs, *nodes, *size_args, *(o for o in outputs if isinstance(o, torch.fx.Node))]
+    used = set().union(*(expr_of(v).free_symbols for v in _sizes_of(values)))
+    readable = {expr_of(v) for v in _sizes_of(inputs) if isinstance(expr_of(v), sympy.Symbol)}
+    return sorted(used - readable, key=str)
+
+
+def _mapper(env: dict, sizes: SizeNodes):
+    """Argument mapping for node_copy: values through `env`, size values rebuilt by `sizes`."""
+    return lambda a: sizes.node_of(a.meta["val"]) if is_size(a) else env[a]
+
+
+def _lookup(env: dict, sizes: SizeNodes, x):
+    if is_size(x):
+        return sizes.node_of(x.meta["val"])
     return env[x] if isinstance(x, torch.fx.Node) else x

@@ -2,11 +2,14 @@
 the user's outputs (aliases of inputs included)."""
 from __future__ import annotations
 
+import dataclasses
 import operator
 import time
 from typing import Any, Callable
 
+import sympy
 import torch
+from ember_symbolic import expr_of
 from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
@@ -22,18 +25,20 @@ def call_compiled(fn: Callable, args: list):
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def tensor_args(sig: Signature, args) -> list[torch.Tensor]:
+def tensor_args(sig: Signature, args) -> list:
+    """The graph's inputs among the user's arguments (tensors, then symbolic ints); checks the
+    specialized numbers."""
     for i, value in sig.int_inputs:
         if args[i] != value:
             raise ValueError(f"input {i} is {args[i]!r}; this graph was traced with {value!r} "
                              "(shapes and numbers are specialized: retrace)")
     gather = getattr(sig, "_gather", None)
-    if gather is None:
-        gather = _gatherer(sig.tensor_inputs)
+    if gather is None:  # the graph's inputs: tensors, then symbolic ints (Note [symbolic traces])
+        gather = _gatherer(sig.tensor_inputs + sig.sym_inputs)
         object.__setattr__(sig, "_gather", gather)
     tensors = gather(args)
     if sig.mutated_inputs:
-        _check_mutated_inputs_unaliased(sig, tensors)
+        _check_mutated_inputs_unaliased(sig, tensors[: len(sig.tensor_inputs)])
     return tensors
 
 
@@ -122,13 +127,16 @@ def _is_same_memory(dst: torch.Tensor, value) -> bool:
 
 def user_outputs(sig: Signature, tensors: list[torch.Tensor], graph_outputs: list):
     flat = []
+    sizes = _SymbolValues(sig, tensors) if sig.symbols else None
     for kind, what in sig.outputs:
         if kind == "graph":
             flat.append(graph_outputs[what])
         elif kind == "alias":
-            flat.append(_regenerate(what, tensors[what.input_index]))
+            real = tensors[what.input_index]
+            flat.append(_regenerate(what if sizes is None else sizes.alias(what, real), real))
         elif kind == "view":
-            flat.append(replay_view(graph_outputs[what.base_output], what.chain))
+            chain = what.chain if sizes is None else sizes.concrete(what.chain)
+            flat.append(replay_view(graph_outputs[what.base_output], chain))
         else:
             flat.append(what)
     rebuild = getattr(sig, "_rebuild", None)
@@ -146,6 +154,30 @@ def _rebuilder(spec):
     if spec.type is tuple and all(spec.child(i).is_leaf() for i in range(spec.num_children)):
         return tuple
     return lambda flat: pytree.tree_unflatten(flat, spec)
+
+
+class _SymbolValues:
+    """The symbols' values in this call, read from the graph inputs (`Signature.symbols`), for the
+    outputs the runtime rebuilds itself from symbolic sizes (Note [symbolic traces], joint.py)."""
+
+    def __init__(self, sig: Signature, inputs: list):
+        self.values = {}
+        for name, k, kind, dim in sig.symbols:
+            x = inputs[k]
+            self.values[sympy.Symbol(name, integer=True, positive=True)] = (
+                x.size(dim) if kind == "size" else x.stride(dim) if kind == "stride" else int(x))
+
+    def concrete(self, tree):
+        return pytree.tree_map_only((torch.SymInt, torch.SymFloat), self._value, tree)
+
+    def _value(self, v):
+        expr = expr_of(v).xreplace(self.values)
+        return float(expr) if isinstance(v, torch.SymFloat) else int(expr)
+
+    def alias(self, alias: AliasOutput, real: torch.Tensor) -> AliasOutput:
+        # the traced input started its storage (offset 0): offsets count from the real one's
+        size, stride, offset = self.concrete((alias.size, alias.stride, alias.storage_offset))
+        return dataclasses.replace(alias, size=size, stride=stride, storage_offset=offset + real.storage_offset())
 
 
 def _regenerate(alias: AliasOutput, real: torch.Tensor) -> torch.Tensor:
@@ -181,17 +213,22 @@ class InferenceRunner:
 
 
 class TrainingRunner:
-    """An autograd.Function around the compiled forward and (lazily compiled) backward."""
+    """An autograd.Function around the compiled forward and (lazily compiled) backward.
+
+    num_saved_symbols: how many of the forward's last outputs are ints for the backward (Note
+    [sizes across the partition] in partition.py); `backward`, given, is the compiled backward
+    (a symbolic graph compiles it with the forward)."""
 
     def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
-                 timings: dict):
+                 timings: dict, num_saved_symbols: int = 0, backward: Callable | None = None):
         self.sig = sig
         self.forward = forward
+        self.num_saved_symbols = num_saved_symbols
         self._compile_backward = compile_backward
-        self._backward = None
+        self._backward = backward
         self._timings = timings
         self.function = _make_function(self)
-        self.apply = _direct_apply(self.function)
+        self.apply = _direct_apply(self.function, len(sig.tensor_inputs) if sig.sym_inputs else None)
 
     def backward_for(self, inputs: list) -> Callable:
         """The compiled backward; bw_compiler runs at the first backward, given the layouts of
@@ -220,7 +257,9 @@ _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 _transforms_active = torch._C._are_functorch_transforms_active
 
 
-def _direct_apply(function: type) -> Callable:
+def _direct_apply(function: type, num_tensors: int | None = None) -> Callable:
+    """num_tensors: given when the inputs end with ints (symbolic int inputs), which are passed
+    as they are."""
     c_apply = super(torch.autograd.Function, function).apply
     python_apply = function.apply
 
@@ -228,7 +267,12 @@ def _direct_apply(function: type) -> Callable:
         if _transforms_active():
             return python_apply(*tensors)
         return c_apply(*map(_unwrap_if_dead, tensors))
-    return apply
+
+    def apply_with_ints(*inputs):
+        if _transforms_active():
+            return python_apply(*inputs)
+        return c_apply(*map(_unwrap_if_dead, inputs[:num_tensors]), *inputs[num_tensors:])
+    return apply if num_tensors is None else apply_with_ints
 
 
 def _make_function(runner: TrainingRunner):
@@ -236,12 +280,15 @@ def _make_function(runner: TrainingRunner):
     n_fw = sig.num_fw_outputs
     diff = set(sig.diff_outputs)
     copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
+    n_symbols = runner.num_saved_symbols
+    n_inputs = len(sig.tensor_inputs) + len(sig.sym_inputs)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *tensors):
             outs = call_compiled(runner.forward, list(tensors))
-            fw_outs, saved = outs[:n_fw], outs[n_fw:]
+            fw_outs, saved = outs[:n_fw], outs[n_fw:len(outs) - n_symbols]
+            ctx.saved_symbols = outs[len(outs) - n_symbols:]
             if copy_mutated_saved:
                 # a saved input that the runtime is about to overwrite keeps its old value
                 mutated = {id(tensors[k]) for k in sig.mutated_inputs}
@@ -264,9 +311,9 @@ def _make_function(runner: TrainingRunner):
             tangents = [grads[k].contiguous() if grads[k] is not None else torch.zeros(*meta[:1], dtype=meta[1],
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
-            inputs = [*ctx.saved_tensors, *tangents]
+            inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
             result = call_compiled(runner.backward_for(inputs), inputs)
-            out: list = [None] * len(sig.tensor_inputs)
+            out: list = [None] * n_inputs
             for k, g in zip(sig.grad_inputs, result):
                 out[k] = g
             return tuple(out)

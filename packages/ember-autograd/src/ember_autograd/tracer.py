@@ -27,6 +27,8 @@ from torch.utils._python_dispatch import (
     _pop_mode_temporarily,
 )
 
+from ember_symbolic import SizeNodes
+
 from ember_autograd.errors import AotError, AotTraceError
 from ember_autograd.functionalize import Functionalizer, is_view, writes_arguments
 
@@ -61,6 +63,7 @@ class AtenTracer(TorchDispatchMode):
         self.decompose = _as_decomposer(decompositions)
         self.stack_trace: str | None = None  # the torch-level node being run (set by the caller)
         self.functional = Functionalizer(self._record, self.call, self.constant)
+        self.sizes = SizeNodes(graph)  # Note [symbolic traces] (joint.py)
         self._constants: dict[int, torch.Tensor] = {}
         self._keep: list[torch.Tensor] = []
 
@@ -81,9 +84,13 @@ class AtenTracer(TorchDispatchMode):
         return self.stack_trace
 
     # --- entry points ----------------------------------------------------------------------------
-    def placeholder(self, name: str, fake: torch.Tensor) -> torch.Tensor:
+    def placeholder(self, name: str, fake):
+        """A graph input: a fake tensor (tracked as a base) or a SymInt (a symbolic int input)."""
         node = self.graph.placeholder(name)
         node.meta["val"] = fake
+        self.sizes.bind_input(node, fake)
+        if not isinstance(fake, torch.Tensor):
+            return fake
         return self.functional.track_base(fake, node, is_input=True)
 
     def constant(self, real: torch.Tensor) -> torch.Tensor:
@@ -161,6 +168,7 @@ class AtenTracer(TorchDispatchMode):
     def _record(self, op, args, kwargs, node=None):
         """Runs `op` on fakes and records it; `node` given: an alias, compute only."""
         node_args, node_kwargs = pytree.tree_map_only(torch.Tensor, self.node_of, (args, kwargs))
+        node_args, node_kwargs = pytree.tree_map_only(_SIZES, self.sizes.node_of, (node_args, node_kwargs))
         with self._below():
             out = op(*args, **kwargs)
         if node is not None or not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out)):
@@ -182,6 +190,9 @@ class AtenTracer(TorchDispatchMode):
         stack = self.current_stack_trace()
         if stack is not None:
             node.meta["stack_trace"] = stack
+
+
+_SIZES = (torch.SymInt, torch.SymFloat)
 
 
 def _composite(func) -> bool:

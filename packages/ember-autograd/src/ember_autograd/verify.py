@@ -5,6 +5,7 @@ import operator
 
 import torch
 import torch.fx
+from ember_symbolic import is_size_node
 
 from ember_autograd.errors import SpecError
 
@@ -12,7 +13,9 @@ from ember_autograd.errors import SpecError
 def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Checks that `gm` is a functional ATen/prims graph: every call is an `OpOverload` (or a
     `getitem` of a multi-output op) whose schema mutates nothing, and every placeholder,
-    constant and call carries `meta["val"]` (a fake tensor, or a tuple of them). Returns `gm`;
+    constant and call carries `meta["val"]` (a fake tensor, or a tuple of them). Size nodes
+    (`aten.sym_size.int`, `operator.mul`, ... with a SymInt `meta["val"]`: Note [symbolic traces]
+    in joint.py) are allowed. Returns `gm`;
     raises `SpecError` listing every violation.
 
     >>> import torch, torch.fx
@@ -32,7 +35,7 @@ def verify_functional(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if "val" not in n.meta:
             problems.append(f"{n.name}: no meta['val']")
-        if n.op != "call_function":
+        if n.op != "call_function" or is_size_node(n):
             continue
         if n.target is operator.getitem:
             if n.args[0].op != "call_function":

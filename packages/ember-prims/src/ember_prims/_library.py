@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import sympy
 import torch
+from ember_symbolic import env_of, expr_of, is_symbolic
 
 NAMESPACE = "ember_prims"
 LIB = torch.library.Library(NAMESPACE, "DEF")
@@ -69,6 +71,68 @@ def defprim(schema: str, category: str, reference: Callable, fake: Callable, *,
 
 def is_prim(target) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace == NAMESPACE
+
+
+def same_size(a, b) -> bool:
+    """Whether two sizes (ints or SymInts) are the same number or the same expression: decides
+    nothing, records no guard (Note [symbolic sizes in decompositions] in decomps/_util.py)."""
+    if is_symbolic(a) or is_symbolic(b):
+        return expr_of(a) == expr_of(b)
+    return a == b
+
+
+_BEYOND_ANY_SIZE = 2 ** 62  # slice ends at or past this mean "to the end"
+
+
+def known_le(a, b) -> bool | None:
+    """Whether a <= b for every value of the symbols (None: it depends on them), recording nothing."""
+    if not (is_symbolic(a) or is_symbolic(b)):
+        return a <= b
+    for big, other, answer in ((b, a, True), (a, b, False)):
+        if isinstance(big, int) and big >= _BEYOND_ANY_SIZE and not isinstance(other, int):
+            return answer
+    env = env_of([a, b])
+    known = env.static_truth(sympy.Le(expr_of(a), expr_of(b)))
+    if known is None:  # a - b <= (a bound without floor/ceiling) <= 0
+        bound = _upper_bound(expr_of(a) - expr_of(b))
+        if bound is not None and env.static_truth(sympy.Le(bound, 0)) is True:
+            return True
+    return known
+
+
+def _upper_bound(expr):
+    """An upper bound of a size expression without floor/ceiling (floor(x) <= x, floor(x) > x - 1,
+    ceiling(x) < x + 1, ceiling(x) >= x; every other factor is a positive size), or None."""
+    out = sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, factors = term.as_coeff_mul()
+        rounded = [f for f in factors if isinstance(f, (sympy.floor, sympy.ceiling))]
+        if len(rounded) > 1 or any(f.free_symbols and not (f.is_positive or f in rounded) for f in factors):
+            return None
+        up = coeff > 0
+        bounds = {sympy.floor: (lambda x: x) if up else (lambda x: x - 1),
+                  sympy.ceiling: (lambda x: x + 1) if up else (lambda x: x)}
+        out += coeff * sympy.Mul(*(bounds[type(f)](f.args[0]) if f in rounded else f for f in factors))
+    return out
+
+
+def size_le(a, b, ties: bool = True) -> bool:
+    """a <= b for sizes: decided without a guard where it holds (or fails) for every value of the
+    symbols, else answered from the hints and recorded as a guard. `ties=False`: the caller only
+    picks one of a and b (min/max), so where b <= a always, a <= b only where they are equal and
+    False is as good an answer, with no guard."""
+    le = known_le(a, b)
+    if le is None and not ties and known_le(b, a) is True:
+        le = False
+    if le is None:
+        le = bool(a <= b)  # a decision on the symbols: a guard
+    return le
+
+
+def same_shape(a, b) -> bool:
+    """`same_size` for every dim (and the same rank): for skipping a no-op reshape, broadcast or
+    slice, a choice that is correct either way, so it never records a guard."""
+    return len(a) == len(b) and all(same_size(x, y) for x, y in zip(a, b))
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:

@@ -5,6 +5,15 @@ op that reaches the recorder is either decomposed (the `Decomposer` gives it a d
 which runs with the recorder re-entered, so the ops it calls are seen in turn: Note [applying the
 table]), a prim or an extern (emitted as a node of the new graph, with the fake result as
 `meta["val"]`), or an error naming the op and the user's line.
+
+Note [symbolic decomposition]: placeholders whose `meta["val"]` has SymInt sizes (or is a
+SymInt: ember_symbolic) are interpreted with those SymInts, under a FakeTensorMode without its op
+cache. The ATen graph's size nodes (`aten.sym_size.int`, `operator.mul`, ...) are evaluated, not
+recorded; every SymInt a prim or an extern takes becomes a size node of the new graph
+(`SizeNodes`: `sym_size.int` of a placeholder, `operator` arithmetic), so the prims graph runs on
+inputs of any size that satisfies the guards the decompositions recorded in the symbols' SizeEnv.
+Decompositions compute with the SymInts: a decision they take on a size (`if n == 1`) is answered
+from the hint and recorded as a guard, never assumed.
 """
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils import _pytree as pytree
+from ember_symbolic import SizeNodes, is_size_node, is_symbolic, plain_fake_mode
 
 from ember_prims._library import is_prim
 from ember_prims.decomposer import Decomposer
@@ -52,6 +62,7 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.graph, self.decomposer, self.constants = graph, decomposer, constants
         self.nodes: dict[int, tuple[torch.Tensor, fx.Node]] = {}  # id(fake) -> (fake, node)
+        self.sizes = SizeNodes(graph)  # Note [symbolic decomposition]
         self.source: fx.Node | None = None  # the ATen node being decomposed
 
     def bind(self, value, node: fx.Node):
@@ -90,7 +101,7 @@ class _Recorder(TorchDispatchMode):
             f"{_user_line(where.meta.get('stack_trace') if where is not None else None)})")
 
     def _emit(self, func, args, kwargs, out):
-        to_node = lambda x: self.node_of(x) if isinstance(x, torch.Tensor) else x  # noqa: E731
+        to_node = lambda x: self.node_of(x) if isinstance(x, torch.Tensor) else self.sizes.node_of(x)  # noqa: E731
         node = self.graph.call_function(func, pytree.tree_map(to_node, args), pytree.tree_map(to_node, kwargs))
         node.meta["val"] = out
         if self.source is not None:
@@ -104,6 +115,12 @@ class _Recorder(TorchDispatchMode):
                     item = self.graph.call_function(operator.getitem, (node, i))
                     item.meta.update(node.meta, val=o)
                     self.bind(o, item)
+
+
+def _is_symbolic_value(val) -> bool:
+    if isinstance(val, torch.Tensor):
+        return any(is_symbolic(s) for s in (*val.shape, *val.stride()))
+    return is_symbolic(val)
 
 
 def _fake_like(mode: FakeTensorMode, val):
@@ -125,7 +142,8 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
         t = ember_prims.table(); t[aten.gelu.default] = my_gelu
         gm = decompose(aten_gm, t)
     """
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    symbolic = any(_is_symbolic_value(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
+    mode = plain_fake_mode() if symbolic else FakeTensorMode(allow_non_fake_inputs=True)
     graph, constants = fx.Graph(), {}
     rec = _Recorder(graph, Decomposer(table), constants)
     env: dict[fx.Node, object] = {}
@@ -138,6 +156,7 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
             new = graph.placeholder(node.name)
             new.meta.update(node.meta, val=val)
             rec.bind(val, new)
+            rec.sizes.bind_input(new, val)
             env[node] = val
         elif node.op == "get_attr":
             real = getattr(gm, node.target)
@@ -149,7 +168,9 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
             env[node] = val
         elif node.op == "call_function":
             args, kwargs = load(node.args), load(node.kwargs)
-            if isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+            if is_size_node(node):  # Note [symbolic decomposition]: computed, not recorded
+                env[node] = node.target(*args, **kwargs)
+            elif isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
                 # called through our dispatch logic, not the dispatcher: see _registry's Note
                 rec.source = node
                 op = node.target if isinstance(node.target, torch._ops.OpOverload) else \
@@ -161,7 +182,8 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
                 env[node] = node.target(*args, **kwargs)
         elif node.op == "output":
             vals = load(node.args)[0]
-            out = graph.output(pytree.tree_map(lambda x: rec.node_of(x) if isinstance(x, torch.Tensor) else x, vals))
+            out = graph.output(pytree.tree_map(
+                lambda x: rec.node_of(x) if isinstance(x, torch.Tensor) else rec.sizes.node_of(x), vals))
             out.meta["val"] = vals
         else:
             raise ValueError(f"ember_prims.decompose: unsupported node {node.format_node()}")
@@ -178,7 +200,9 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
 
 def verify(gm: fx.GraphModule, also_allowed: Callable[[object], bool] | None = None) -> None:
     """Raise `SpecError` if `gm` is not prims-level: only ember_prims ops, EXTERN_OPS and getitem
-    on their tuples, and `meta["val"]` on every placeholder, get_attr and call_function node.
+    on their tuples, size nodes (`aten.sym_size.int`, `operator.mul`, ... computing a SymInt:
+    Note [symbolic decomposition]), and `meta["val"]` on every placeholder, get_attr and
+    call_function node.
     `also_allowed(target)`: other targets a consumer accepts (the inductor runs any functional
     ATen op as a library call)."""
     problems = []
@@ -187,6 +211,7 @@ def verify(gm: fx.GraphModule, also_allowed: Callable[[object], bool] | None = N
             problems.append(f"{node.format_node()}: no meta['val']")
         if node.op == "call_function" and not (
                 is_prim(node.target) or node.target in EXTERN_OPS or node.target is operator.getitem
+                or is_size_node(node)
                 or (also_allowed is not None and also_allowed(node.target))):
             problems.append(f"{node.format_node()}: {node.target} is neither a prim nor an extern "
                             f"(at {_user_line(node.meta.get('stack_trace'))})")

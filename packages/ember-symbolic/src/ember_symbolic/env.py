@@ -83,7 +83,7 @@ class SizeEnv:
             return by_sign
         try:
             decided = sympy.simplify(shifted) if not isinstance(shifted, (sympy.logic.boolalg.BooleanAtom,)) else shifted
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, ArithmeticError):  # sympy's evalf can divide by zero on floor()
             return None
         if decided in (sympy.true, sympy.false):
             return bool(decided)
@@ -96,7 +96,10 @@ class SizeEnv:
         fact = relation if outcome else sympy.Not(relation)
         if self.static_truth(fact) is True:
             return
-        fact = sympy.simplify(fact) if not isinstance(fact, sympy.Symbol) else fact
+        try:
+            fact = sympy.simplify(fact) if not isinstance(fact, sympy.Symbol) else fact
+        except (TypeError, ValueError, ArithmeticError):  # sympy cannot compare Max(1, floor(..))
+            pass
         if fact is sympy.true or fact in self.guards:
             return
         self.guards.append(fact)

@@ -2,6 +2,14 @@
 
 Everything here works on real and fake tensors alike (see the decomposition contract in
 `_registry`): it reads only shapes, dtypes and devices.
+
+Note [symbolic sizes in decompositions]: a size may be a SymInt (ember_symbolic; Note [symbolic
+decomposition] in decompose.py). Decompositions compute with sizes as numbers (`a.shape[0] * 2`
+stays an expression) and never call `int()` on one. A comparison used in an `if` (`n == 1`) is a
+decision: the SymInt answers it from its hint and records a guard, unless every value of the
+symbols gives the same answer (sizes are >= 2), in which case it records nothing. `size_min` and
+`size_max` clamp without a guard where the answer is known for every value, and treat ATen's
+"to the end" sentinels (INT64_MAX) as larger than any size.
 """
 from __future__ import annotations
 
@@ -11,9 +19,11 @@ from typing import Sequence
 
 import torch
 
+from ember_prims._library import known_le, same_shape, same_size, size_le  # noqa: F401
+
 P = torch.ops.ember_prims
 aten = torch.ops.aten
-Number = (bool, int, float, complex)
+Number = (bool, int, float, complex, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 # dims ---------------------------------------------------------------------------------------
@@ -39,6 +49,17 @@ def reduction_dims(dims, ndim: int) -> list[int]:
     if dims is None or (not isinstance(dims, int) and len(dims) == 0):
         return list(range(ndim))
     return canon_dims(dims, ndim)
+
+
+# sizes (Note [symbolic sizes in decompositions]) --------------------------------------------
+def size_min(a, b):
+    """min(a, b) for sizes: no guard when the answer holds for every value of the symbols."""
+    return a if size_le(a, b, ties=False) else b
+
+
+def size_max(a, b):
+    """max(a, b) for sizes, as `size_min`."""
+    return b if size_le(a, b, ties=False) else a
 
 
 # type promotion -----------------------------------------------------------------------------
@@ -118,11 +139,11 @@ def _combine(higher, lower):
 
 
 def scalar_dtype(x) -> torch.dtype:
-    if isinstance(x, bool):
+    if isinstance(x, (bool, torch.SymBool)):
         return torch.bool
-    if isinstance(x, int):
+    if isinstance(x, (int, torch.SymInt)):
         return torch.int64
-    if isinstance(x, float):
+    if isinstance(x, (float, torch.SymFloat)):
         return torch.get_default_dtype()
     if isinstance(x, complex):
         return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
@@ -162,6 +183,8 @@ def broadcast_shapes(*shapes) -> list[int]:
     for s in shapes:
         for i, n in enumerate(s):
             j = ndim - len(s) + i
+            if same_size(out[j], n):  # equal sizes broadcast alike, 1 or not: no decision
+                continue
             if out[j] == 1:
                 out[j] = n
             elif n != 1 and n != out[j]:
@@ -171,7 +194,7 @@ def broadcast_shapes(*shapes) -> list[int]:
 
 def broadcast_to(t: torch.Tensor, shape) -> torch.Tensor:
     shape = list(shape)
-    if list(t.shape) == shape:
+    if same_shape(t.shape, shape):
         return t
     return P.broadcast_in_dim(t, shape, list(range(len(shape) - t.dim(), len(shape))))
 
@@ -239,7 +262,7 @@ def reshape(t: torch.Tensor, shape) -> torch.Tensor:
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         shape[shape.index(-1)] = t.numel() // known if known else 0
-    return t if list(t.shape) == shape else P.reshape(t, shape)
+    return t if same_shape(t.shape, shape) else P.reshape(t, shape)
 
 
 def unsqueeze_dims(t: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
@@ -257,8 +280,8 @@ def permute(t: torch.Tensor, dims) -> torch.Tensor:
 
 def slice_dim(t: torch.Tensor, dim: int, start: int, stop: int, step: int = 1) -> torch.Tensor:
     starts, limits, steps = [0] * t.dim(), list(t.shape), [1] * t.dim()
-    starts[dim], limits[dim], steps[dim] = start, max(stop, start), step
-    if starts == [0] * t.dim() and limits == list(t.shape) and steps == [1] * t.dim():
+    starts[dim], limits[dim], steps[dim] = start, size_max(stop, start), step
+    if same_shape(starts, [0] * t.dim()) and same_shape(limits, t.shape) and same_shape(steps, [1] * t.dim()):
         return t
     return P.slice(t, starts, limits, steps)
 

@@ -106,11 +106,11 @@ def fill(a, value):
 def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     if end is None:
         start, end = 0, start
-    is_float = any(isinstance(v, float) for v in (start, end, step))
+    is_float = any(isinstance(v, (float, torch.SymFloat)) for v in (start, end, step))
     dtype = dtype or (torch.get_default_dtype() if is_float else torch.int64)
     device = _device(device)
     n = max(math.ceil((end - start) / step), 0)
-    if not is_float and all(isinstance(v, int) for v in (start, step)) and not dtype.is_floating_point:
+    if not is_float and all(isinstance(v, (int, torch.SymInt)) for v in (start, step)) and not dtype.is_floating_point:
         return P.iota(n, start=start, step=step, dtype=dtype, device=device)
     # ATen computes start + i * step in double, then casts.
     i = P.iota(n, start=0, step=1, dtype=torch.float64, device=device)

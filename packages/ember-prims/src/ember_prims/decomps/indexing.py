@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ember_prims._library import same_shape, same_size
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_shapes, broadcast_to, canon_dim, convert, full, reshape,
@@ -37,7 +38,7 @@ def gather(a, dim, index, *, sparse_grad=False):
 
 
 def _scatter_src(src, index):
-    if list(src.shape) == list(index.shape):
+    if same_shape(src.shape, index.shape):
         return src
     return P.slice(src, [0] * src.dim(), list(index.shape), [1] * src.dim())
 

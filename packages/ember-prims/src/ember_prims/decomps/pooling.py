@@ -13,7 +13,8 @@ import math
 import torch
 
 from ember_prims.decomps._registry import register
-from ember_prims.decomps._util import P, aten, broadcast_to, convert, full, opmath, reshape
+from ember_prims._library import same_size
+from ember_prims.decomps._util import P, aten, broadcast_to, convert, full, opmath, reshape, size_max
 
 
 def _pair(v, default=None):
@@ -45,9 +46,9 @@ def _window(xp, oh, ow, sh, sw, offh, offw):
 
 def _pad_for(x, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, value):
     H, W = x.shape[2], x.shape[3]
-    high_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - H - ph, 0)
-    high_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - W - pw, 0)
-    if ph == pw == high_h == high_w == 0:
+    high_h = size_max((oh - 1) * sh + dh * (kh - 1) + 1 - H - ph, 0)
+    high_w = size_max((ow - 1) * sw + dw * (kw - 1) + 1 - W - pw, 0)
+    if all(same_size(p, 0) for p in (ph, pw, high_h, high_w)):
         return x
     return P.pad(x, value, [0, 0, ph, pw], [0, 0, high_h, high_w])
 
@@ -258,7 +259,7 @@ def _scale(in_size, out_size, scale, align_corners=False):
 
 def _nearest_index(n_in, n_out, scale, device):
     io = P.iota(n_out, start=0, step=1, dtype=torch.int64, device=device)
-    if n_in == n_out:
+    if same_size(n_in, n_out):  # a shortcut: the general formula gives the same indices
         return io
     s = _scale(n_in, n_out, scale)
     f = P.mul(convert(io, torch.float32), full([n_out], s, torch.float32, device))  # float32, as ATen
@@ -326,7 +327,7 @@ def upsample_nearest2d_backward(grad, output_size, input_size, scales_h=None, sc
 def _vec_sizes(a, output_size, scale_factors, k=2):
     if output_size is not None:
         return list(output_size), [None] * k
-    sizes = [int(math.floor(a.shape[-k + i] * scale_factors[i])) for i in range(k)]
+    sizes = [math.floor(a.shape[-k + i] * scale_factors[i]) for i in range(k)]  # SymInt: no int()
     return sizes, list(scale_factors)
 
 

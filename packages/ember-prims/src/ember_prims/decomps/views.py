@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import torch
 
+from ember_prims._library import same_shape, same_size
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_to, canon_dim, canon_dims, convert, full, permute, reshape, result_type,
-    slice_dim,
+    size_max, size_min, slice_dim,
 )
 
 
@@ -69,8 +70,8 @@ def _clamp_slice(size, start, end, step):
     end = size if end is None else end
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
-    start = min(max(start, 0), size)
-    end = min(max(end, start), size)
+    start = size_min(size_max(start, 0), size)
+    end = size_min(size_max(end, start), size)
     return start, end, step
 
 
@@ -190,9 +191,9 @@ def _dim_iota(shape, dim, device, start=0, step=1):
 def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
     d = canon_dim(dim, a.dim())
     start, end, step = _clamp_slice(a.shape[d], start, end, step)
-    if src.numel() == 0:
+    if same_size(src.numel(), 0):  # a shortcut: the scatter below also writes nothing
         return P.clone(a)
-    if step == 1 and start == 0 and end == a.shape[d]:
+    if same_size(step, 1) and same_size(start, 0) and same_size(end, a.shape[d]):
         return P.clone(convert(src, a.dtype))
     index = _dim_iota(src.shape, d, a.device, start, step)
     return P.scatter(a, d, index, convert(src, a.dtype))
@@ -214,7 +215,7 @@ def select_scatter(a, src, dim, index):
 def as_strided_scatter(a, src, size, stride, storage_offset=None):
     # ATen writes `src` into `a.clone().as_strided(...)`: positions count in a contiguous copy
     # of `a`, a flat index per element of `src`.
-    if src.numel() == 0:
+    if same_size(src.numel(), 0):  # a shortcut: the scatter below also writes nothing
         return P.clone(a)
     size = list(size)
     pos = full(size, storage_offset or 0, torch.int64, a.device)

@@ -14,7 +14,7 @@ def _full_fake(shape, value, *, dtype, device):
     return torch.empty(list(shape), dtype=dtype, device=device)
 
 
-defprim("full(int[] shape, Scalar value, *, ScalarType dtype, Device device) -> Tensor", CREATION,
+defprim("full(SymInt[] shape, Scalar value, *, ScalarType dtype, Device device) -> Tensor", CREATION,
         _full_ref, _full_fake, doc="a tensor of shape filled with value (converted to dtype)")
 
 
@@ -28,7 +28,7 @@ def _iota_fake(length, *, start, step, dtype, device):
     return torch.empty([length], dtype=dtype, device=device)
 
 
-defprim("iota(int length, *, int start, int step, ScalarType dtype, Device device) -> Tensor", CREATION,
+defprim("iota(SymInt length, *, SymInt start, SymInt step, ScalarType dtype, Device device) -> Tensor", CREATION,
         _iota_ref, _iota_fake, doc="[start + i * step for i in range(length)], computed in int64, then cast")
 
 
@@ -36,6 +36,6 @@ def _empty_strided_ref(shape, stride, *, dtype, device):
     return torch.empty_strided(list(shape), list(stride), dtype=dtype, device=device)
 
 
-defprim("empty_strided(int[] shape, int[] stride, *, ScalarType dtype, Device device) -> Tensor", CREATION,
+defprim("empty_strided(SymInt[] shape, SymInt[] stride, *, ScalarType dtype, Device device) -> Tensor", CREATION,
         _empty_strided_ref, _empty_strided_ref,
         doc="uninitialised; the one prim whose output strides are not row-major")

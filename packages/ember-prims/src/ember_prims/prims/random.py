@@ -84,10 +84,10 @@ def _random_fake(shape, seed, offset, *, dtype, device):
     return torch.empty(list(shape), dtype=dtype, device=device)
 
 
-defprim("uniform(int[] shape, Tensor seed, int offset, *, ScalarType dtype, Device device) -> Tensor",
+defprim("uniform(SymInt[] shape, Tensor seed, SymInt offset, *, ScalarType dtype, Device device) -> Tensor",
         RANDOM, _uniform_ref, _random_fake,
         doc="element i = tl.rand(seed, offset + i), in [0, 1); float32, then converted to dtype")
-defprim("normal(int[] shape, Tensor seed, int offset, *, ScalarType dtype, Device device) -> Tensor",
+defprim("normal(SymInt[] shape, Tensor seed, SymInt offset, *, ScalarType dtype, Device device) -> Tensor",
         RANDOM, _normal_ref, _random_fake,
         doc="element i = tl.randn(seed, offset + i) (Box-Muller on Philox outputs 0 and 1)")
 

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ember_prims._library import VIEW, defprim, empty, fresh
+from ember_prims._library import VIEW, defprim, empty, fresh, same_size, size_le
 
 
 def _fail(name, msg):
@@ -33,7 +33,7 @@ def _reshape_fake(a, shape):
     return empty(a, shape)
 
 
-defprim("reshape(Tensor a, int[] shape) -> Tensor", VIEW, _reshape_ref, _reshape_fake,
+defprim("reshape(Tensor a, SymInt[] shape) -> Tensor", VIEW, _reshape_ref, _reshape_fake,
         doc="row-major reshape; shape fully specified (no -1)")
 
 
@@ -61,7 +61,7 @@ defprim("permute(Tensor a, int[] dims) -> Tensor", VIEW, _permute_ref, _permute_
 def _bid_check(a, shape, bdims):
     ok = len(bdims) == a.dim() and all(0 <= d < len(shape) for d in bdims) and \
         all(x < y for x, y in zip(bdims, bdims[1:])) and \
-        all(a.shape[i] in (1, shape[d]) for i, d in enumerate(bdims))
+        all(same_size(a.shape[i], shape[d]) or a.shape[i] == 1 for i, d in enumerate(bdims))
     if not ok:
         _fail("broadcast_in_dim", f"cannot broadcast {tuple(a.shape)} to {tuple(shape)} "
               f"with broadcast_dimensions={list(bdims)}")
@@ -80,7 +80,7 @@ def _bid_fake(a, shape, bdims):
     return empty(a, shape)
 
 
-defprim("broadcast_in_dim(Tensor a, int[] shape, int[] broadcast_dimensions) -> Tensor", VIEW,
+defprim("broadcast_in_dim(Tensor a, SymInt[] shape, int[] broadcast_dimensions) -> Tensor", VIEW,
         _bid_ref, _bid_fake, doc="JAX semantics; also serves unsqueeze and expand")
 
 
@@ -88,7 +88,7 @@ defprim("broadcast_in_dim(Tensor a, int[] shape, int[] broadcast_dimensions) -> 
 def _slice_shape(a, start, limit, step):
     n = a.dim()
     if not (len(start) == len(limit) == len(step) == n) or any(
-            not (0 <= s <= l <= a.shape[i]) or st < 1
+            not (size_le(0, s) and size_le(s, l) and size_le(l, a.shape[i])) or st < 1
             for i, (s, l, st) in enumerate(zip(start, limit, step))):
         _fail("slice", f"bad start/limit/step {list(start)}/{list(limit)}/{list(step)} "
               f"for shape {tuple(a.shape)}")
@@ -105,7 +105,7 @@ def _slice_fake(a, start, limit, step):
     return empty(a, _slice_shape(a, start, limit, step))
 
 
-defprim("slice(Tensor a, int[] start, int[] limit, int[] step) -> Tensor", VIEW, _slice_ref,
+defprim("slice(Tensor a, SymInt[] start, SymInt[] limit, SymInt[] step) -> Tensor", VIEW, _slice_ref,
         _slice_fake, doc="one (start, limit, step) per dim; 0 <= start <= limit <= size, step >= 1")
 
 
@@ -140,7 +140,7 @@ def _as_strided_fake(a, size, stride, offset):
     return empty(a, size)
 
 
-defprim("as_strided(Tensor a, int[] size, int[] stride, int offset) -> Tensor", VIEW, _as_strided_ref,
+defprim("as_strided(Tensor a, SymInt[] size, SymInt[] stride, SymInt offset) -> Tensor", VIEW, _as_strided_ref,
         _as_strided_fake,
         doc="out[i] = a.flatten()[offset + sum(i_k * stride_k)]: strides index the row-major "
             "order of the input's values, not a storage")
@@ -212,5 +212,5 @@ def _pad_fake(a, value, low, high):
     return empty(a, _pad_shape(a, low, high))
 
 
-defprim("pad(Tensor a, Scalar value, int[] low, int[] high) -> Tensor", VIEW, _pad_ref, _pad_fake,
+defprim("pad(Tensor a, Scalar value, SymInt[] low, SymInt[] high) -> Tensor", VIEW, _pad_ref, _pad_fake,
         doc="constant padding; low/high per dim, non-negative (negative padding is a slice)")
