@@ -76,3 +76,22 @@ def test_meta_kernels_on_symbolic_fakes(device):
         r = y.reshape(-1).sum()
         assert r.shape == ()
     assert env.guards == []  # shape arithmetic needed no decision
+
+
+def test_a_pinned_symbol_is_replaced_everywhere():
+    env = SizeEnv()
+    mode = plain_fake_mode()
+    b, d = env.symint(4, "x.size(0)"), env.symint(32, "x.size(1)")
+    x = fake_with_sizes(mode, torch.empty(4, 32), (b, d))
+    with mode:
+        y = F.layer_norm(x, (32,), torch.empty(32), torch.empty(32))  # the meta kernel pins d == 32
+    assert env.replacements == {sympy.Symbol("s1", integer=True, positive=True): 32}
+    assert expr_of(x.shape[1]) == 32 and expr_of(y.stride(0)) == 32
+    assert env.guards_hold({"s0": 9, "s1": 32}) and not env.guards_hold({"s0": 9, "s1": 31})
+
+
+def test_two_symbols_found_equal_become_one():
+    env = SizeEnv()
+    n, m = env.symint(8, "x.size(0)"), env.symint(8, "y.size(0)")
+    assert n == m  # a decision: guard, and m is replaced by n
+    assert expr_of(m * 2) == expr_of(n) * 2

@@ -35,6 +35,9 @@ class SizeEnv:
         self.hints: dict[sympy.Symbol, int] = {}
         self.sources: dict[sympy.Symbol, str] = {}
         self.guards: list[sympy.Basic] = []
+        # Note [replacements]: a guard that pins a symbol (s2 == 32, s3 == s1) replaces it from then
+        # on: every node's expr reads through this map, so later checks compare 32 with 32.
+        self.replacements: dict[sympy.Symbol, sympy.Expr] = {}
         self._shift: dict[sympy.Symbol, sympy.Expr] = {}
 
     # -- symbols ---------------------------------------------------------------------------------
@@ -103,6 +106,29 @@ class SizeEnv:
         if fact is sympy.true or fact in self.guards:
             return
         self.guards.append(fact)
+        self._learn(fact)
+
+    def _learn(self, fact: sympy.Basic) -> None:
+        """Note [replacements]: from ``Eq(symbol, integer)`` or ``Eq(newer symbol, older symbol)``,
+        replace the symbol everywhere."""
+        if not isinstance(fact, sympy.Eq):
+            return
+        lhs, rhs = self.simplify(fact.lhs), self.simplify(fact.rhs)
+        order = {s: i for i, s in enumerate(self.hints)}
+        for symbol, value in ((lhs, rhs), (rhs, lhs)):
+            if not isinstance(symbol, sympy.Symbol) or symbol not in order:
+                continue
+            if value.is_Integer or (isinstance(value, sympy.Symbol) and order.get(value, len(order)) < order[symbol]):
+                self.replacements[symbol] = value
+                for known, was in list(self.replacements.items()):
+                    self.replacements[known] = was.xreplace({symbol: value})
+                return
+
+    def simplify(self, expr: sympy.Basic) -> sympy.Basic:
+        """``expr`` with the replaced symbols substituted (Note [replacements])."""
+        if not self.replacements or not getattr(expr, "free_symbols", None):
+            return expr
+        return expr.xreplace(self.replacements)
 
     def specialize(self, expr: sympy.Expr, value) -> None:
         """Record that ``expr`` was used as the concrete ``value`` (``int(n)``, a branch on a size)."""

@@ -90,10 +90,15 @@ class SymNode:
 
     def __init__(self, env, expr: sympy.Basic, pytype: type, hint) -> None:
         self.env = env
-        self.expr = expr
+        self._expr = expr
         self.pytype = pytype
         self.hint = pytype(hint)
         self._hint = self.hint  # read by torch's helpers to disprove statically-known facts
+
+    @property
+    def expr(self) -> sympy.Basic:
+        """The expression, with the environment's replaced symbols substituted (Note [replacements])."""
+        return self.env.simplify(self._expr)
 
     def wrapped(self):
         """This node as the torch value users and meta kernels hold (SymInt, SymFloat, SymBool)."""
