@@ -43,7 +43,7 @@ CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 # to True once ember_autograd, ember_prims and ember_inductor compile graphs with symbolic sizes
 # (issue #18's contract, /work/wt/_brief/DYNAMIC.md); backends that run the captured graph as it
 # is ("eager", user callables) take symbolic graphs already.
-AOT_TAKES_SYMBOLIC_SHAPES = False
+AOT_TAKES_SYMBOLIC_SHAPES = True
 
 
 @dataclasses.dataclass(frozen=True)
