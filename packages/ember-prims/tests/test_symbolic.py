@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import ember_prims
-from symbolic_graphs import aten_graph, eager_outputs
+from prims_symbolic_graphs import aten_graph, eager_outputs
 
 aten = torch.ops.aten
 TOL = dict(rtol=1e-4, atol=1e-5)

@@ -96,12 +96,3 @@ def test_two_symbols_found_equal_become_one():
     assert n == m  # a decision: guard, and m is replaced by n
     assert expr_of(m * 2) == expr_of(n) * 2
 
-
-def test_guard_or_false_returns_the_fallback_without_a_guard():
-    # as torch's C++ kernels call them (SymBool::guard_or_false -> node.guard_or_false)
-    env = SizeEnv()
-    n = env.symint(8, "n")
-    assert (n == 8).node.guard_or_false("", 0) is False  # not known for every n: the fallback
-    assert (n == 8).node.guard_or_true("", 0) is True
-    assert (n >= 2).node.guard_or_false("", 0) is True  # known from the bounds
-    assert env.guards == []

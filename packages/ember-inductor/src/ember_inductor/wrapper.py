@@ -29,7 +29,8 @@ from ember_inductor.sizes import is_size_symbol, py_size, py_sizes, size_symbols
 class WrapperWriter:
     def __init__(self):
         self.lines = ["def call(args):"]
-        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout}
+        self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout,
+                                "aligned": aligned_operand}
         self.base_layout: dict[str, tuple] = {}
         self.used: set = set()  # size symbols the body mentions (Note [binding size symbols])
 
@@ -190,8 +191,9 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
         # OpOverload.__call__ is `return self._op(*args, **kwargs)`: calling the C++ entry
         # point skips a Python frame per extern call (~0.7 µs; a hundred per BERT call)
         op += "._op"
-    args = ", ".join(w.value_expr(a) for a in call.args)
-    kwargs = ", ".join(f"{k}={w.value_expr(v)}" for k, v in call.kwargs.items())
+    aligned = _aligned_operands(call.op)
+    args = ", ".join(_operand(w, a, i in aligned) for i, a in enumerate(call.args))
+    kwargs = ", ".join(f"{k}={_operand(w, v, k in aligned)}" for k, v in call.kwargs.items())
     expr = f"{op}({', '.join(x for x in (args, kwargs) if x)})"
     comment = f"  # {call.origin}: {call.reason}"
     if len(call.outputs) == 1 and call.outputs[0] is not None and call.outputs[0].item is None:
@@ -208,6 +210,46 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
             w.emit(f"{out.name} = fit({call.name}[{out.item}], {w.sizes(out.sizes)}, {w.sizes(out.strides)})")
             w.base_layout[out.name] = out.layout
     w.emit(f"del {call.name}")
+
+
+# Note [aligned attention bias]: CUDA's memory-efficient attention kernel (ATen's
+# _scaled_dot_product_efficient_attention and its backward) requires every stride of attn_bias
+# but the last to be a multiple of 16 bytes, and raises otherwise. Eager never trips on it:
+# a mask built by expand has stride 0 where it broadcasts. A mask the graph materializes
+# densely has row stride = sequence length (7 * 4 bytes at sequence 7): the call raised, and the
+# graph ran eagerly. The wrapper hands such an operand over through `aligned`, which copies it
+# into rows padded to 16 bytes when (and only when) its strides are not aligned.
+_ALIGNED_OPERANDS = {"attn_bias"}
+_ALIGNED_OPS = ("_scaled_dot_product_efficient_attention",)
+
+
+def _aligned_operands(op) -> set:
+    """The positions and names of `op`'s operands that go through `aligned_operand`."""
+    if not isinstance(op, torch._ops.OpOverload) or not op._schema.name.split("::")[-1].startswith(_ALIGNED_OPS):
+        return set()
+    names = [a.name for a in op._schema.arguments]
+    return {i for i, n in enumerate(names) if n in _ALIGNED_OPERANDS} | (_ALIGNED_OPERANDS & set(names))
+
+
+def _operand(w: WrapperWriter, value, aligned: bool) -> str:
+    expr = w.value_expr(value)
+    return f"aligned({expr})" if aligned else expr
+
+
+def aligned_operand(t, alignment_bytes: int = 16):
+    """`t` itself when every stride but the last is a multiple of `alignment_bytes` (or `t` is
+    not a tensor); else a copy of `t` whose rows are padded to that alignment (Note [aligned
+    attention bias])."""
+    if not isinstance(t, torch.Tensor) or t.dim() < 2:
+        return t
+    step = max(alignment_bytes // t.element_size(), 1)
+    if all(st % step == 0 for st in t.stride()[:-1]):
+        return t
+    sizes = list(t.shape)
+    padded = torch.empty(*sizes[:-1], -(-sizes[-1] // step) * step, dtype=t.dtype, device=t.device)
+    out = padded[..., :sizes[-1]]
+    out.copy_(t)
+    return out
 
 
 def fit_layout(t, sizes, strides):

@@ -183,19 +183,8 @@ class SymNode:
 
     expect_true = guard_bool
     guard_size_oblivious = guard_bool
-
-    # torch's contract for these two: where the answer is not known for every value, return the
-    # fallback and record nothing (the caller is correct either way: a fast path it may skip).
-    def guard_or_false(self, file: str = "", line: int = 0) -> bool:
-        known = self.env.static_truth(self._as_relation())
-        return bool(known) if known is not None else False
-
-    def guard_or_true(self, file: str = "", line: int = 0) -> bool:
-        known = self.env.static_truth(self._as_relation())
-        return bool(known) if known is not None else True
-
-    def _as_relation(self) -> sympy.Basic:
-        return self.expr if self.pytype is bool else sympy.Ne(self.expr, 0)
+    guard_or_false = guard_bool
+    guard_or_true = guard_bool
 
     def statically_known_true(self, file: str = "", line: int = 0) -> bool:
         return self.env.static_truth(self.expr) is True

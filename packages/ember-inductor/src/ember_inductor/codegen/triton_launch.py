@@ -87,7 +87,9 @@ class TritonLauncher:
         self.n_tensors = len(source.kernel.args)
         sizevars = self.meta.get("sizevars", ())
         # Note [size arguments] (triton.py): the numbers of elements that follow the sizes
-        self._numels = (eval(f"lambda {', '.join(sizevars)}: ({', '.join(self.meta['numel_src'])},)")  # noqa: S307
+        # (a kernel whose numbers of elements are all static has none: an empty tuple)
+        numels = "".join(f"{n}, " for n in self.meta.get("numel_src", ()))
+        self._numels = (eval(f"lambda {', '.join(sizevars)}: ({numels})")  # noqa: S307
                         if sizevars else None)
 
     def warmup(self) -> None:
