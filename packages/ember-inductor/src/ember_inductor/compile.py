@@ -18,6 +18,7 @@ from ember_inductor.codegen.common import KernelSource, choose_backend, get_back
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
 from ember_inductor.inplace import plan_in_place, rewrite_spec
+from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
@@ -207,7 +208,11 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
             if isinstance(ps.step, KernelGroup):
                 name = f"kernel{len(specs)}"
                 names[id(ps.step)] = name
-                specs.append(finalize(ps.step, ps.live_out, name))
+                specs.append(finalize(ps.step, ps.live_out, name, lowered.hints))
+        # Triton: 32-bit indices for symbolic kernels, under guards (Note [32-bit indices of symbolic kernels])
+        triton_at = [i for i, b in enumerate(kernel_backends) if b == "triton"]
+        for i, narrowed in zip(triton_at, narrow_indices([specs[i] for i in triton_at], lowered.env)):
+            specs[i] = narrowed
         # mutated inputs whose kernel may write them in place (Note [mutated inputs written in place])
         in_place = plan_in_place(lowered, planned, dict(zip(names, specs)), _mutations(gm))
         if in_place:
@@ -221,12 +226,14 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         for b in dict.fromkeys(kernel_backends):
             mine = [src for src, kb in zip(sources, kernel_backends) if kb == b]
             launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
-        call_args = {s.name: (s.origins, [a.name for a in s.args]) for s in specs}
-        source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args)
+        call_args = {s.name: (s.origins, [a.name for a in s.args], list(s.sizevars)) for s in specs}
+        at_storage_start = backend_name == "triton" or "triton" in kernel_backends  # Note [input offsets]
+        source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args, at_storage_start)
         exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
-    at_storage_start = backend_name == "triton" or "triton" in kernel_backends  # Note [input offsets]
-    layouts = [(tuple(x.shape), tuple(x.stride()), at_storage_start) if isinstance(x, torch.Tensor) else None
-               for x in example_inputs]
+    # a symbolic input's layout is checked by the wrapper, against its bound sizes (wrapper.py)
+    layouts = [(tuple(x.shape), tuple(x.stride()), at_storage_start)
+               if isinstance(x, torch.Tensor) and not (isinstance(b, InputBuffer) and b.is_symbolic) else None
+               for x, b in zip(example_inputs, lowered.inputs)]
     compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}

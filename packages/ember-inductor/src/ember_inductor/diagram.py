@@ -39,7 +39,11 @@ def fused_graph(planned, kernel_names: dict, specs) -> list[DiagramStep]:
         spec = by_name[kernel_names[id(step)]]
         reads = tuple(a.name for a in spec.args if a.role in ("in", "inout"))
         writes = tuple(a.name for a in spec.args if a.role in ("out", "inout"))
-        out.append(DiagramStep(spec.name, "kernel", ", ".join(spec.origins), reads, writes))
+        label = ", ".join(spec.origins)
+        if spec.sizevars:  # symbolic sizes print as their names (Note [symbolic sizes in the inductor])
+            space = [*spec.ranges, *spec.reduction_ranges]
+            label += f" over [{', '.join(str(r) for r in space)}]"
+        out.append(DiagramStep(spec.name, "kernel", label, reads, writes))
     return out
 
 

@@ -10,9 +10,10 @@ from ember_inductor.kernel import KernelArg, KernelSpec, range_var, reduction_va
 
 from ember_inductor.indexing import FloorDiv, ModIndex
 from ember_inductor.scheduler import KernelGroup
+from ember_inductor.sizes import known_equal, size_symbols
 
 
-def finalize(group: KernelGroup, live_out: set, name: str) -> KernelSpec:
+def finalize(group: KernelGroup, live_out: set, name: str, hints: dict | None = None) -> KernelSpec:
     ops = _dead_code(group.kb.ops, live_out)
     ops = [dataclasses.replace(o, index=simplify_index(o.index)) if o.index is not None else o for o in ops]
     ranges, ops = merge_dims(list(group.ranges), "x", range_var, ops)
@@ -25,7 +26,10 @@ def finalize(group: KernelGroup, live_out: set, name: str) -> KernelSpec:
             args.append(KernelArg(o.target, dtype, "in" if o.kind == "load" else "out"))
     args.sort(key=lambda a: a.role == "out")
     origins = tuple(dict.fromkeys(orig for n in group.nodes for orig in n.origins if orig))
-    return KernelSpec(name, tuple(ranges), tuple(rranges), tuple(args), tuple(ops), origins).with_stages()
+    # Note [symbolic sizes in the inductor]: the size symbols the kernel's loops and indices use
+    sizevars = size_symbols([*ranges, *rranges, *(o.index for o in ops)])
+    return KernelSpec(name, tuple(ranges), tuple(rranges), tuple(args), tuple(ops), origins,
+                      sizevars=sizevars, hints={s: (hints or {})[s] for s in sizevars}).with_stages()
 
 
 def _dead_code(ops, live_out):
@@ -68,12 +72,13 @@ def simplify_index(e):
 
 
 def _coeff(e, v):
-    """The coefficient of v in e if e is linear in v, else None."""
+    """The coefficient of v in e if e is linear in v (the coefficient may be a size
+    expression: s1*x0), else None."""
     c = sympy.Integer(0)
     for t in sympy.Add.make_args(e):
         if v not in t.free_symbols:
             continue
-        k, f = t.as_coeff_Mul()
+        k, f = t.as_independent(v, as_Add=False)
         if f != v:
             return None
         c += k
@@ -96,7 +101,7 @@ def merge_dims(ranges, prefix, make_var, ops):
         ok = True
         for e in exprs:
             ci, cj = _coeff(e, vi), _coeff(e, vj)
-            if ci is None or cj is None or ci != cj * sizes[j]:
+            if ci is None or cj is None or not known_equal(ci, cj * sizes[j]):
                 ok = False
                 break
         if ok:

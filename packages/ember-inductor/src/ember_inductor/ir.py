@@ -20,23 +20,26 @@ import sympy
 import torch
 
 from ember_inductor.kernel import Op
+from ember_inductor.sizes import as_size, is_static
 
 Index = tuple  # of sympy expressions, one per dim
 
 
-def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
+def contiguous_strides(sizes: Sequence) -> tuple:
+    """Row-major strides; symbolic sizes give expressions (Note [symbolic sizes in the inductor])."""
     strides, acc = [], 1
     for s in reversed(list(sizes)):
         strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
+        acc = acc * (max(int(s), 1) if is_static(s) else s)
+    return tuple(as_size(st) for st in reversed(strides))
 
 
-def numel(sizes: Sequence[int]) -> int:
+def numel(sizes: Sequence):
+    """The number of elements: an int, or an expression when a size is symbolic."""
     n = 1
     for s in sizes:
-        n *= int(s)
-    return n
+        n = n * (int(s) if is_static(s) else s)
+    return n if isinstance(n, int) else as_size(n)
 
 
 def indirect_ids(expr) -> tuple[int, ...]:
@@ -190,6 +193,11 @@ class Buffer(IRNode):
 @dataclass(eq=False)
 class InputBuffer(Buffer):
     position: int = 0
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether a size or stride is an expression over size symbols (sizes.py)."""
+        return not all(is_static(v) for v in (*self.sizes, *self.strides))
 
 
 @dataclass(eq=False)

@@ -87,6 +87,14 @@ class KernelSpec:
     ops: tuple[Op, ...]
     origins: tuple[str, ...] = ()   # graph nodes this kernel computes (for comments)
     stages: tuple[Stage, ...] = field(default=(), compare=False)
+    # Note [symbolic sizes in the inductor] (sizes.py): the size symbols (s0, ...) the ranges
+    # and indices mention, passed to the kernel as int64 scalars after the buffers, in this
+    # order; `hints` their values in the call compiled for (heuristics only)
+    sizevars: tuple = ()
+    hints: dict = field(default_factory=dict, compare=False, hash=False)
+    # a symbolic kernel whose every index fits int32 under a recorded guard (kernel_analysis.py,
+    # Note [32-bit indices of symbolic kernels])
+    int32_indices: bool = False
 
     @property
     def range_vars(self) -> tuple[sympy.Symbol, ...]:
@@ -113,7 +121,7 @@ class KernelSpec:
 
     def with_stages(self) -> "KernelSpec":
         return KernelSpec(self.name, self.ranges, self.reduction_ranges, self.args, self.ops,
-                          self.origins, compute_stages(self.ops))
+                          self.origins, compute_stages(self.ops), self.sizevars, self.hints, self.int32_indices)
 
     def __str__(self) -> str:
         return format_kernel(self)
@@ -179,7 +187,8 @@ def compute_stages(ops: Sequence[Op]) -> tuple[Stage, ...]:
 
 def format_kernel(k: KernelSpec) -> str:
     """A readable dump of a kernel description (golden tests, traces)."""
-    lines = [f"kernel {k.name}: ranges={list(k.ranges)} reduction_ranges={list(k.reduction_ranges)}"]
+    lines = [f"kernel {k.name}: ranges={list(k.ranges)} reduction_ranges={list(k.reduction_ranges)}"
+             + (f" sizes={list(k.sizevars)}" if k.sizevars else "")]
     lines.append("  args: " + ", ".join(f"{a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
                                         for a in k.args))
     for op in k.ops:

@@ -18,6 +18,7 @@ import torch
 import torch.fx as fx
 
 from ember_inductor.ir import IRNode, Reduction, contiguous_strides
+from ember_inductor.sizes import as_sizes, is_static, product
 
 # Note [channels-last convolutions]
 #     Convolution libraries (oneDNN on the CPU, cuDNN on the GPU) run 2-D convolutions faster on
@@ -100,7 +101,7 @@ class LayoutPlan:
     def result_strides(self, relaid: bool, item: int, val: torch.Tensor) -> tuple:
         """An extern result's strides: channels-last for a relaid convolution's activation
         result, else the recorded ones."""
-        return channels_last_strides(val.shape) if relaid and item == 0 else tuple(val.stride())
+        return channels_last_strides(val.shape) if relaid and item == 0 else as_sizes(val.stride())
 
     @staticmethod
     def fits_result(op) -> bool:
@@ -128,7 +129,7 @@ def plan_layouts(gm: fx.GraphModule, conv_layout: str) -> LayoutPlan:
 
 
 def channels_last_strides(sizes) -> tuple[int, ...]:
-    n, c, h, w = (int(s) for s in sizes)
+    n, c, h, w = as_sizes(sizes)
     s_n, s_h, s_w, s_c = contiguous_strides((n, h, w, c))
     return (s_n, s_c, s_h, s_w)
 
@@ -136,7 +137,12 @@ def channels_last_strides(sizes) -> tuple[int, ...]:
 def _channels_last_candidate(node: IRNode) -> bool:
     """A 4-D lazy value (not a reduction) with channels and pixels: realized channels-last."""
     return (not isinstance(node, Reduction) and len(node.sizes) == 4
-            and node.sizes[1] > 1 and node.sizes[2] * node.sizes[3] > 1)
+            and _above_one(node.sizes[1]) and _above_one(product(node.sizes[2:])))
+
+
+def _above_one(n) -> bool:
+    # a symbolic size counts as above one: the layout is a heuristic, correct for any size
+    return not is_static(n) or int(n) > 1
 
 
 def _has_conv_2d(gm: fx.GraphModule) -> bool:

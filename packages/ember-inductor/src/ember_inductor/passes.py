@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 
 import ember_prims
+from ember_inductor.sizes import same_sizes
 
 aten = torch.ops.aten
 _PERMUTE = ember_prims.PRIMS["permute"].op
@@ -109,9 +110,10 @@ def _bias_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
             continue
         prod, out, bias = _val(mm), _val(add), _val(b.args[0])
         if (prod is None or out is None or bias is None or any(_val(a) is None for a in mm.args[:2])
-                or bias.dim() != 1 or list(b.args[2]) != [1] or list(b.args[1]) != list(prod.shape)
+                or bias.dim() != 1 or list(b.args[2]) != [1] or _val(b) is None
+                or not same_sizes(_val(b).shape, prod.shape)  # symbolic sizes: no guard
                 or not (bias.dtype == prod.dtype == out.dtype) or bias.device != prod.device
-                or out.shape != prod.shape):
+                or not same_sizes(out.shape, prod.shape)):
             continue
         if _feeds_only_libraries(add):
             return mm, b
@@ -157,7 +159,8 @@ def _reshape_chain_to_unsafe_view(graph: fx.Graph, fused: fx.Node) -> None:
         return
     last = chain[-1]
     with graph.inserting_before(last):
-        flat = graph.call_function(aten._unsafe_view.default, (fused, list(_val(last).shape)))
+        # the reshape's own sizes (nodes where they are symbolic), which are its value's
+        flat = graph.call_function(aten._unsafe_view.default, (fused, list(last.args[1])))
     flat.meta = dict(last.meta)
     last.replace_all_uses_with(flat)
     for r in reversed(chain):

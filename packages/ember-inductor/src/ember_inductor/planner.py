@@ -13,6 +13,7 @@ import torch
 
 from ember_inductor.ir import Buffer, ExternCall, numel
 from ember_inductor.scheduler import KernelGroup
+from ember_inductor.sizes import is_static
 
 
 @dataclass
@@ -41,6 +42,11 @@ def extern_buffers(call: ExternCall) -> list[Buffer]:
 
 def _nbytes(node) -> int:
     return numel(node.sizes) * node.dtype.itemsize
+
+
+def _may_hold_bytes(node) -> bool:
+    n = _nbytes(node)
+    return not is_static(n) or n > 0  # a symbolic size may be 0 for some values: reused only by an equal one
 
 
 def plan_buffers(steps: list, outputs: list, input_names: set) -> list[PlannedStep]:
@@ -80,7 +86,7 @@ def plan_buffers(steps: list, outputs: list, input_names: set) -> list[PlannedSt
                 continue  # kernel-local, never allocated
             ps.frees.append(name)
             node = written.get(name)
-            if node is not None and name not in seen_by_extern and _nbytes(node) > 0:
+            if node is not None and name not in seen_by_extern and _may_hold_bytes(node):
                 pool.append((name, _nbytes(node), node.dtype, node.device))
         planned.append(ps)
     # a freed buffer that a later one takes over is dropped at the takeover, not at its free

@@ -54,11 +54,11 @@ class KernelGroup:
 
     @property
     def ranges(self) -> tuple:
-        return tuple(sympy.Integer(s) for i, s in enumerate(self.sizes) if s != 1 and i not in self.dims)
+        return tuple(sympy.sympify(s) for i, s in enumerate(self.sizes) if s != 1 and i not in self.dims)
 
     @property
     def reduction_ranges(self) -> tuple:
-        return tuple(sympy.Integer(s) for i, s in enumerate(self.sizes) if s != 1 and i in self.dims)
+        return tuple(sympy.sympify(s) for i, s in enumerate(self.sizes) if s != 1 and i in self.dims)
 
     def emit(self, node: ComputedBuffer) -> None:
         """Add the ops computing and storing `node` (raises FusionConflict)."""

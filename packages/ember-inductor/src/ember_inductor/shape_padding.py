@@ -17,6 +17,7 @@ import torch
 import torch.fx as fx
 
 import ember_prims
+from ember_inductor.sizes import has_symbolic_layout
 
 aten = torch.ops.aten
 _PAD = ember_prims.PRIMS["pad"].op
@@ -37,6 +38,8 @@ def plan_padding(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
     align_bytes = ALIGN_BYTES.get(a.device.type)
     if align_bytes is None or not a.dtype.is_floating_point or a.dtype != b.dtype:
         return None
+    if has_symbolic_layout(a) or has_symbolic_layout(b):
+        return None  # the padding would depend on the sizes' values (a guard): not padded
     align = max(1, align_bytes // a.element_size())
     *batch, m, k = a.shape
     n = b.shape[-1]

@@ -6,6 +6,7 @@ import torch
 import torch.fx as fx
 
 import ember_prims
+from ember_inductor.sizes import is_size_target
 
 
 class SpecError(ValueError):
@@ -30,7 +31,9 @@ def verify_graph(gm: fx.GraphModule, strict: bool = False) -> None:
                 if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
                 and n.target._schema.is_mutable]
     try:
-        ember_prims.verify(gm, also_allowed=None if strict else _functional_aten)
+        # sizes computed from sizes (Note [size arithmetic nodes] in sizes.py) are part of the spec
+        ember_prims.verify(gm, also_allowed=is_size_target if strict else
+                           (lambda t: is_size_target(t) or _functional_aten(t)))
     except ember_prims.SpecError as exc:
         problems.append(str(exc))
     if problems:

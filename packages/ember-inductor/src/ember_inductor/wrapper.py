@@ -2,13 +2,28 @@
 
 It is plain Python source (printable, cached with the kernels' sources), executed once into a
 namespace holding the launchers, the extern ops and the devices.
+
+Note [binding size symbols]
+    In a graph with symbolic sizes (sizes.py) the wrapper starts by reading each size symbol
+    it uses from the call's inputs: the first tensor input dimension whose size is exactly that
+    symbol (`s0 = in0.shape[0]`), else an int input that is the symbol (`s1 = arg2`), else a
+    tensor input's stride that is (`s2 = in1.stride(0)`). Where to read each symbol is decided
+    once, at compile time; a call pays one attribute read per symbol. Buffer sizes, views,
+    extern arguments and the kernels' size arguments are then expressions over those names.
+    A symbolic input whose layout differs from the one compiled for (its strides in terms of
+    the bound symbols) is copied into that layout first, as CompiledGraph does for static ones.
 """
 from __future__ import annotations
 
+import math
+import re
+
+import sympy
 import torch
 
 from ember_inductor.ir import Buffer, ExternCall, InputBuffer
 from ember_inductor.scheduler import KernelGroup
+from ember_inductor.sizes import is_size_symbol, py_size, py_sizes, size_symbols
 
 
 class WrapperWriter:
@@ -16,6 +31,16 @@ class WrapperWriter:
         self.lines = ["def call(args):"]
         self.namespace: dict = {"torch": torch, "empty_strided": torch.empty_strided, "fit": fit_layout}
         self.base_layout: dict[str, tuple] = {}
+        self.used: set = set()  # size symbols the body mentions (Note [binding size symbols])
+
+    def sizes(self, values) -> str:
+        """A tuple of sizes as source; the symbols it names are recorded for binding."""
+        self.used.update(size_symbols(values))
+        return py_sizes(values)
+
+    def size(self, value) -> str:
+        self.used.update(size_symbols([value]))
+        return py_size(value)
 
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
@@ -29,8 +54,8 @@ class WrapperWriter:
         """The tensor a Buffer denotes: its base variable, or a strided view of it."""
         if self.base_layout.get(b.name) == b.layout:
             return b.name
-        return (f"{b.name}.as_strided({tuple(b.sizes)}, {tuple(b.strides)}, "
-                f"{b.name}.storage_offset() + {b.offset})")
+        return (f"{b.name}.as_strided({self.sizes(b.sizes)}, {self.sizes(b.strides)}, "
+                f"{b.name}.storage_offset() + {self.size(b.offset)})")
 
     def value_expr(self, v) -> str:
         if isinstance(v, Buffer):
@@ -40,18 +65,28 @@ class WrapperWriter:
             return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
         if isinstance(v, dict):
             return "{" + ", ".join(f"{k!r}: {self.value_expr(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, sympy.Basic):  # a size expression (Note [binding size symbols])
+            text = self.size(v)
+            for name in re.findall(r"\b([a-z_]+)\(", text):  # sqrt(s0): the math module's
+                if hasattr(math, name):
+                    self.namespace[name] = getattr(math, name)
+            return text
         if isinstance(v, (torch.device, torch.dtype, torch.memory_format, torch.layout)) or \
                 not isinstance(v, (int, float, bool, str, type(None))):
             return self.const("c", v)
         return repr(v)
 
 
-def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, origins: dict):
-    """-> (source, namespace). kernel_names: id(group) -> name; launchers: name -> callable."""
+def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, origins: dict,
+                     at_storage_start: bool = False):
+    """-> (source, namespace). kernel_names: id(group) -> name; launchers: name -> callable;
+    origins: name -> (graph nodes, buffer arguments, size arguments). at_storage_start: symbolic
+    inputs must start their storage (Note [input offsets] in compile.py)."""
     w = WrapperWriter()
     names = [b.name if isinstance(b, InputBuffer) else f"arg{i}" for i, b in enumerate(lowered.inputs)]
     if names:
         w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    prologue = len(w.lines)  # the symbols are bound here, once the body says which it uses
     for b in lowered.inputs:
         if isinstance(b, InputBuffer):
             w.base_layout[b.name] = b.layout
@@ -65,21 +100,24 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
             if a.alias:  # Note [mutated inputs written in place]: the kernel writes the input
                 w.emit(f"{a.name} = {a.alias}")
             elif a.reuse:
-                w.emit(f"{a.name} = {a.reuse}.as_strided({a.sizes}, {a.strides}, 0); del {a.reuse}")
+                w.emit(f"{a.name} = {a.reuse}.as_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, 0); "
+                       f"del {a.reuse}")
             else:
                 dev = w.const("dev", a.device)
-                w.emit(f"{a.name} = empty_strided({a.sizes}, {a.strides}, dtype={a.dtype}, device={dev})")
+                w.emit(f"{a.name} = empty_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, dtype={a.dtype}, "
+                       f"device={dev})")
         step = ps.step
         if isinstance(step, KernelGroup):
             name = kernel_names[id(step)]
-            spec_args = origins[name][1]
+            spec_args, size_args = origins[name][1], [str(v) for v in origins[name][2]]
+            w.used.update(origins[name][2])
             c_fn = getattr(launchers[name], "c_function", None)
             if c_fn is not None:  # a C entry point: pass data pointers, skip the Python launcher
                 w.namespace[f"{name}_c"] = c_fn
-                ptrs = ", ".join(f"{a}.data_ptr()" for a in spec_args)
+                ptrs = ", ".join([f"{a}.data_ptr()" for a in spec_args] + size_args)
                 w.emit(f"{name}_c({ptrs})  # {', '.join(origins[name][0])}")
             else:
-                w.emit(f"{name}({', '.join(spec_args)})  # {', '.join(origins[name][0])}")
+                w.emit(f"{name}({', '.join(spec_args + size_args)})  # {', '.join(origins[name][0])}")
         else:
             _emit_extern(w, step)
         if ps.frees:
@@ -91,7 +129,59 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         w.emit(f"return [{', '.join(outs)}]")
     else:
         w.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    w.lines[prologue:prologue] = _bind_and_check(w, lowered, at_storage_start)
     return "\n".join(w.lines) + "\n", w.namespace
+
+
+def symbol_sources(inputs) -> dict:
+    """Note [binding size symbols]: size symbol -> the Python expression reading it from the
+    call's inputs (`in0.shape[0]`, `arg2`, `in1.stride(0)`), the first such place."""
+    found: dict = {}
+    tensors = [b for b in inputs if isinstance(b, InputBuffer)]
+    for b in tensors:
+        for d, s in enumerate(b.sizes):
+            if is_size_symbol(s):
+                found.setdefault(s, f"{b.name}.shape[{d}]")
+    for i, v in enumerate(inputs):
+        if is_size_symbol(v):
+            found.setdefault(v, f"arg{i}")
+    for b in tensors:
+        for d, s in enumerate(b.strides):
+            if is_size_symbol(s):
+                found.setdefault(s, f"{b.name}.stride({d})")
+    return found
+
+
+def _bind_and_check(w: WrapperWriter, lowered, at_storage_start: bool) -> list[str]:
+    """The wrapper's first lines in a symbolic graph: bind the symbols, relayout the inputs."""
+    symbolic = [b for b in lowered.inputs if isinstance(b, InputBuffer) and b.is_symbolic]
+    if not symbolic and not w.used:
+        return []
+    sources = symbol_sources(lowered.inputs)
+    checks = []
+    if symbolic:
+        w.namespace["relayout"] = relayout_input
+    for b in symbolic:
+        sizes, strides = w.sizes(b.sizes), w.sizes(b.strides)
+        offset = f" or {b.name}.storage_offset()" if at_storage_start else ""
+        checks.append(f"    if {b.name}.stride() != {strides} or {b.name}.shape != {sizes}{offset}: "
+                      f"{b.name} = relayout({b.name}, {sizes}, {strides})")
+    missing = [s for s in w.used if s not in sources]
+    if missing:
+        raise NotImplementedError(
+            f"ember_inductor: the size symbol(s) {', '.join(map(str, sorted(missing, key=str)))} are used "
+            f"but are not a dimension, a stride or an int of the graph's inputs")
+    order = sorted(w.used, key=lambda s: int(s.name[1:]))
+    return [f"    {s} = {sources[s]}" for s in order] + checks
+
+
+def relayout_input(t, sizes, strides):
+    """A symbolic input in the layout the graph was compiled for (Note [binding size symbols])."""
+    if tuple(t.shape) != tuple(sizes):
+        raise ValueError(f"input of shape {tuple(t.shape)} where the graph was compiled for {tuple(sizes)}")
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
 
 
 def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
@@ -109,13 +199,13 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
         if not call.fit:  # the layout plan says its result's layout is known (a fresh product)
             w.emit(f"{out.name} = {expr}{comment}")
         else:
-            w.emit(f"{out.name} = fit({expr}, {out.sizes}, {out.strides}){comment}")
+            w.emit(f"{out.name} = fit({expr}, {w.sizes(out.sizes)}, {w.sizes(out.strides)}){comment}")
         w.base_layout[out.name] = out.layout
         return
     w.emit(f"{call.name} = {expr}{comment}")
     for out in call.outputs:
         if out is not None:
-            w.emit(f"{out.name} = fit({call.name}[{out.item}], {out.sizes}, {out.strides})")
+            w.emit(f"{out.name} = fit({call.name}[{out.item}], {w.sizes(out.sizes)}, {w.sizes(out.strides)})")
             w.base_layout[out.name] = out.layout
     w.emit(f"del {call.name}")
 

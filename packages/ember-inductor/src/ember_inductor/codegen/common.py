@@ -123,4 +123,15 @@ class IndexPrinter:
             return "(" + " + ".join(self.print(t) for t in terms) + ")"
         if e.is_Mul:
             return "(" + "*".join(self.print(t) for t in e.args) + ")"
+        # size arithmetic from ember_symbolic (Note [symbolic sizes in the inductor]): s0**2,
+        # floor(s0/2) for s0 // 2, Mod(s0, 4); sizes are non-negative
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + "*".join([self.print(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, (sympy.floor, sympy.ceiling)):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            if isinstance(e, sympy.ceiling):
+                num = num + den - 1
+            return self.floordiv.format(a=self.print(sympy.expand(num)), b=self.print(den))
+        if isinstance(e, sympy.Mod):
+            return self.mod.format(a=self.print(e.args[0]), b=self.print(e.args[1]))
         raise NotImplementedError(f"index expression {e!r} ({type(e).__name__})")

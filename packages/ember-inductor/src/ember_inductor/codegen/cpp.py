@@ -13,12 +13,14 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+import sympy
 import torch
 
 from ember_inductor.codegen.common import Backend, IndexPrinter, KernelSource
 from ember_inductor.codegen.cpp_build import build_many
 from ember_inductor.kernel import KernelSpec, Op, Stage
 from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
+from ember_inductor.sizes import hint
 
 PRELUDE = (Path(__file__).with_name("cpp_prelude.h")).read_text()
 
@@ -167,6 +169,7 @@ class CppKernelRenderer:
         self.recip_divs: set[int] = set()  # divisions by a per-row value: multiply by its inverse
         self.inverted: set[int] = set()    # the divisors whose inverse is declared
         self.hoisted: set[int] = set()     # loop-invariant values, computed once before the loops
+        self.parallel_if = ""  # symbolic sizes: whether to run in parallel is decided at run time
 
     def hoist_invariants(self) -> None:
         """Values that no loop variable reaches (an optimizer's bias corrections from its 0-d
@@ -186,6 +189,10 @@ class CppKernelRenderer:
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
+
+    def hint_prod(self, sizes) -> int:
+        """The product of sizes under the hints: heuristics only."""
+        return math.prod(hint(s, self.k.hints) for s in sizes)
 
     # -- values --------------------------------------------------------------------------------
     def expr(self, op: Op) -> str:
@@ -297,8 +304,10 @@ class CppKernelRenderer:
                     words.append("schedule(static)" + (f" collapse({n - 1})" if n > 2 else ""))
                     if self.num_threads:
                         words.append(f"num_threads({self.num_threads})")
+                    if self.parallel_if:
+                        words.append(self.parallel_if)
                 self.emit(" ".join(["#pragma omp"] + words + ([clauses] if clauses else [])))
-            self.emit(f"for (int64_t {v} = 0; {v} < {int(size)}; {v}++) {{")
+            self.emit(f"for (int64_t {v} = 0; {v} < {_print_index(size)}; {v}++) {{")
             self.depth += 1
         body()
         for _ in names:
@@ -326,7 +335,7 @@ class CppKernelRenderer:
 
     def plan_row_caches(self, inner_stages) -> dict:
         """-> {stage index: (ops to compute, {op id: 'write'|'read'})} for the inner loops."""
-        red_n = math.prod(int(s) for s in self.k.reduction_ranges)
+        red_n = self.hint_prod(self.k.reduction_ranges)
         # A value may be read from a row cache only if an earlier inner loop really computes it
         # (it is in that loop's `keep`), not merely lists it among its stage's ops.
         computed_in: dict[int, int] = {}
@@ -360,10 +369,10 @@ class CppKernelRenderer:
 
     def row_index(self) -> str:
         k = self.k
-        expr, stride = [], 1
+        expr, stride = [], sympy.Integer(1)
         for v, n in reversed(list(zip(k.reduction_vars, k.reduction_ranges))):
-            expr.append(f"{v}*{stride}" if stride != 1 else str(v))
-            stride *= int(n)
+            expr.append(f"{v}*{_print_index(stride)}" if stride != 1 else str(v))
+            stride *= n
         return " + ".join(reversed(expr)) or "0"
 
     def inner_loop(self, stage: Stage, parallel: bool, plan=None) -> None:
@@ -418,6 +427,8 @@ class CppKernelRenderer:
         if not inner or not k.ranges or not k.reduction_ranges:
             return False
         n_acc = sum(len(st.reduces) for st in inner)
+        if not all(n.is_Integer for n in k.ranges):  # its accumulator rows are stack arrays of the
+            return False                             # outer size: static (the rows may be symbolic)
         if math.prod(int(n) for n in k.ranges) * 8 * n_acc > self.COLUMN_STACK_BYTES:
             return False
         if any(self.ops[r].target not in REDUCTIONS for st in inner for r in st.reduces):
@@ -440,7 +451,9 @@ class CppKernelRenderer:
         k = self.k
         xs, rs = [str(v) for v in k.range_vars], [str(v) for v in k.reduction_vars]
         outer_n = math.prod(int(n) for n in k.ranges)
-        red_n = math.prod(int(n) for n in k.reduction_ranges)
+        # the number of rows: static, or an expression over the size arguments
+        red = sympy.Mul(*k.reduction_ranges)
+        red_n = _print_index(red)
         flat, stride = [], 1
         for v, n in reversed(list(zip(xs, k.ranges))):
             flat.append(v if stride == 1 else f"{v}*{stride}")
@@ -450,10 +463,15 @@ class CppKernelRenderer:
         all_red = [self.ops[i] for j in inner_at for i in k.stages[j].reduces]
         acc_t = {op.id: _acc_type(op, self.ops[op.args[0]].dtype) for op in all_red}
         nt = str(self.num_threads) if self.num_threads else "omp_get_max_threads()"
-        parallel = outer_n * red_n * max(1, len(k.ops) // 2) >= 32768 and red_n > 1
+        work = outer_n * max(1, len(k.ops) // 2)
         self.lines = [f'extern "C" void kernel({params}) {{']
         self.depth = 1
-        self.emit(f"const int nt = {nt if parallel else '1'};")
+        if red.is_Integer:
+            parallel = work * int(red) >= 32768 and int(red) > 1
+            self.emit(f"const int nt = {nt if parallel else '1'};")
+        else:  # the same rule on this call's rows
+            parallel = True
+            self.emit(f"const int nt = ({work} * {red_n} >= 32768 && {red_n} > 1) ? {nt} : 1;")
         self.emit("int used = 1;  // the team OpenMP gives (fewer than nt when nested): partials filled")
         for op in all_red:
             self.emit(f"{acc_t[op.id]}* part{op.id} = static_cast<{acc_t[op.id]}*>("
@@ -528,10 +546,11 @@ class CppKernelRenderer:
                       f"{REDUCTIONS[op.target][0](self.ops[op.args[0]].dtype)};")
         self.emit("for (int64_t rf = c; rf < ce; rf++) {")
         self.depth += 1
-        stride = 1
+        stride = sympy.Integer(1)
         for v, n in reversed(list(zip(rs, self.k.reduction_ranges))):
-            self.emit(f"const int64_t {v} = rf;" if len(rs) == 1 else f"const int64_t {v} = (rf / {stride}) % {int(n)};")
-            stride *= int(n)
+            self.emit(f"const int64_t {v} = rf;" if len(rs) == 1 else
+                      f"const int64_t {v} = (rf / {_print_index(stride)}) % {_print_index(n)};")
+            stride *= n
         # Keeps g++ from vectorizing this row loop instead of the inner one (it then gathers
         # across rows: 2-3x slower, measured); an empty asm statement cannot be vectorized.
         self.emit('__asm__ volatile("" : : "r"(rf));')
@@ -561,23 +580,39 @@ class CppKernelRenderer:
     def render(self) -> str:
         k = self.k
         params = ", ".join(
-            f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
-            for a in k.args)
+            [f"{'const ' if a.role == 'in' else ''}{STORAGE_TYPES[a.dtype]}* __restrict__ {self.params[a.name]}"
+             for a in k.args] + [f"const int64_t {v}" for v in k.sizevars])
         if self.column_reduction():
             return self.render_column_reduction(params)
-        outer_n = math.prod(int(s) for s in k.ranges)
-        red_n = math.prod(int(s) for s in k.reduction_ranges)
+        # heuristics from the hints (Note [symbolic sizes in the inductor])
+        outer_n = self.hint_prod(k.ranges)
+        red_n = self.hint_prod(k.reduction_ranges)
         work = outer_n * max(red_n, 1) * max(1, len(k.ops) // 2)
         parallel = work >= 32768 and outer_n * max(red_n, 1) >= 1024
+        if k.sizevars:  # the same rule, evaluated by OpenMP at each call on that call's sizes
+            elems = sympy.Mul(*k.ranges, *k.reduction_ranges)
+            parallel = True
+            self.parallel_if = (f"if({_print_index(elems * max(1, len(k.ops) // 2))} >= 32768 && "
+                                f"{_print_index(elems)} >= 1024)")
         inner_stages = [s for s in k.stages if s.inner]
         parallel_inner = bool(parallel and inner_stages and outer_n < 8 * self.threads_hint and red_n >= 8192)
 
+        static_rows = all(n.is_Integer for n in k.reduction_ranges)
         plans = self.plan_row_caches(inner_stages) if len(inner_stages) > 1 else {}
         red_n = max(red_n, 1)
+        row_len = _print_index(sympy.Mul(*k.reduction_ranges))
 
         def body():
             for j in sorted({i for p in plans.values() for i in p[2]}):
-                self.emit(f"{ctype(self.ops[j].dtype)} row{j}[{red_n}] __attribute__((aligned(64)));")
+                t = ctype(self.ops[j].dtype)
+                if static_rows:  # a stack array of the row's length
+                    self.emit(f"{t} row{j}[{red_n}] __attribute__((aligned(64)));")
+                    continue
+                # a row of symbolic length: each thread's buffer, grown to the longest row seen
+                self.emit(f"static thread_local {t}* row{j}_buf = nullptr; static thread_local int64_t row{j}_cap = 0;")
+                self.emit(f"if (row{j}_cap < {row_len}) {{ std::free(row{j}_buf); row{j}_cap = {row_len}; "
+                          f"row{j}_buf = static_cast<{t}*>(std::malloc(sizeof({t}) * row{j}_cap)); }}")
+                self.emit(f"{t}* __restrict__ row{j} = row{j}_buf;")
             n_inner = 0
             for stage in k.stages:
                 if stage.inner:
@@ -621,4 +656,4 @@ class CppBackend(Backend):
 
     def build(self, sources: Sequence[KernelSource], options) -> list:
         return build_many(PRELUDE, [s.meta["body"] for s in sources], [len(s.kernel.args) for s in sources],
-                          options)
+                          options, [len(s.kernel.sizevars) for s in sources])

@@ -17,6 +17,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
+import torch
+
 from ember_inductor.codegen.common import BuildError
 
 _LOADED: dict[str, ctypes.CDLL] = {}
@@ -52,20 +54,21 @@ def _compile(source: str, path: str, cmd: list[str]) -> None:
         os.replace(out, path)
 
 
-def _load(path: str, symbol: str, nargs: int):
+def _load(path: str, symbol: str, nargs: int, nsizes: int = 0):
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
             lib = _LOADED[path] = ctypes.CDLL(path)
     fn = getattr(lib, symbol)
-    fn.argtypes = [ctypes.c_void_p] * nargs
+    # buffers, then the size symbols (Note [symbolic sizes in the inductor])
+    fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int64] * nsizes
     fn.restype = None
     return fn
 
 
 def make_launcher(fn):
-    def launch(*tensors):
-        fn(*[t.data_ptr() for t in tensors])
+    def launch(*args):  # tensors in KernelSpec.args order, then the size symbols' values
+        fn(*[t.data_ptr() if isinstance(t, torch.Tensor) else t for t in args])
     launch.c_function = fn  # the wrapper calls this directly with data pointers
     return launch
 
@@ -94,7 +97,8 @@ def prepare_prelude(prelude: str, cmd: list[str], options) -> tuple[str, list[st
     return f'#include "ember_prelude.h"  // prelude {key}', ["-I", folder]
 
 
-def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], options) -> list:
+def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], options,
+               nsizes: Sequence[int] | None = None) -> list:
     """Kernels (each `extern "C" void kernel(...)`) -> launchers.
 
     The kernels are spread over up to `options.compile_workers` translation units, compiled in
@@ -119,4 +123,6 @@ def build_many(prelude: str, bodies: Sequence[str], nargs: Sequence[int], option
         with ThreadPoolExecutor(len(todo)) as pool:
             for fut in [pool.submit(_compile, t, p, cmd + include_flags) for t, p in todo]:
                 fut.result()
-    return [make_launcher(_load(paths[symbols[i][0]], symbols[i][1], nargs[i])) for i in range(len(bodies))]
+    nsizes = nsizes or [0] * len(bodies)
+    return [make_launcher(_load(paths[symbols[i][0]], symbols[i][1], nargs[i], nsizes[i]))
+            for i in range(len(bodies))]

@@ -12,7 +12,13 @@ Layouts (chosen per kernel in `_choose_layout`):
     loop and the sum(exp(v - m)) loop after it merge into one: Note [Online softmax]). Column
     reductions (loads contiguous along x, not r) always loop, over [XBLOCK, RBLOCK] tiles.
 Masks guard every ragged tail; indices are 64-bit when any index can pass 2**31 - 1.
-Sizes are literals in the source (static shapes), so a kernel's text is its cache key.
+Static sizes are literals in the source, so a kernel's text is its cache key. Symbolic sizes
+(Note [symbolic sizes in the inductor]) are scalar arguments after the pointers (`s0`, ...),
+followed by `xnumel`/`rnumel` (Note [size arguments]); the launcher computes the grid from
+them at each launch, block sizes come from the hints (SYMBOLIC_HINT_FLOOR), every tail is
+masked, a row of symbolic length always loops (never a persistent block that assumes it fits),
+no tiled layout (its grid limit would depend on the sizes), and indices are 64-bit unless
+guards say they fit 32 bits (Note [32-bit indices of symbolic kernels] in kernel_analysis.py).
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from ember_inductor.codegen.triton_prims import (
 from ember_inductor.indexing import stride
 from ember_inductor.kernel import KernelSpec, Op, Stage
 from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
+from ember_inductor.sizes import hint, py_size
 
 PERSISTENT_MAX_RBLOCK = 8192
 INT32_MAX = 2**31 - 1
@@ -48,6 +55,17 @@ _print = TritonPrinter()
 
 def _prod(sizes) -> int:
     return math.prod(int(s) for s in sizes)
+
+
+# A symbolic kernel serves every size from one compile, often first compiled at a small one (the
+# second shape a dynamic=None function sees): its block sizes are chosen as if it had at least
+# this many elements along a symbolic space, never fewer (masks keep any size correct).
+SYMBOLIC_HINT_FLOOR = 1024
+
+
+def _heuristic_numel(k: KernelSpec, sizes) -> int:
+    n = math.prod(hint(s, k.hints) for s in sizes)
+    return n if all(sympy.sympify(s).is_Integer for s in sizes) else max(n, SYMBOLIC_HINT_FLOOR)
 
 
 def _const(value, dtype: torch.dtype) -> str:
@@ -70,7 +88,7 @@ def _transposed_var(k: KernelSpec):
     """For pointwise kernels of rank >= 2: the variable another access is contiguous along, if
     it is not the last one (then a tiled layout keeps both accesses coalesced)."""
     xs = k.range_vars
-    if len(xs) < 2 or int(k.ranges[-1]) < 16:
+    if len(xs) < 2 or k.sizevars or int(k.ranges[-1]) < 16:
         return None
     for op in k.ops:
         if op.kind not in ("load", "store") or op.index is None:
@@ -86,6 +104,8 @@ def _transposed_var(k: KernelSpec):
 
 def _needs_int64(k: KernelSpec) -> bool:
     """Whether some index can exceed int32: the iteration space, or an access at its corners."""
+    if k.sizevars:  # Note [32-bit indices of symbolic kernels]
+        return not k.int32_indices
     if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
         return True
     sizes = dict(zip(k.range_vars + k.reduction_vars, list(k.ranges) + list(k.reduction_ranges)))
@@ -109,15 +129,15 @@ def _needs_int64(k: KernelSpec) -> bool:
 
 def _decompose(index: str, syms, sizes, order) -> list[str]:
     """Lines defining each variable in `order` (outermost first) from a flat `index`."""
-    lines, stride = [], 1
+    lines, stride = [], sympy.Integer(1)
     strides = {}
     for i in reversed(order):
         strides[i] = stride
-        stride *= int(sizes[i])
+        stride *= sympy.sympify(sizes[i])
     for pos, i in enumerate(order):
-        expr = index if strides[i] == 1 else f"({index} // {strides[i]})"
+        expr = index if strides[i] == 1 else f"({index} // {_print(strides[i])})"
         if pos != 0:
-            expr = f"({expr} % {int(sizes[i])})"
+            expr = f"({expr} % {_print(sizes[i])})"
         lines.append(f"{syms[i].name} = {expr}")
     return lines
 
@@ -129,12 +149,17 @@ def _decompose(index: str, syms, sizes, order) -> list[str]:
 class _KernelWriter:
     """Renders one KernelSpec; `source()` returns the kernel file's text."""
 
-    def __init__(self, k: KernelSpec):
+    def __init__(self, k: KernelSpec, interpret: bool = False):
         self.k = k if k.stages else k.with_stages()
+        self.interpret = interpret  # see _size_args
         self.lines: list[str] = []
         self.indent = 1
-        self.xnumel = _prod(k.ranges)
-        self.rnumel = _prod(k.reduction_ranges) if k.is_reduction else 1
+        # the expressions for the source and the grid; for heuristics, their hints, at least
+        # SYMBOLIC_HINT_FLOOR when symbolic (static: the numbers themselves)
+        self.xnumel_expr = sympy.Mul(*k.ranges)
+        self.rnumel_expr = sympy.Mul(*k.reduction_ranges)
+        self.xnumel = _heuristic_numel(k, k.ranges)
+        self.rnumel = _heuristic_numel(k, k.reduction_ranges) if k.is_reduction else 1
         self.int64 = _needs_int64(k)
         self.params = {a.name: f"p{i}" for i, a in enumerate(k.args)}
         self.buf_dtype = {a.name: a.dtype for a in k.args}
@@ -157,7 +182,7 @@ class _KernelWriter:
             # load instruction reads XBLOCK consecutive elements (a row of a [XBLOCK, RBLOCK] tile)
             self.column = True
             return "looped", None
-        if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK:
+        if next_pow2(self.rnumel) <= PERSISTENT_MAX_RBLOCK and self.rnumel_expr.is_Integer:
             return "persistent", None
         return "looped", None
 
@@ -175,6 +200,10 @@ class _KernelWriter:
             m["rblock"] = next_pow2(self.rnumel)
         m["column"] = self.column
         m["configs"] = candidates(m)
+        if self.k.sizevars:  # the launcher computes the grid's extent from the symbols
+            m["sizevars"] = tuple(str(v) for v in self.k.sizevars)
+            m["numel_names"] = tuple(n for n, _ in self._numel_args())
+            m["numel_src"] = tuple(py_size(e) for _, e in self._numel_args())
         return m
 
     def _mask_for(self, op: Op) -> str | None:
@@ -191,8 +220,9 @@ class _KernelWriter:
         k, emit = self.k, self.emit
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         xs = k.range_vars
+        self._size_args()
         if self.layout == "pointwise":
-            emit(f"xnumel: tl.constexpr = {self.xnumel}")
+            self._numel("xnumel", self.xnumel_expr)
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
             emit("omask = xindex < xnumel")
             self._defs("xindex", xs, k.ranges, range(len(xs)))
@@ -209,8 +239,8 @@ class _KernelWriter:
                 emit(f"{xs[-1].name} = xindex")
             self._defs("yindex", xs, k.ranges, order)
         else:
-            emit(f"xnumel: tl.constexpr = {self.xnumel}")
-            emit(f"rnumel: tl.constexpr = {self.rnumel}")
+            self._numel("xnumel", self.xnumel_expr)
+            self._numel("rnumel", self.rnumel_expr)
             if self.layout == "persistent":
                 emit(f"RBLOCK: tl.constexpr = {next_pow2(self.rnumel)}")
             emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
@@ -219,6 +249,32 @@ class _KernelWriter:
             self._defs("xindex", xs, k.ranges, range(len(xs)))
             if self.layout == "persistent":
                 self._rdefs("rbase")
+
+    def _numel(self, name: str, expr) -> None:
+        """A number of elements: a constexpr when static, else an argument (Note [size arguments])."""
+        if expr.is_Integer:
+            self.emit(f"{name}: tl.constexpr = {int(expr)}")
+
+    def _numel_args(self) -> list[tuple[str, sympy.Expr]]:
+        """The symbolic numbers of elements, passed by the launcher after the size symbols."""
+        out = [("xnumel", self.xnumel_expr)]
+        if self.k.is_reduction and self.layout != "pointwise":
+            out.append(("rnumel", self.rnumel_expr))
+        return [(n, e) for n, e in out if not e.is_Integer]
+
+    def _size_args(self):
+        """Note [size arguments]: a symbolic kernel takes its size symbols, then its symbolic
+        numbers of elements (`xnumel`, `rnumel`: computed by the launcher in Python, exact, and
+        the bound of the row loops). Compiled, a size arrives as i32 when its value fits (and as
+        a constexpr when it is 1): it is cast to int64 so that products of sizes in indices
+        cannot wrap. Interpreted (CPU tests), all of them are constexprs: Triton 3.6's
+        interpreter computes any arithmetic as 1-element arrays, which numpy 2 refuses to turn
+        into the int a `range` bound needs, so the interpreter runs its own variant of the
+        source (`meta["interpret_source"]`), identical but for these lines and the signature."""
+        if self.interpret or not self.int64:
+            return  # 32-bit: indices fit (a guard says so)
+        for v in self.k.sizevars:
+            self.emit(f"{v} = tl.cast({v}, tl.int64)")
 
     def _defs(self, index: str, syms, sizes, order):
         for line in _decompose(index, syms, sizes, list(order)):
@@ -454,7 +510,9 @@ class _KernelWriter:
             consts.append("RBLOCK: tl.constexpr")
         if self.layout == "tiled":
             consts.append("YBLOCK: tl.constexpr")
-        params = ", ".join(list(self.params.values()) + consts)
+        names = [str(v) for v in k.sizevars] + [n for n, _ in self._numel_args()]
+        sizes = [f"{n}: tl.constexpr" if self.interpret else n for n in names]
+        params = ", ".join(list(self.params.values()) + sizes + consts)
         arg_doc = ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
                             for p, a in zip(self.params.values(), k.args))
         header = [
@@ -477,7 +535,10 @@ def render_kernel(k: KernelSpec) -> KernelSource:
     """KernelSpec -> KernelSource (Triton text plus launch metadata in `meta`)."""
     w = _KernelWriter(k)
     src = w.source()
-    return KernelSource(k.name, "triton", src, w.k, meta=w.meta())
+    meta = w.meta()
+    if k.sizevars:  # Note [size arguments]
+        meta["interpret_source"] = _KernelWriter(k, interpret=True).source()
+    return KernelSource(k.name, "triton", src, w.k, meta=meta)
 
 
 class TritonBackend(Backend):

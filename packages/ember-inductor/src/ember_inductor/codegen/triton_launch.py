@@ -82,28 +82,73 @@ class TritonLauncher:
         self.group = group
         if group is not None:
             group.launchers.append(self)
+        # Note [symbolic sizes in the inductor]: the size symbols follow the tensors; the grid's
+        # extent is computed from them at each launch
+        self.n_tensors = len(source.kernel.args)
+        sizevars = self.meta.get("sizevars", ())
+        # Note [size arguments] (triton.py): the numbers of elements that follow the sizes
+        self._numels = (eval(f"lambda {', '.join(sizevars)}: ({', '.join(self.meta['numel_src'])},)")  # noqa: S307
+                        if sizevars else None)
 
     def warmup(self) -> None:
         """Compile the heuristic config for the current GPU without launching (mock arguments)."""
         cfg = self.meta["configs"][0]
         dtypes = [a.dtype for a in self.kernel_source.kernel.args]
-        self.kernel(False).warmup(*dtypes, grid=self.grid(cfg), **cfg.kwargs())
+        hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
+        if hints:
+            hints = list(self._scalars(hints)[0])
+        self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
         if fn is None:
-            fn = getattr(load_module(self.source, self.cache_dir, interpret), self.name)
+            # Note [size arguments] (triton.py): the interpreter's variant of a symbolic kernel
+            source = self.meta.get("interpret_source", self.source) if interpret else self.source
+            fn = getattr(load_module(source, self.cache_dir, interpret), self.name)
             self._fns[interpret] = fn
         return fn
 
-    def grid(self, cfg: LaunchConfig) -> tuple:
+    def grid(self, cfg: LaunchConfig, xnumel: int | None = None) -> tuple:
         m = self.meta
         cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
         if m["layout"] == "tiled":
             return (cdiv(m["xnumel"], cfg.XBLOCK), cdiv(m["ynumel"], cfg.YBLOCK))
-        return (cdiv(m["xnumel"], cfg.XBLOCK),)
+        return (cdiv(m["xnumel"] if xnumel is None else xnumel, cfg.XBLOCK),)
 
-    def config(self, tensors, interpret: bool) -> LaunchConfig:
+    def _scalars(self, sizes) -> tuple[tuple, int]:
+        """The kernel's scalar arguments for these size values (the sizes, then the numbers of
+        elements: Note [size arguments]) and the extent of the grid's first dimension."""
+        numels = self._numels(*sizes)
+        names = self.meta["numel_names"]
+        xnumel = numels[names.index("xnumel")] if "xnumel" in names else self.meta["xnumel"]
+        return (*sizes, *numels), xnumel
+
+    def _launch_symbolic(self, args) -> None:
+        """A kernel with size arguments: the grid from this call's sizes, no fast path."""
+        tensors = args[:self.n_tensors]
+        sizes, xnumel = self._scalars(args[self.n_tensors:])
+        if xnumel == 0:
+            return
+        tensors = [_storage_base(t) for t in tensors]
+        interpret = not tensors[0].is_cuda
+        fn = self.kernel(interpret)
+        if interpret:
+            cfg = self.config(tensors, interpret, sizes)
+            with interpreting():
+                fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+            return
+        if not self._warm:
+            if self.group is not None:
+                self.group.warm()
+            with triton_cache_dir(self.cache_dir):
+                cfg = self.config(tensors, interpret, sizes)
+                fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+            self._warm = True
+            return
+        cfg = self._config[interpret]
+        fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+
+    def config(self, tensors, interpret: bool, sizes=()) -> LaunchConfig:
         cfg = self._config.get(interpret)
         if cfg is not None:
             return cfg
@@ -114,12 +159,16 @@ class TritonLauncher:
             scratch = [t.clone() if a.role == "inout" else t
                        for t, a in zip(tensors, self.kernel_source.kernel.args)]
             fn = self.kernel(False)
+            xnumel = self._scalars(sizes[:len(self.kernel_source.kernel.sizevars)])[1] if sizes else None
             cfg = autotune(source_hash(self.source), configs,
-                           lambda c: fn[self.grid(c)](*scratch, **c.kwargs()), self.cache_dir)
+                           lambda c: fn[self.grid(c, xnumel)](*scratch, *sizes, **c.kwargs()), self.cache_dir)
         self._config[interpret] = cfg
         return cfg
 
     def __call__(self, *tensors):
+        if self._numels is not None:
+            self._launch_symbolic(tensors)
+            return
         fast = self._fast
         if fast is not None and tensors[0].is_cuda and fast.launch_now(tensors):
             return

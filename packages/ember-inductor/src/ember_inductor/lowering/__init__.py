@@ -13,14 +13,17 @@ import logging
 import operator
 from dataclasses import dataclass, field
 
+import sympy
 import torch
 import torch.fx as fx
 
 from ember_inductor.ir import (Buffer, ComputedBuffer, ConstantBuffer, ExternBuffer, ExternCall, InputBuffer, IRNode,
-                               Pointwise, Reduction, View, contiguous_strides)
+                               Pointwise, Reduction, View, contiguous_strides, numel)
 from ember_inductor.layout import LayoutPlan
 from ember_inductor.lowering import misc, pointwise, reductions, views  # noqa: F401  (they register)
 from ember_inductor.lowering.registry import LOWERINGS, PRIM_NAMES, RUNS_EAGERLY
+from ember_inductor.sizes import as_size, as_sizes, is_size_symbol, is_size_target, is_static, known_equal
+from ember_symbolic import env_of, expr_of
 
 log = logging.getLogger("ember_inductor.lowering")
 
@@ -33,6 +36,10 @@ class LoweredGraph:
     single_output: bool
     fallbacks: list = field(default_factory=list)  # (node name, op, reason)
     constants: list = field(default_factory=list)  # ConstantBuffer
+    # Note [symbolic sizes in the inductor]: the symbols' values in the call being compiled, and
+    # the environment they came from (None for a static graph)
+    hints: dict = field(default_factory=dict)
+    env: object = None
 
     def format(self) -> str:
         lines = ["inputs: " + ", ".join(_fmt_buffer(b) for b in self.inputs)]
@@ -68,6 +75,7 @@ class LoweringContext:
         self.relaid: set[int] = set()  # ids of buffers laid out as the plan says, not as recorded
         self._laid_out: dict[tuple, tuple] = {}  # (id(value), strides) -> (value, buffer): realize_as
         self.split_reductions = False  # set by lower_graph: see Note [split reductions]
+        self.hints: dict = {}  # size symbol -> its value in this call (heuristics only)
 
     def new_name(self, prefix="buf") -> str:
         self._count += 1
@@ -116,7 +124,7 @@ class LoweringContext:
         one; else contiguous): written once in that memory order (contiguous stores) and
         relabelled as a strided view. A buffer in another layout is copied."""
         sizes = tuple(value.sizes)
-        order = memory_order(sizes, strides)
+        order = memory_order(sizes, strides, self.hints)
         if order is None:
             order, strides = tuple(range(len(sizes))), contiguous_strides(sizes)
         if isinstance(value, Buffer) and same_layout(sizes, value.strides, strides):
@@ -148,7 +156,7 @@ class LoweringContext:
             for i in relaid:
                 args[i] = self.relaid_as(args[i], self.layout.relaid_strides(args[i]), node.name)
         def realize_arg(a):
-            if isinstance(a, Buffer) and any(st < 0 for st in a.strides):  # torch views cannot flip
+            if isinstance(a, Buffer) and any(_negative(st) for st in a.strides):  # torch views cannot flip
                 a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
             if isinstance(a, View) and a.permutation is not None and self.layout.strided_operands(op):
                 # a transposed operand: the base is written in its own order (contiguous stores)
@@ -170,7 +178,7 @@ class LoweringContext:
         for i, v in enumerate(vals):
             if isinstance(v, torch.Tensor):
                 strides = self.layout.result_strides(bool(relaid), i, v)
-                out = ExternBuffer(self.new_name(), tuple(v.shape), strides, v.dtype, v.device,
+                out = ExternBuffer(self.new_name(), as_sizes(v.shape), strides, v.dtype, v.device,
                                    0, call=call, item=i if isinstance(val, (tuple, list)) else None)
                 if relaid and i == 0:
                     self.relaid.add(id(out))
@@ -207,22 +215,38 @@ def _recorded_strides(node: fx.Node, args, kwargs) -> dict:
         for value, n in zip(lowered, nodes):
             val = n.meta.get("val") if isinstance(n, fx.Node) else None
             if isinstance(value, IRNode) and isinstance(val, torch.Tensor):
-                out[id(value)] = tuple(val.stride())
+                out[id(value)] = as_sizes(val.stride())
     return out
 
 
-def memory_order(sizes, strides) -> tuple | None:
+def memory_order(sizes, strides, hints: dict | None = None) -> tuple | None:
     """The dimensions from outermost to innermost in memory, if `strides` lay `sizes` out
-    densely (a permutation of the contiguous layout); else None."""
-    order = tuple(sorted(range(len(sizes)), key=lambda d: (-strides[d], d)))
+    densely (a permutation of the contiguous layout, for every value of the symbols); else None.
+    The order is proposed from the hints and then checked exactly."""
+    order = tuple(sorted(range(len(sizes)), key=lambda d: (-_hint(strides[d], hints), d)))
     dense = contiguous_strides([sizes[d] for d in order])
-    ok = all(sizes[d] <= 1 or strides[d] == dense[i] for i, d in enumerate(order))
+    ok = all(_at_most_one(sizes[d]) or known_equal(strides[d], dense[i]) for i, d in enumerate(order))
     return order if ok else None
 
 
 def same_layout(sizes, a, b) -> bool:
     """The same addresses: strides that differ only on dimensions of size 1."""
-    return all(n <= 1 or x == y for n, x, y in zip(sizes, a, b))
+    return all(_at_most_one(n) or known_equal(x, y) for n, x, y in zip(sizes, a, b))
+
+
+def _at_most_one(n) -> bool:
+    return is_static(n) and int(n) <= 1
+
+
+def _negative(st) -> bool:
+    return int(st) < 0 if is_static(st) else bool(sympy.sympify(st).is_negative)
+
+
+def _hint(v, hints) -> int:
+    if is_static(v):
+        return int(v)
+    # a symbol without a hint (a hand-built graph): large, so products order by their degree
+    return int(sympy.sympify(v).xreplace({s: (hints or {}).get(s, 1024) for s in sympy.sympify(v).free_symbols}))
 
 
 MAX_RECOMPUTED_READS = 3
@@ -236,6 +260,9 @@ def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
     by the next addition) would grow one load per block, and block k's kernels would re-read
     every earlier block's outputs."""
     value = ctx.current(env[node])
+    if _is_size_arithmetic(node) or isinstance(value, sympy.Basic):
+        reads[node] = frozenset()  # a size (Note [size arithmetic nodes]) reads no buffer
+        return
     if not isinstance(value, IRNode) or isinstance(value, Buffer):
         reads[node] = frozenset({node})
         return
@@ -254,6 +281,8 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
     reductions])."""
     ctx = LoweringContext(options, layout)
     ctx.split_reductions = split_reductions
+    env_ = _size_env(gm)
+    ctx.hints = dict(env_.hints) if env_ is not None else {}
     env: dict[fx.Node, object] = {}
     inputs, constants = [], []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -264,16 +293,25 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             ex = example_inputs[len(inputs)]
+            meta = node.meta.get("val")
+            if isinstance(ex, (torch.SymInt, torch.SymFloat, torch.SymBool)) and meta is None:
+                meta = ex
             if isinstance(ex, torch.Tensor):
-                val = InputBuffer(f"in{len(inputs)}", tuple(ex.shape), tuple(ex.stride()), ex.dtype,
+                # Note [symbolic sizes in the inductor]: a symbolic input's sizes are its meta's
+                # (or its example's: ember_autograd hands the compilers fakes with SymInt sizes)
+                like = next((v for v in (meta, ex) if isinstance(v, torch.Tensor) and _has_symbols(v)), ex)
+                val = InputBuffer(f"in{len(inputs)}", as_sizes(like.shape), as_sizes(like.stride()), ex.dtype,
                                   ex.device, 0, position=len(inputs))
+            elif isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_size_symbol(as_size(meta)):
+                val = as_size(meta)  # a dynamic int input: its symbol (the wrapper binds it)
+                reads[node] = frozenset()
             else:
                 val = ex
             inputs.append(val)
             env[node] = val
         elif node.op == "call_function":
-            args = fx.node.map_arg(node.args, lambda n: ctx.current(env[n]))
-            kwargs = fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n]))
+            args = _sizes_as_exprs(fx.node.map_arg(node.args, lambda n: ctx.current(env[n])))
+            kwargs = _sizes_as_exprs(fx.node.map_arg(node.kwargs, lambda n: ctx.current(env[n])))
             env[node] = _lower_call(ctx, node, args, kwargs)
             _bound_recompute(ctx, node, env, reads)
         elif node.op == "output":
@@ -306,13 +344,75 @@ def lower_graph(gm: fx.GraphModule, example_inputs, options, layout: LayoutPlan 
             env[node] = value
         else:
             raise ValueError(f"unsupported node {node.format_node()}")
-    return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks, constants)
+    return LoweredGraph(inputs, ctx.steps, outputs, output_kind, single, ctx.fallbacks, constants,
+                        ctx.hints, env_)
+
+
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _sizes_as_exprs(args):
+    """SymInts held in a node's arguments (a rewrite put `list(val.shape)` there) as the
+    expressions they are (Note [symbolic sizes in the inductor]): never their hints."""
+    return torch.utils._pytree.tree_map_only(_SYM_TYPES, lambda v: as_size(v) if isinstance(v, torch.SymInt)
+                                             else expr_of(v), args)
+
+
+def _has_symbols(val: torch.Tensor) -> bool:
+    return any(not isinstance(v, int) for v in (*val.shape, *val.stride()))
+
+
+def _size_env(gm: fx.GraphModule):
+    """The SizeEnv of the graph's symbolic sizes (None for a static graph)."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        values = [val] if not isinstance(val, torch.Tensor) else [*val.shape, *val.stride()]
+        found = env_of(v for v in values if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)))
+        if found is not None:
+            return found
+    return None
+
+
+# Note [size arithmetic nodes] (sizes.py): evaluated to sympy expressions (their meta["val"]'s,
+# else by applying the function to the lowered arguments).
+SIZE_QUERIES = {
+    torch.ops.aten.sym_size.int: lambda a, dim: a.sizes[dim],
+    torch.ops.aten.sym_stride.int: lambda a, dim: a.strides[dim],
+    torch.ops.aten.sym_numel.default: lambda a: numel(a.sizes),
+    torch.ops.aten.sym_storage_offset.default: lambda a: a.offset,
+}
+
+
+def _is_size_arithmetic(node: fx.Node) -> bool:
+    if node.target in SIZE_QUERIES:
+        return True
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True  # whatever computes it: its value is an expression over the symbols
+    return is_size_target(node.target) and isinstance(val, (int, float, bool))
+
+
+def _size_value(node: fx.Node, args, kwargs):
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+        return as_size(val)
+    if isinstance(val, (torch.SymFloat, torch.SymBool)):
+        return sympy.sympify(val.node.expr)
+    if isinstance(val, (float, bool)):
+        return val
+    query = SIZE_QUERIES.get(node.target)
+    if query is not None:
+        return as_size(query(*args, **kwargs))
+    out = node.target(*[sympy.sympify(a) if not isinstance(a, (int, float)) else a for a in args], **kwargs)
+    return as_size(out) if isinstance(out, (int, sympy.Basic)) and not isinstance(out, bool) else out
 
 
 def _lower_call(ctx, node, args, kwargs):
     target = node.target
     if target is operator.getitem:
         return args[0][args[1]]
+    if _is_size_arithmetic(node):  # Note [size arithmetic nodes]
+        return _size_value(node, args, kwargs)
     name = PRIM_NAMES.get(target)
     fn = LOWERINGS.get(name) if name else None
     if fn is not None:

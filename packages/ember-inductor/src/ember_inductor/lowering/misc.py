@@ -11,18 +11,40 @@ from ember_inductor.kernel import value_symbol
 from ember_inductor.ir import contiguous_strides
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise
+from ember_inductor.sizes import as_size, as_sizes, is_static
+from ember_symbolic import expr_of
 
 
 @lowering("full")
 def lower_full(ctx, node, shape, value, *, dtype, device=None):
+    if not is_static(value):  # a size used as a value (x / x.shape[1]): its expression
+        return _size_value(node, sympy.together(expr_of(value)), dtype)
     fill = scalar_dtype_value(value, dtype)
     return pointwise(node, lambda kb, index: kb.const(fill, dtype))
+
+
+def _size_value(node, expr, dtype):
+    """A value computed from sizes: an integer expression in the kernel's index arithmetic, a
+    ratio of two (1 / s0, s0 / 2) as their quotient; anything else (a square root) is computed
+    by the wrapper (the lowering declines: an extern call with the expression as its argument)."""
+    num, den = sympy.fraction(expr)
+    if not (num.is_polynomial() and den.is_polynomial() and num.is_integer and den.is_integer):
+        return NotImplemented
+    if den == 1:
+        return pointwise(node, lambda kb, index: kb.convert(kb.index_value(num), dtype))
+    if not dtype.is_floating_point:
+        return NotImplemented
+
+    def fn(kb, index):
+        n, d = (kb.convert(kb.index_value(e), dtype) for e in (num, den))
+        return kb.pointwise("div", (n, d), dtype)
+    return pointwise(node, fn)
 
 
 @lowering("iota")
 def lower_iota(ctx, node, length, *, start, step, dtype, device=None):
     def fn(kb, index):
-        return kb.convert(kb.index_value(index[0] * int(step) + int(start)), dtype)
+        return kb.convert(kb.index_value(index[0] * as_size(step) + as_size(start)), dtype)
     return pointwise(node, fn)
 
 
@@ -32,11 +54,11 @@ def _linear(index, sizes):
 
 def _random(kind):
     def lower(ctx, node, shape, seed, offset, *, dtype, device=None):
-        sizes = tuple(int(s) for s in shape)
+        sizes = as_sizes(shape)
 
         def fn(kb, index):
             s = seed.load(kb, ())
-            counter = kb.index_value(_linear(index, sizes) + int(offset))
+            counter = kb.index_value(_linear(index, sizes) + as_size(offset))
             return kb.convert(kb.add("rand", kind, (s, counter), torch.float32), dtype)
         return pointwise(node, fn)
     return lower

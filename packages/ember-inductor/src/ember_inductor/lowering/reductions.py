@@ -5,6 +5,7 @@ import torch
 
 from ember_inductor.ir import Reduction, numel
 from ember_inductor.lowering.registry import lowering, pointwise, prim_of
+from ember_inductor.sizes import all_static, as_sizes
 
 # Note [split reductions]
 #     A reduction with few output rows and long rows leaves most of a GPU idle: per-channel
@@ -36,6 +37,8 @@ def _divisor_at_least(size: int, need: int, most: int) -> int:
 def split_plan(sizes, dims) -> list[tuple[int, int]] | None:
     """[(dim, factor)] kept as first-stage rows (factor = the whole dim, or an outer factor of
     the last entry's dim), or None: one kernel. See Note [split reductions]."""
+    if not all_static(sizes):
+        return None  # symbolic sizes: one kernel (the plan's factors would depend on the values)
     rows = numel([s for i, s in enumerate(sizes) if i not in dims])
     rest = numel([sizes[d] for d in dims])
     if rest < SPLIT_MIN_RNUMEL or rows > SPLIT_MAX_ROWS or rows == 0:
@@ -103,7 +106,7 @@ def lower_reduction(ctx, node, a, dims):
     plan = split_plan(a.sizes, dims) if ctx.split_reductions and not rounded else None
     if plan is not None:
         return _lower_split(ctx, node, a, dims, kind, plan)
-    return Reduction(tuple(val.shape), val.dtype, val.device, tuple(a.sizes), dims, kind,
+    return Reduction(as_sizes(val.shape), val.dtype, val.device, tuple(a.sizes), dims, kind,
                      lambda kb, index: a.load(kb, index), node.name)
 
 
@@ -115,4 +118,4 @@ def lower_arg_reduction(ctx, node, a, dim):
 
     def fn(kb, index):
         return a.load(kb, index), kb.index_value(index[dim])
-    return Reduction(tuple(val.shape), val.dtype, val.device, tuple(a.sizes), (dim,), kind, fn, node.name)
+    return Reduction(as_sizes(val.shape), val.dtype, val.device, tuple(a.sizes), (dim,), kind, fn, node.name)

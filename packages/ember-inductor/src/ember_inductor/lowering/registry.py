@@ -13,6 +13,7 @@ import torch.fx as fx
 
 import ember_prims
 from ember_inductor.ir import Pointwise
+from ember_inductor.sizes import as_sizes
 
 # prim name -> fn(ctx, node, *args, **kwargs) -> IRNode (args already lowered)
 LOWERINGS: dict[str, Callable] = {}
@@ -58,5 +59,5 @@ def meta_val(node: fx.Node) -> torch.Tensor:
 def pointwise(node: fx.Node, fn, sizes=None, dtype=None) -> Pointwise:
     """A lazy elementwise value shaped like the node's meta["val"]."""
     val = node.meta["val"]
-    return Pointwise(tuple(val.shape) if sizes is None else tuple(sizes),
+    return Pointwise(as_sizes(val.shape) if sizes is None else tuple(sizes),
                      val.dtype if dtype is None else dtype, val.device, fn, node.name)

@@ -15,6 +15,7 @@ from ember_inductor.indexing import FloorDiv, ModIndex
 from ember_inductor.ir import Buffer, View, contiguous_strides, numel
 from ember_inductor.lowering.pointwise import scalar_dtype_value
 from ember_inductor.lowering.registry import lowering, pointwise
+from ember_inductor.sizes import as_size, as_sizes, hint, is_static, known_equal
 
 
 def strided(base: Buffer, sizes, strides, offset) -> Buffer:
@@ -37,7 +38,7 @@ def lower_permute(ctx, node, a, dims):
 
 @lowering("broadcast_in_dim")
 def lower_broadcast_in_dim(ctx, node, a, shape, bdims):
-    shape, bdims = [int(s) for s in shape], [int(d) for d in bdims]
+    shape, bdims = list(as_sizes(shape)), [int(d) for d in bdims]
     keep = [not (a.sizes[j] == 1 and shape[bdims[j]] != 1) for j in range(len(bdims))]
     if isinstance(a, Buffer):
         strides = [0] * len(shape)
@@ -65,8 +66,8 @@ def lower_squeeze(ctx, node, a, dims):
 
 @lowering("slice")
 def lower_slice(ctx, node, a, start, limit, step):
-    start, step = [int(s) for s in start], [int(s) for s in step]
-    sizes = list(node.meta["val"].shape)
+    start, step = list(as_sizes(start)), [int(s) for s in step]
+    sizes = list(as_sizes(node.meta["val"].shape))
     if isinstance(a, Buffer):
         offset = a.offset + sum(s * st for s, st in zip(start, a.strides))
         return strided(a, sizes, [st * k for st, k in zip(a.strides, step)], offset)
@@ -77,7 +78,8 @@ def lower_slice(ctx, node, a, start, limit, step):
 def lower_rev(ctx, node, a, dims):
     dims = {int(d) for d in dims}
     if isinstance(a, Buffer):
-        offset = a.offset + sum((a.sizes[d] - 1) * a.strides[d] for d in dims if a.sizes[d] > 0)
+        offset = a.offset + sum((a.sizes[d] - 1) * a.strides[d] for d in dims if not is_static(a.sizes[d])
+                                or a.sizes[d] > 0)
         strides = [-s if i in dims else s for i, s in enumerate(a.strides)]
         return strided(a, a.sizes, strides, offset)
     return view(a, a.sizes, lambda idx: [a.sizes[i] - 1 - x if i in dims else x for i, x in enumerate(idx)],
@@ -85,7 +87,7 @@ def lower_rev(ctx, node, a, dims):
 
 
 def _is_contiguous(a: Buffer) -> bool:
-    return all(st == c for st, c, s in zip(a.strides, contiguous_strides(a.sizes), a.sizes) if s != 1)
+    return all(known_equal(st, c) for st, c, s in zip(a.strides, contiguous_strides(a.sizes), a.sizes) if s != 1)
 
 
 def unflatten(flat, sizes):
@@ -97,8 +99,16 @@ def unflatten(flat, sizes):
     return out
 
 
-def _reshape_groups(src, dst):
-    """Split both shapes into runs with equal products: [(src dims, dst dims), ...]."""
+def _reshape_groups(src, dst, hints: dict | None = None):
+    """Split both shapes into runs with equal products: [(src dims, dst dims), ...]. With
+    symbolic sizes a run ends where the products are equal for every value of the symbols (the
+    hints only say which side to grow); if none is found, the rest is one run."""
+    symbolic = not all(is_static(v) for v in (*src, *dst))
+    groups = _runs(src, dst, hints or {}, symbolic)
+    return groups if groups is not None else [(list(range(len(src))), list(range(len(dst))))]
+
+
+def _runs(src, dst, hints: dict, symbolic: bool):
     groups, i, j = [], 0, 0
     while i < len(src) or j < len(dst):
         if i < len(src) and src[i] == 1:
@@ -108,33 +118,41 @@ def _reshape_groups(src, dst):
             groups.append(([], [j]))
             j += 1
         elif i >= len(src) or j >= len(dst):  # leftovers: only with zero sizes
+            if symbolic:
+                return None
             groups.append((list(range(i, len(src))), list(range(j, len(dst)))))
             break
         else:
             gi, gj, ps, pd = [i], [j], src[i], dst[j]
             i, j = i + 1, j + 1
-            while ps != pd:
-                if ps < pd and i < len(src):
+            while not known_equal(ps, pd):
+                smaller = hint(ps, hints) < hint(pd, hints) or (symbolic and hint(ps, hints) == hint(pd, hints))
+                if smaller and i < len(src):
                     ps, i = ps * src[i], i + 1
                     gi.append(i - 1)
-                elif pd < ps and j < len(dst):
+                elif (symbolic or not smaller) and j < len(dst):
                     pd, j = pd * dst[j], j + 1
                     gj.append(j - 1)
+                elif symbolic and i < len(src):
+                    ps, i = ps * src[i], i + 1
+                    gi.append(i - 1)
+                elif symbolic:
+                    return None
                 else:
                     break
             groups.append((gi, gj))
     return groups
 
 
-def reshape_strides(a: Buffer, shape):
+def reshape_strides(a: Buffer, shape, hints: dict | None = None):
     """Strides viewing contiguous-enough `a` as `shape`, or None (then it is an index remap)."""
     if numel(shape) == 0:
         return contiguous_strides(shape)
     out = [0] * len(shape)
-    for gi, gj in _reshape_groups(list(a.sizes), list(shape)):
+    for gi, gj in _reshape_groups(list(a.sizes), list(shape), hints):
         gi = [d for d in gi if a.sizes[d] != 1]
         for x, y in zip(gi, gi[1:]):  # the source run must be contiguous within itself
-            if a.strides[x] != a.strides[y] * a.sizes[y]:
+            if not known_equal(a.strides[x], a.strides[y] * a.sizes[y]):
                 return None
         inner = a.strides[gi[-1]] if gi else 0
         for d in reversed(gj):
@@ -145,12 +163,12 @@ def reshape_strides(a: Buffer, shape):
 
 @lowering("reshape")
 def lower_reshape(ctx, node, a, shape):
-    shape = [int(s) for s in node.meta["val"].shape]
+    shape = list(as_sizes(node.meta["val"].shape))
     if isinstance(a, Buffer):
-        strides = reshape_strides(a, shape)
+        strides = reshape_strides(a, shape, ctx.hints)
         if strides is not None:
-            return strided(a, shape, strides, a.offset)
-    groups = _reshape_groups(list(a.sizes), shape)
+            return strided(a, shape, [as_size(st) for st in strides], a.offset)
+    groups = _reshape_groups(list(a.sizes), shape, ctx.hints)
 
     def reindex(idx):
         out = [sympy.Integer(0)] * len(a.sizes)
@@ -165,7 +183,7 @@ def lower_reshape(ctx, node, a, shape):
 
 @lowering("as_strided")
 def lower_as_strided(ctx, node, a, size, stride, offset=0):
-    size, stride, offset = [int(s) for s in size], [int(s) for s in stride], int(offset)
+    size, stride, offset = list(as_sizes(size)), list(as_sizes(stride)), as_size(offset)
     if isinstance(a, Buffer) and _is_contiguous(a):
         return strided(a, size, stride, a.offset + offset)
 
@@ -179,10 +197,15 @@ def _in_range(kb, index_expr, lo, hi):
     """bool value: lo <= index_expr < hi."""
     i = kb.index_value(index_expr)
     conds = []
-    if lo > 0:
-        conds.append(kb.pointwise("ge", (i, kb.const(lo, torch.int64)), torch.bool))
-    conds.append(kb.pointwise("lt", (i, kb.const(hi, torch.int64)), torch.bool))
+    if not is_static(lo) or lo > 0:
+        conds.append(kb.pointwise("ge", (i, _bound(kb, lo)), torch.bool))
+    conds.append(kb.pointwise("lt", (i, _bound(kb, hi)), torch.bool))
     return conds[0] if len(conds) == 1 else kb.pointwise("logical_and", conds, torch.bool)
+
+
+def _bound(kb, v):
+    """A range bound as a kernel value: a constant, or the expression over the size symbols."""
+    return kb.const(int(v), torch.int64) if is_static(v) else kb.index_value(v)
 
 
 @lowering("cat")
@@ -209,13 +232,13 @@ def lower_cat(ctx, node, xs, dim):
 
 @lowering("pad")
 def lower_pad(ctx, node, a, value, low, high):
-    low = [int(x) for x in low]
+    low = list(as_sizes(low))
     dtype = node.meta["val"].dtype
     fill = scalar_dtype_value(value, dtype)
 
     def fn(kb, index):
         conds = [_in_range(kb, index[d], low[d], low[d] + a.sizes[d]) for d in range(len(low))
-                 if low[d] or int(node.meta["val"].shape[d]) != a.sizes[d]]
+                 if low[d] != 0 or not known_equal(as_size(node.meta["val"].shape[d]), a.sizes[d])]
         sub = [i - lo for i, lo in zip(index, low)]
         if not conds:
             return a.load(kb, sub)

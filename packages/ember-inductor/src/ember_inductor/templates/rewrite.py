@@ -14,6 +14,7 @@ import ember_prims
 from ember_inductor.templates import choose as choosing
 from ember_inductor.templates import gemm
 from ember_inductor.templates.epilogue import Epilogue, build_epilogue, plain
+from ember_inductor.sizes import has_symbolic_layout
 from ember_inductor.templates.kernel import GemmCall
 
 log = logging.getLogger("ember_inductor.templates")
@@ -37,8 +38,8 @@ class Product:
 def _tensor_vals(node: fx.Node, count: int):
     vals = [x.meta.get("val") if isinstance(x, fx.Node) else None for x in node.args[:count]]
     if all(isinstance(v, torch.Tensor) for v in vals) and len({v.dtype for v in vals}) == 1 \
-            and vals[0].dtype in _DTYPES:
-        return vals
+            and vals[0].dtype in _DTYPES and not any(has_symbolic_layout(v) for v in vals):
+        return vals  # symbolic sizes: the library call (a template is chosen per static problem)
     return None
 
 
