@@ -512,3 +512,37 @@ def test_row_major_and_0d_tensors_skip_the_stride_tuple():
     x2 = torch.randn(3, 2).t()  # same shape, column-major: misses and recompiles
     torch.testing.assert_close(g(x2, s), x2 * s)
     assert len(g._ember_state.entries) == 2
+
+
+def test_module_configuration_checked_by_identity_first():
+    """Note [Immutable constants by identity]: a module's stride tuple is checked as the object
+    the trace saw; its type, length and items only when another object is there (an equal
+    tuple assigned anew still hits, a different one recompiles)."""
+    m = nn.Conv1d(2, 3, 3, stride=2)
+    g = ember_capture.capture(m, Recorder())
+    x = torch.randn(1, 2, 9)
+    torch.testing.assert_close(g(x), m(x))
+    (entry,) = g._ember_state.entries
+    lines = entry.source.split("\n")
+    stride = next(i for i, line in enumerate(lines) if line.endswith(".stride"))
+    assert lines[stride + 1].strip().startswith("if X is not _c"), entry.source
+    assert lines[stride + 2].startswith(" " * 12 + "if not (type(X) is"), entry.source  # nested
+    m.stride = tuple([2])
+    torch.testing.assert_close(g(x), m(x))
+    assert len(g._ember_state.entries) == 1
+    m.stride = (1,)
+    torch.testing.assert_close(g(x), m(x))
+    assert len(g._ember_state.entries) == 2
+
+
+def test_tuple_argument_with_a_symbolic_item_is_not_folded():
+    """An int inside a tuple argument that is a graph input (dynamic=True) keeps its local:
+    the tuple is not checked by identity alone."""
+    def f(x, shape):
+        return x.reshape(shape) * 2
+
+    shape = (4, 3)
+    g = ember_capture.capture(f, Recorder(), CaptureConfig(dynamic=True, raise_internal=True))
+    for x, s in ((torch.randn(12), shape), (torch.randn(12), shape), (torch.randn(20), (5, 4)), (torch.randn(12), shape)):
+        torch.testing.assert_close(g(x, s), f(x, s))  # the same tuple object again: still bound
+    assert len(g._ember_state.entries) == 1

@@ -101,6 +101,7 @@ def _wrap_tuple(tr, value, source, name):
             return _wrap_object(tr, value, source, name)
     if source is not None:
         tr.guards.add(source, f"type(X) is {tr.ns.ref(cls)} and len(X) == {len(value)}")
+        tr.guards.pin(source, value)  # its items are pinned by their own guards
     items = [wrap(tr, v, _item(source, i), f"{name}_{i}") for i, v in enumerate(value)]
     field_map = {f: i for i, f in enumerate(fields)} if fields else None
     return TupleVar(items, source, cls=cls, fields=field_map)

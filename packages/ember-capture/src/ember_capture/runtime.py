@@ -326,7 +326,7 @@ class FrameState:
         if "guards" in session.config.logs:
             notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
-        guard_lines = tr.guards.lines() + shapes.guard_lines()  # relations: after every input is read
+        guard_lines = tr.guards.lines(keep=[s for s, _ in tr.graph.inputs]) + shapes.guard_lines()  # relations: after every input is read
         entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]
