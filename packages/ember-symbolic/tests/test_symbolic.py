@@ -96,3 +96,15 @@ def test_two_symbols_found_equal_become_one():
     assert n == m  # a decision: guard, and m is replaced by n
     assert expr_of(m * 2) == expr_of(n) * 2
 
+
+
+def test_constant_pad_nd_with_symbolic_pads_has_a_fake_kernel():
+    # Note [fake kernels for symbolic sizes]: torch's kernel takes plain ints and raised here
+    env = SizeEnv()
+    mode = plain_fake_mode()
+    s = env.symint(7, "s")
+    bias = fake_with_sizes(mode, torch.empty(2, 4, 7, 7), (2, 4, s, s))
+    with mode:
+        out = torch.ops.aten.constant_pad_nd.default(bias, [0, 16 - s % 16])
+    assert hint_of(out.shape[-1]) == 16 and expr_of(out.shape[-2]) == expr_of(s)
+    assert env.guards == []

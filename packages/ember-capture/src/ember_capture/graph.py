@@ -19,6 +19,8 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from ember_symbolic import symbolic_fake_mode
+
 from .config import Unsupported
 from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, concrete, has_sym
 from .variables import ConstVar, ExitVar, ListVar, NullVar, TensorVar, TupleVar, Var
@@ -60,7 +62,7 @@ def stack_trace(location) -> str:
 class OutputGraph:
     def __init__(self, shapes: ShapePolicy | None = None):
         self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.fake_mode = symbolic_fake_mode()  # FakeTensorMode, plus Note [fake kernels for symbolic sizes]
         self.shapes = shapes
         self.sizes = SizeNodes(self.graph, shapes, self._annotate) if shapes is not None else None
         self.inputs: list[tuple[str, object]] = []  # (source, real value) per placeholder

@@ -180,6 +180,23 @@ def _sign(expr: sympy.Expr) -> int | None:
     return None
 
 
+def _sign_with_remainders(expr: sympy.Expr) -> int | None:
+    """_sign, where each ``Mod(x, c)`` (c a positive integer) is replaced by a non-negative symbol
+    ``m`` or by ``c - 1 - m``: each covers every value the remainder can take (0 .. c-1), so a
+    sign found for either holds for the original; the first that decides is taken."""
+    mods = [m for m in expr.atoms(sympy.Mod) if m.args[1].is_Integer and m.args[1] > 0][:3]
+    if not mods:
+        return _sign(expr)
+    fresh = [sympy.Symbol(f"_m{i}", integer=True, nonnegative=True) for i in range(len(mods))]
+    for choice in range(2 ** len(mods)):
+        subs = {m: (f if not (choice >> i) & 1 else m.args[1] - 1 - f)
+                for i, (m, f) in enumerate(zip(mods, fresh))}
+        sign = _sign(expr.xreplace(subs))
+        if sign is not None:
+            return sign
+    return None
+
+
 def _decide_by_sign(relation: sympy.Basic) -> bool | None:
     """Decide ``a <op> b`` from the sign of ``a - b`` (see _sign), for Eq/Ne/Lt/Le/Gt/Ge and Not."""
     if isinstance(relation, sympy.Not):
@@ -187,7 +204,7 @@ def _decide_by_sign(relation: sympy.Basic) -> bool | None:
         return None if inner is None else not inner
     if not isinstance(relation, sympy.core.relational.Relational):
         return None
-    sign = _sign(relation.lhs - relation.rhs)
+    sign = _sign_with_remainders(relation.lhs - relation.rhs)
     if sign is None:
         return None
     positive, nonneg, negative, nonpos = sign == 1, sign in (0, 1), sign == -1, sign in (-1, -2)

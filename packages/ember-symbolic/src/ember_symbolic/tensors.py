@@ -35,9 +35,50 @@ def fake_with_sizes(fake_mode, tensor: torch.Tensor, sizes: Sequence) -> torch.T
 
 def plain_fake_mode():
     """A FakeTensorMode that works with ember's SymNodes: its op cache keys SymInts through torch's
-    ShapeEnv, which ember does not use, so the cache is off."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    ShapeEnv, which ember does not use, so the cache is off; and the few ATen ops whose kernels
+    refuse symbolic sizes get fake kernels of ours (`symbolic_fake_mode`)."""
+    mode = symbolic_fake_mode(allow_non_fake_inputs=True)
     mode.cache_enabled = False
     return mode
+
+
+def symbolic_fake_mode(**kwargs):
+    """A FakeTensorMode whose ops with symbolic arguments may take ember's fake kernels (Note [fake
+    kernels for symbolic sizes]); with static arguments it is torch's FakeTensorMode unchanged."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class SymbolicFakeTensorMode(FakeTensorMode):
+        def dispatch(self, func, types, args=(), kwargs=None):
+            kernel = SYMBOLIC_FAKE_KERNELS.get(func)
+            if kernel is not None and _any_symbolic((args, kwargs or {})):
+                with self:
+                    return kernel(*args, **(kwargs or {}))
+            return super().dispatch(func, types, args, kwargs)
+
+    return SymbolicFakeTensorMode(**kwargs)
+
+
+def _any_symbolic(tree) -> bool:
+    for leaf in torch.utils._pytree.tree_leaves(tree):
+        if isinstance(leaf, torch.SymInt):
+            return True
+        if isinstance(leaf, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in leaf.shape):
+            return True
+    return False
+
+
+# Note [fake kernels for symbolic sizes]: a few ATen ops reach a C++ kernel that takes plain ints
+# (`SymIntArrayRef expected to contain only concrete integers`) when their sizes are symbolic, and
+# torch's Python meta for them is not what FakeTensorMode runs. CUDA's scaled_dot_product_attention
+# pads an attention bias whose last size is not a multiple of 16 with constant_pad_nd: with a
+# symbolic sequence length the trace raised, and capture broke the graph at every attention. Each
+# kernel here computes only the output's metadata, as the real kernel lays it out.
+def _constant_pad_nd(a, pad, value=0):
+    sizes = list(a.shape)
+    for i in range(len(pad) // 2):
+        d = len(sizes) - 1 - i
+        sizes[d] = sizes[d] + pad[2 * i] + pad[2 * i + 1]
+    return torch.empty(sizes, dtype=a.dtype, device=a.device)
+
+
+SYMBOLIC_FAKE_KERNELS = {torch.ops.aten.constant_pad_nd.default: _constant_pad_nd}
