@@ -4,7 +4,7 @@ the default backend (inductor), each compared with eager on sizes the first comp
 
 Until ember_autograd and ember_inductor compile symbolic graphs, the compositions built on
 ember_autograd take static graphs (Note [static graphs for ember_autograd] in
-ember/backends.py): for them the counts below follow AOT_TAKES_SYMBOLIC_SHAPES.
+ember/backends.py): for them the counts below follow AOT_TAKES_SYMBOLIC_SIZES.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from ember_symbolic import is_symbolic
 
 import ember
-from ember.backends import AOT_TAKES_SYMBOLIC_SHAPES
+from ember.backends import AOT_TAKES_SYMBOLIC_SIZES
 
 BATCHES = (3, 4, 6, 9, 12, 17)
 
@@ -78,7 +78,7 @@ def test_autograd_backends_correct_on_every_size(backend, dynamic):
     compiled = ember.compile(head, backend=backend, dynamic=dynamic)
     call_all(compiled, head, [(torch.randn(b, 5), w) for b in BATCHES[:4]])
     graphs = graphs_of(compiled)
-    if AOT_TAKES_SYMBOLIC_SHAPES:
+    if AOT_TAKES_SYMBOLIC_SIZES:
         assert len(graphs) <= 2
     else:  # the static fallback: one static graph per shape
         assert len(graphs) == 4 and all(symbolic_inputs(gm) == [] for gm in graphs)
@@ -145,7 +145,7 @@ def test_a_step_counter(backend):
     x = torch.randn(4)
     for step in range(2, 9):
         torch.testing.assert_close(compiled(x, step), f(x, step))
-    expected = 2 if backend == "eager" or AOT_TAKES_SYMBOLIC_SHAPES else 7
+    expected = 2 if backend == "eager" or AOT_TAKES_SYMBOLIC_SIZES else 7
     assert len(graphs_of(compiled)) == expected
 
 

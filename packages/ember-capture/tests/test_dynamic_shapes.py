@@ -24,7 +24,7 @@ class Counting:
     def __init__(self, symbolic=True):
         self.graphs, self.inputs = [], []
         if not symbolic:
-            setattr(self, ember_capture.SYMBOLIC_SHAPES_ATTR, False)
+            setattr(self, ember_capture.SYMBOLIC_SIZES_ATTR, False)
 
     def __call__(self, gm, example_inputs):
         ember_capture.verify_graph(gm, example_inputs)

@@ -156,7 +156,8 @@ class _Session:
         values = list(example_values)[: len(example_inputs)]
         values += [None] * (len(example_inputs) - len(values))
         symbolic = any(_is_symbolic_value(v) for v in values)
-        # Note [symbolic traces]: FakeTensorMode's op cache keys SymInts through torch's ShapeEnv
+        # Note [symbolic traces]: FakeTensorMode's op cache keys SymInts through torch's own shape
+        # environment
         self.fake_mode = plain_fake_mode() if symbolic else FakeTensorMode()
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()

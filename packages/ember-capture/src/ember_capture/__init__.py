@@ -12,9 +12,9 @@ from ember_capture.__about__ import __version__
 from ember_capture.api import capture, disable, explain, reset, ExplainOutput
 from ember_capture.config import BreakReason, CaptureConfig, CaptureStats, FrameEvent, Unsupported
 from ember_capture.kinds import BreakKind
-from ember_capture.sizes import SYMBOLIC_SHAPES_ATTR, mark_dynamic, mark_static, takes_symbolic_shapes
+from ember_capture.sizes import SYMBOLIC_SIZES_ATTR, mark_dynamic, mark_static, takes_symbolic_sizes
 from ember_capture.verify import SpecError, verify_graph
 
 __all__ = ["__version__", "capture", "disable", "explain", "reset", "ExplainOutput", "BreakKind", "BreakReason",
-           "CaptureConfig", "CaptureStats", "FrameEvent", "SYMBOLIC_SHAPES_ATTR", "SpecError", "Unsupported",
-           "mark_dynamic", "mark_static", "takes_symbolic_shapes", "verify_graph"]
+           "CaptureConfig", "CaptureStats", "FrameEvent", "SYMBOLIC_SIZES_ATTR", "SpecError", "Unsupported",
+           "mark_dynamic", "mark_static", "takes_symbolic_sizes", "verify_graph"]

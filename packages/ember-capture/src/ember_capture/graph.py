@@ -124,7 +124,7 @@ class OutputGraph:
 
     def _symbols_appear(self):
         """Before the first symbol of the trace: the fake op cache keys SymInts through torch's
-        ShapeEnv, which ember does not use, so it is off from here on (what it cached so far
+        shape environment, which ember does not use, so it is off from here on (what it cached so far
         holds static fakes only)."""
         self.fake_mode.cache_enabled = False
 

@@ -27,7 +27,7 @@ from .disable import run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS
 from .resume import CannotResume, resume_code
-from .sizes import FrameShapes, ShapePolicy, takes_symbolic_shapes
+from .sizes import FrameShapes, ShapePolicy, takes_symbolic_sizes
 from .tracebacks import hide_ember_frames
 from .tracer import Tracer
 from .variables import ExitVar
@@ -50,7 +50,7 @@ class Session:
         self.instances: dict = {}  # module forward's code -> instances captured at graph breaks
         self.warned: set = set()
         self.root = None  # the captured function or module
-        self.symbolic = takes_symbolic_shapes(backend)  # False: every graph static (sizes.py)
+        self.symbolic = takes_symbolic_sizes(backend)  # False: every graph static (sizes.py)
 
     def callee(self, obj):
         """The capture wrapper used when a graph break calls a user function natively.

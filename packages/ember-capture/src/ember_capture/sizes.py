@@ -45,12 +45,12 @@ _STATIC_SOURCE = re.compile(r"_parameters\[|_buffers\[")
 
 # The attribute a backend callable sets to False when it cannot compile graphs with symbolic
 # sizes: capture then keeps every graph it hands to it static (ShapePolicy.symbolic).
-SYMBOLIC_SHAPES_ATTR = "ember_symbolic_shapes"
+SYMBOLIC_SIZES_ATTR = "ember_symbolic_sizes"
 
 
-def takes_symbolic_shapes(backend) -> bool:
+def takes_symbolic_sizes(backend) -> bool:
     """Whether ``backend`` compiles graphs with symbolic sizes (True unless it says otherwise)."""
-    return bool(getattr(backend, SYMBOLIC_SHAPES_ATTR, True))
+    return bool(getattr(backend, SYMBOLIC_SIZES_ATTR, True))
 
 
 def mark_dynamic(t: torch.Tensor, dim) -> None:

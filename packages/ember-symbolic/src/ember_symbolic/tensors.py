@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ember_symbolic.env import hint_of
 
@@ -35,26 +36,27 @@ def fake_with_sizes(fake_mode, tensor: torch.Tensor, sizes: Sequence) -> torch.T
 
 def plain_fake_mode():
     """A FakeTensorMode that works with ember's SymNodes: its op cache keys SymInts through torch's
-    ShapeEnv, which ember does not use, so the cache is off; and the few ATen ops whose kernels
+    shape environment, which ember does not use, so the cache is off; and the few ATen ops whose kernels
     refuse symbolic sizes get fake kernels of ours (`symbolic_fake_mode`)."""
     mode = symbolic_fake_mode(allow_non_fake_inputs=True)
     mode.cache_enabled = False
     return mode
 
 
-def symbolic_fake_mode(**kwargs):
-    """A FakeTensorMode whose ops with symbolic arguments may take ember's fake kernels (Note [fake
-    kernels for symbolic sizes]); with static arguments it is torch's FakeTensorMode unchanged."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+class SymbolicFakeTensorMode(FakeTensorMode):
+    """torch's FakeTensorMode, except that an op with symbolic arguments may take one of ember's
+    fake kernels (Note [fake kernels for symbolic sizes]); with static arguments, unchanged."""
 
-    class SymbolicFakeTensorMode(FakeTensorMode):
-        def dispatch(self, func, types, args=(), kwargs=None):
-            kernel = SYMBOLIC_FAKE_KERNELS.get(func)
-            if kernel is not None and _any_symbolic((args, kwargs or {})):
-                with self:
-                    return kernel(*args, **(kwargs or {}))
-            return super().dispatch(func, types, args, kwargs)
+    def dispatch(self, func, types, args=(), kwargs=None):
+        kernel = SYMBOLIC_FAKE_KERNELS.get(func)
+        if kernel is not None and _any_symbolic((args, kwargs or {})):
+            with self:
+                return kernel(*args, **(kwargs or {}))
+        return super().dispatch(func, types, args, kwargs)
 
+
+def symbolic_fake_mode(**kwargs) -> SymbolicFakeTensorMode:
+    """A SymbolicFakeTensorMode (FakeTensorMode's keyword arguments)."""
     return SymbolicFakeTensorMode(**kwargs)
 
 

@@ -37,13 +37,13 @@ CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 
 # Note [static graphs for ember_autograd]: the ONE switch for dynamic shapes in the compositions
 # built on ember_autograd (aot_eager, inductor, cudagraphs, any AotComposition). While it is False
-# they declare that they compile static graphs only (`ember_symbolic_shapes`, the capability
-# ember_capture reads through `takes_symbolic_shapes`), and capture keeps every graph it hands
+# they declare that they compile static graphs only (`ember_symbolic_sizes`, the capability
+# ember_capture reads through `takes_symbolic_sizes`), and capture keeps every graph it hands
 # them static: a new shape recompiles (up to the recompile limit), whatever `dynamic` says. Set it
 # to True once ember_autograd, ember_prims and ember_inductor compile graphs with symbolic sizes
 # (issue #18's contract, /work/wt/_brief/DYNAMIC.md); backends that run the captured graph as it
 # is ("eager", user callables) take symbolic graphs already.
-AOT_TAKES_SYMBOLIC_SHAPES = True
+AOT_TAKES_SYMBOLIC_SIZES = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +148,7 @@ def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileReco
         record.add(graph, "backend", f"compile ({settings.backend_name})", time.perf_counter() - start, compiled)
         return compiled
 
-    setattr(compile_one, ember_capture.SYMBOLIC_SHAPES_ATTR, ember_capture.takes_symbolic_shapes(compiler))
+    setattr(compile_one, ember_capture.SYMBOLIC_SIZES_ATTR, ember_capture.takes_symbolic_sizes(compiler))
     return compile_one
 
 
@@ -189,10 +189,10 @@ class AotComposition:
         return self.name
 
     @property
-    def ember_symbolic_shapes(self) -> bool:
+    def ember_symbolic_sizes(self) -> bool:
         """Whether this composition compiles graphs with symbolic sizes (Note [static graphs for
         ember_autograd]); never with CUDA graphs, which replay recorded shapes."""
-        return AOT_TAKES_SYMBOLIC_SHAPES and self.cudagraphs is None
+        return AOT_TAKES_SYMBOLIC_SIZES and self.cudagraphs is None
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list, fallback: Fallback | None = None,
                  record: CompileRecord | None = None, graph: int = 0) -> Callable:

@@ -107,7 +107,7 @@ def split_at_ddp_buckets(compile_graph: CompilerFn) -> CompilerFn:
         return plan.runner(compiled)
 
     # what the wrapped compiler takes, it takes (Note [static graphs for ember_autograd])
-    setattr(compile_one, ember_capture.SYMBOLIC_SHAPES_ATTR, ember_capture.takes_symbolic_shapes(compile_graph))
+    setattr(compile_one, ember_capture.SYMBOLIC_SIZES_ATTR, ember_capture.takes_symbolic_sizes(compile_graph))
     return compile_one
 
 
