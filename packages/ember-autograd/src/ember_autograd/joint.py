@@ -11,7 +11,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from ember_symbolic import is_symbolic, plain_fake_mode
+from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch
 
 from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.functionalize import replayable
@@ -110,7 +110,8 @@ def _is_symbolic_value(v) -> bool:
 def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
     """One forward graph: outputs, then the new values of mutated inputs."""
     session = _Session(example_inputs, decompositions, requires_grad=False, example_values=_example_values(gm))
-    with session.fake_mode, torch.no_grad():
+    # Note [C++ kernels that read plain sizes] (ember_symbolic): the Python dispatcher when symbolic
+    with session.fake_mode, torch.no_grad(), symbolic_dispatch(session.symbolic):
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
@@ -121,7 +122,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
     """Forward and backward in one graph: placeholders primals_*, tangents_*; outputs as in
     `Signature`. The backward is the autograd engine's own, run on the fake outputs."""
     session = _Session(example_inputs, decompositions, requires_grad=True, example_values=_example_values(gm))
-    with session.fake_mode, torch.enable_grad():
+    with session.fake_mode, torch.enable_grad(), symbolic_dispatch(session.symbolic):
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
@@ -159,6 +160,7 @@ class _Session:
         # Note [symbolic traces]: FakeTensorMode's op cache keys SymInts through torch's own shape
         # environment
         self.fake_mode = plain_fake_mode() if symbolic else FakeTensorMode()
+        self.symbolic = symbolic
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)

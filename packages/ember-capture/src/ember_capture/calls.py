@@ -40,6 +40,8 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator", "typing"})
 MAX_INLINE_DEPTH = 48
 def is_torch_op(value) -> bool:
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True  # torch.ops.aten.*, and custom ops (torch.library)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
         owner = getattr(value, "__objclass__", None)
@@ -132,6 +134,8 @@ def _call_obj(fr, fn, args, kwargs):
     scheduled_step = optim_function_model_for(fn)
     if scheduled_step is not None:  # Note [optimizer steps]
         return scheduled_step(fr, args, kwargs)
+    if isinstance(getattr(value, "_opoverload", None), torch._ops.OpOverload):  # torch.library.custom_op
+        return torch_call(fr, value._opoverload, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if is_container_method(value):

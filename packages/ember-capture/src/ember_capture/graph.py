@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from ember_symbolic import symbolic_fake_mode
+from ember_symbolic import any_symbolic, symbolic_dispatch, symbolic_fake_mode
 
 from .config import Unsupported
 from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, concrete, has_sym
@@ -177,7 +177,10 @@ class OutputGraph:
             raise Unsupported("trace_error", f"{_name(target)} raised {type(e).__name__}: {e}") from None
         node_args, _ = _lower(args, self.sizes)
         node_kwargs, _ = _lower(kwargs, self.sizes)
-        if target is operator.setitem:
+        # An op called for its effect (setitem; an op that returns None and writes its tensor
+        # arguments, as custom ops with `mutates_args` do) is a node although nothing uses it.
+        if target is operator.setitem or (out is None and kind == "call_function"
+                                          and any(isinstance(a, TensorVar) for a in _flat(args, kwargs))):
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
             self._annotate(node, None)
             self.n_ops += 1
@@ -199,7 +202,8 @@ class OutputGraph:
     def _run_fake(self, kind, target, args, kwargs):
         _, fake_args = _lower(args, None)
         _, fake_kwargs = _lower(kwargs, None)
-        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+        symbolic = any_symbolic((fake_args, fake_kwargs))  # Note [C++ kernels that read plain sizes]
+        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), symbolic_dispatch(symbolic):
             if kind == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)

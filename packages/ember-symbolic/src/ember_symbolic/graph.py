@@ -144,6 +144,8 @@ class SizeNodes:
             return self._fix_val(out, expr, pytype)
         if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
             return self._emit(operator.pow, (self.expr_node(expr.base, pytype), int(expr.exp)), expr, pytype)
+        if expr.is_Pow and pytype is float and expr.exp.is_number:  # sqrt(head dim): attention's scale
+            return self._emit(operator.pow, (self.expr_node(expr.base, float), float(expr.exp)), expr, float)
         if isinstance(expr, sympy.floor):
             n, d = sympy.fraction(sympy.together(expr.args[0]))
             return self._emit(operator.floordiv, (self.expr_node(n), self.expr_node(d)), expr, int)

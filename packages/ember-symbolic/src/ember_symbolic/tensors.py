@@ -1,9 +1,11 @@
 """Fake tensors with symbolic sizes, made from real tensors (or from sizes and strides)."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ember_symbolic.env import hint_of
@@ -49,7 +51,7 @@ class SymbolicFakeTensorMode(FakeTensorMode):
 
     def dispatch(self, func, types, args=(), kwargs=None):
         kernel = SYMBOLIC_FAKE_KERNELS.get(func)
-        if kernel is not None and _any_symbolic((args, kwargs or {})):
+        if kernel is not None and any_symbolic((args, kwargs or {})):
             with self:
                 return kernel(*args, **(kwargs or {}))
         return super().dispatch(func, types, args, kwargs)
@@ -60,7 +62,23 @@ def symbolic_fake_mode(**kwargs) -> SymbolicFakeTensorMode:
     return SymbolicFakeTensorMode(**kwargs)
 
 
-def _any_symbolic(tree) -> bool:
+# Note [C++ kernels that read plain sizes]: some CompositeImplicitAutograd kernels in C++ read a
+# tensor's sizes as plain ints (`sizes()`, not `sym_sizes()`). On a fake tensor with symbolic sizes
+# that read is dispatched to Python as `aten.size.default`, which FakeTensorMode answers with int()
+# of every size: each symbol is pinned to this call's value by a guard, silently, and the graph is
+# recompiled for every new size. torch 2.11's `matmul` does this for batched operands (so does the
+# math path of scaled_dot_product_attention, which calls it: BERT's sizes were pinned on CUDA, where
+# capture sees an attention mask). torch registers symbolic-clean Python kernels for such ops with
+# the Python dispatcher, which is off by default; each op run on symbolic fakes (capture's fake run,
+# autograd's trace) runs with it on. With static sizes nothing changes.
+def symbolic_dispatch(symbolic: bool):
+    """The context under which ops on symbolic fakes run (Note [C++ kernels that read plain sizes]):
+    the Python dispatcher when ``symbolic``, else nothing."""
+    return enable_python_dispatcher() if symbolic else contextlib.nullcontext()
+
+
+def any_symbolic(tree) -> bool:
+    """Whether a SymInt, or a tensor with a symbolic size, is among the leaves of ``tree``."""
     for leaf in torch.utils._pytree.tree_leaves(tree):
         if isinstance(leaf, torch.SymInt):
             return True
