@@ -518,3 +518,15 @@ def test_symbolic_triton_kernels_compiled_on_the_gpu(triton_options, make):
               _pointwise_graph: lambda n: [torch.randn(n, n + 3, device="cuda"), torch.randn(n + 3, device="cuda")],
               _reduction_graph: lambda n: [torch.randn(n, 16, device="cuda")]}
     _check(compiled, inputs[make], refs[make], sizes=(2, 16, 37, 1000), atol=1e-4, rtol=1e-4)
+    # Note [Launch fast path]: one fast launch per specialization of the int arguments seen; from
+    # then on, calls at those sizes never reach Triton's JIT (which now raises if reached)
+    launchers = [compiled._fn.__globals__[k.name] for k in compiled.kernels]
+    assert all(launcher._fast_by_spec for launcher in launchers)
+    for launcher in launchers:
+        launcher._fns = {False: _NotLaunched()}
+    _check(compiled, inputs[make], refs[make], sizes=(2, 16, 37, 1000), atol=1e-4, rtol=1e-4)
+
+
+class _NotLaunched:
+    def __getitem__(self, grid):
+        raise AssertionError("Triton's JIT launch was reached: the fast path was not taken")

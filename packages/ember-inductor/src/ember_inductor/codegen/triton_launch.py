@@ -79,6 +79,7 @@ class TritonLauncher:
         self._config: dict[bool, LaunchConfig] = {}
         self._warm = False  # GPU: compiled and tuned; later launches skip the cache-dir scope
         self._fast = None   # see Note [Launch fast path]
+        self._fast_by_spec: dict[tuple, FastLaunch] = {}  # symbolic kernels: Note [Launch fast path]
         self.group = group
         if group is not None:
             group.launchers.append(self)
@@ -126,11 +127,15 @@ class TritonLauncher:
         return (*sizes, *numels), xnumel
 
     def _launch_symbolic(self, args) -> None:
-        """A kernel with size arguments: the grid from this call's sizes, no fast path."""
+        """A kernel with size arguments: the grid from this call's sizes (Note [Launch fast path])."""
         tensors = args[:self.n_tensors]
         sizes, xnumel = self._scalars(args[self.n_tensors:])
         if xnumel == 0:
             return
+        if self._warm and tensors[0].is_cuda:
+            fast = self._fast_by_spec.get(_int_specialization(sizes))
+            if fast is not None and fast.launch_now(tensors, sizes, self.grid(self._config[False], xnumel)):
+                return
         tensors = [_storage_base(t) for t in tensors]
         interpret = not tensors[0].is_cuda
         fn = self.kernel(interpret)
@@ -139,16 +144,19 @@ class TritonLauncher:
             with interpreting():
                 fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
             return
-        if not self._warm:
+        if self._warm:
+            cfg = self._config[interpret]
+            compiled = fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+        else:
             if self.group is not None:
                 self.group.warm()
             with triton_cache_dir(self.cache_dir):
                 cfg = self.config(tensors, interpret, sizes)
-                fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+                compiled = fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
             self._warm = True
-            return
-        cfg = self._config[interpret]
-        fn[self.grid(cfg, xnumel)](*tensors, *sizes, **cfg.kwargs())
+        fast = self._fast_launch(compiled, tensors, fn, cfg, len(sizes))
+        if fast is not None:
+            self._fast_by_spec.setdefault(_int_specialization(sizes), fast)
 
     def config(self, tensors, interpret: bool, sizes=()) -> LaunchConfig:
         cfg = self._config.get(interpret)
@@ -202,14 +210,26 @@ class TritonLauncher:
     # scratch memory. That is only valid while the specialization would be the same: every
     # pointer 16-byte aligned as on the first launch (Triton specializes on it), the same current
     # device, and no launch hooks (profilers) installed; otherwise Triton's normal path runs.
+    #
+    # A kernel with size arguments (Note [symbolic sizes in the inductor]) takes the same path with
+    # this call's grid and sizes. Triton compiles one variant of it per specialization of its int
+    # arguments (equal to 1, divisible by 16, beyond int32): one fast launch per variant seen, each
+    # remembered after the normal launch that compiled (or found) it.
     def _remember_compiled(self, compiled, tensors, fn, cfg):
-        self._fast = None
+        self._fast = self._fast_launch(compiled, tensors, fn, cfg, 0)
+
+    def _fast_launch(self, compiled, tensors, fn, cfg, n_sizes: int):
         if compiled is None or not all(t.data_ptr() % 16 == 0 for t in tensors):
-            return
+            return None
         kw = cfg.kwargs()
-        consts = tuple(kw[name] for name in fn.arg_names[len(tensors):])
-        grid = tuple(self.grid(cfg)) + (1,) * (3 - len(self.grid(cfg)))
-        self._fast = FastLaunch(compiled, grid, consts)
+        consts = tuple(kw[name] for name in fn.arg_names[len(tensors) + n_sizes:])
+        grid = None if n_sizes else tuple(self.grid(cfg))
+        return FastLaunch(compiled, grid, consts)
+
+
+def _int_specialization(values) -> tuple:
+    """What Triton specializes an int argument on (Note [Launch fast path])."""
+    return tuple((v == 1, v % 16 == 0, not -2**31 <= v < 2**31) for v in values)
 
 
 _RUNTIME_KNOBS = triton.knobs.runtime
@@ -240,12 +260,13 @@ class FastLaunch:
         else:
             self.launch = run
             self.prefix = (compiled.function, compiled.packed_metadata, None, None, None)
-        self.grid = grid
+        self.grid = None if grid is None else tuple(grid) + (1,) * (3 - len(grid))
         self.consts = consts
 
-    def launch_now(self, tensors) -> bool:
+    def launch_now(self, tensors, sizes=(), grid=None) -> bool:
         """Launch on the current stream and return True, or return False (nothing launched)
-        when a condition of the fast path does not hold."""
+        when a condition of the fast path does not hold. A symbolic kernel passes this call's
+        size arguments and grid."""
         if (self.get_device() != self.device or not _no_hook(_RUNTIME_KNOBS.launch_enter_hook)
                 or not _no_hook(_RUNTIME_KNOBS.launch_exit_hook)):
             return False
@@ -253,6 +274,9 @@ class FastLaunch:
         for t in bases:
             if t.data_ptr() % 16:
                 return False
-        g0, g1, g2 = self.grid
-        self.launch(g0, g1, g2, self.get_stream(self.device), *self.prefix, *bases, *self.consts)
+        if grid is None:
+            g0, g1, g2 = self.grid
+        else:
+            g0, g1, g2 = (*grid, 1, 1)[:3]
+        self.launch(g0, g1, g2, self.get_stream(self.device), *self.prefix, *bases, *sizes, *self.consts)
         return True
