@@ -18,11 +18,14 @@ from .config import Unsupported
 from .frame import TracedRaise
 from .library import inlinable_file
 from .graph import SliceParts
+from .lazy import LazyVar
+from .protocol import GETATTR, describe
 from .sizes import SYM_TYPES, concrete
 from .tables import registrar
 from .variables import (
-    NULL, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar,
-    NewObjVar, ObjVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
+    NULL, AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
+    ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
+    Var,
 )
 
 # Tensor attributes that are metadata (constants under static shapes).
@@ -38,10 +41,6 @@ def python_name(v: Var) -> str:
     return "list" if isinstance(v, ListVar) else "tuple"
 
 
-def describe(v: Var) -> str:
-    if isinstance(v, (ObjVar, ConstVar)):
-        return f"{type(v.value).__name__} {getattr(v.value, '__qualname__', '')}".strip()
-    return type(v).__name__.replace("Var", "").lower()
 
 
 def constant_like(value) -> Var:
@@ -184,15 +183,12 @@ def _module_entry(fr, v: ObjVar, key: str) -> Var:
 
 # -- attributes --------------------------------------------------------------------------
 def getattr_var(fr, obj: Var, name: str) -> Var:
-    for cls in type(obj).__mro__:
-        fn = _GETATTR.get(cls)
-        if fn is not None:
-            return fn(fr, obj, name)
-    raise Unsupported("unsupported_attr", f"attribute {name!r} of {describe(obj)}")
+    return GETATTR.lookup(type(obj))(fr, obj, name)
 
 
-_GETATTR = {}
-_getattr_for = registrar(_GETATTR)
+_getattr_for = GETATTR.rule
+GETATTR.refuse(NullVar, IterVar, CellVar, FunctionVar, BoundVar, MethodVar, PartialVar, AutocastVar,
+               NoOpContextVar, ExitVar, SliceParts, LazyVar)
 
 
 @_getattr_for(TensorVar)

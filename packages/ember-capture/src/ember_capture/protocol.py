@@ -1,0 +1,82 @@
+"""The value protocol: what each kind of symbolic value answers, one table per operation.
+
+Note [Value protocol]: the interpreter does not ask which kind of value it holds. Each Python
+operation on a symbolic value (an attribute, its truth, iterating over it, an item, ``in``, a
+call, a method call, ...) is an ``Operation``: a table from the value's class (a ``Var``
+subclass, looked up along its MRO) to the rule that models the operation for that kind of
+value, filled by ``@OP.rule(VarType)`` beside the code of that kind. A kind of value that cannot
+answer an operation says so with ``OP.refuse(VarType)``: using it there is a graph break of the
+operation's own kind and reason (what the user reads, e.g. "indexing function"). Every kind of
+value either answers or refuses every operation (``tests/test_value_protocol.py`` enumerates
+them), so a new kind of value is one decision per operation, not a fall through an
+``isinstance`` ladder; a class that is registered nowhere is refused, as a last resort.
+
+Rules live in the modules of what they model: ``semantics.py`` (constants, attributes, truth,
+operators), ``items.py`` (iteration, ``in``, items), ``calls.py`` (calls) and ``methods.py``
+(methods of builtin receivers).
+"""
+from __future__ import annotations
+
+from .config import Unsupported
+from .variables import ConstVar, ObjVar, Var
+
+
+def describe(v: Var) -> str:
+    """How a graph-break reason names a value: ``list``, ``tensor``, ``function my_fn``."""
+    if isinstance(v, (ObjVar, ConstVar)):
+        return f"{type(v.value).__name__} {getattr(v.value, '__qualname__', '')}".strip()
+    return type(v).__name__.replace("Var", "").lower()
+
+
+class Operation:
+    """One operation of the value protocol: ``OP.lookup(type(v))(*args)`` runs the rule of
+    ``v``'s kind. ``reason(*args)`` is the graph-break reason when the kind refuses it."""
+
+    def __init__(self, name: str, kind: str, reason):
+        self.name = name
+        self.kind = kind
+        self.reason = reason
+        self.rules: dict = {}  # Var class -> rule
+        self._resolved: dict = {}  # concrete class -> rule, along its MRO (a cache)
+        OPERATIONS[name] = self
+
+    def rule(self, *types):
+        """Decorator: ``fn`` answers this operation for values of ``types`` (and subclasses)."""
+        def deco(fn):
+            for t in types:
+                self.rules[t] = fn
+            self._resolved.clear()
+            return fn
+        return deco
+
+    def refuse(self, *types):
+        """Values of ``types`` do not answer this operation: a graph break with its reason."""
+        self.rule(*types)(self.refusal)
+
+    def refusal(self, *args):
+        raise Unsupported(self.kind, self.reason(*args))
+
+    def lookup(self, cls):
+        fn = self._resolved.get(cls)
+        if fn is None:
+            fn = next((self.rules[k] for k in cls.__mro__ if k in self.rules), self.refusal)
+            self._resolved[cls] = fn
+        return fn
+
+    def declared(self, cls) -> str | None:
+        """``"rule"`` or ``"refused"`` where ``cls`` (or a base below ``Var``) is registered."""
+        for k in cls.__mro__:
+            if k is Var:
+                break
+            if k in self.rules:
+                return "refused" if self.rules[k] == self.refusal else "rule"
+        return None
+
+    def __repr__(self):
+        return f"Operation({self.name!r})"
+
+
+OPERATIONS: dict[str, Operation] = {}
+
+# -- the operations (their rules: the modules named in Note [Value protocol]) --------------
+GETATTR = Operation("getattr", "unsupported_attr", lambda fr, obj, name: f"attribute {name!r} of {describe(obj)}")
