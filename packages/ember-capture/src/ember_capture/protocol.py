@@ -80,3 +80,37 @@ OPERATIONS: dict[str, Operation] = {}
 
 # -- the operations (their rules: the modules named in Note [Value protocol]) --------------
 GETATTR = Operation("getattr", "unsupported_attr", lambda fr, obj, name: f"attribute {name!r} of {describe(obj)}")
+CONST_VALUE = Operation("const_value", "unsupported_value",
+                        lambda v, what="this operation": f"{what} needs a constant, got {describe(v)}")
+IDENTITY = Operation("identity", "internal", lambda v: f"identity of {describe(v)}")
+TRUTH = Operation("truth", "unsupported_value", lambda fr, v: f"truth value of {describe(v)}")
+UNPACK = Operation("unpack", "unsupported_iter", lambda fr, v: f"iterating over {describe(v)}")
+CONTAINS = Operation("contains", "unsupported_iter", lambda fr, c, item: f"iterating over {describe(c)}")
+GETITEM = Operation("getitem", "unsupported_subscript", lambda fr, obj, key: f"indexing {describe(obj)}")
+SETITEM = Operation("setitem", "side_effect", lambda fr, obj, key, value: f"item assignment on {describe(obj)}")
+DELITEM = Operation("delitem", "side_effect", lambda fr, obj, key: f"del on {describe(obj)}")
+
+
+def unpack(fr, v: Var) -> list[Var]:
+    """The items of an iterable value, as a list."""
+    return UNPACK.lookup(type(v))(fr, v)
+
+
+def contains(fr, container: Var, item: Var) -> bool:
+    """``item in container``."""
+    return CONTAINS.lookup(type(container))(fr, container, item)
+
+
+def getitem(fr, obj: Var, key: Var) -> Var:
+    """``obj[key]``."""
+    return GETITEM.lookup(type(obj))(fr, obj, key)
+
+
+def setitem(fr, obj: Var, key: Var, value: Var):
+    """``obj[key] = value``."""
+    SETITEM.lookup(type(obj))(fr, obj, key, value)
+
+
+def delitem(fr, obj: Var, key: Var):
+    """``del obj[key]``."""
+    DELITEM.lookup(type(obj))(fr, obj, key)

@@ -15,15 +15,16 @@ import torch
 from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
-from .frame import TracedRaise
 from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
-from .protocol import GETATTR, describe
+from .protocol import (  # noqa: F401  (the dispatchers, used through this module)
+    CONST_VALUE, GETATTR, IDENTITY, TRUTH, contains, delitem, describe, getitem, setitem, unpack,
+)
 from .sizes import SYM_TYPES, concrete
 from .tables import registrar
 from .variables import (
-    NULL, AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
+    AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
     ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
     Var,
 )
@@ -48,26 +49,54 @@ def constant_like(value) -> Var:
 
 
 def const_value(v: Var, what="this operation"):
-    if isinstance(v, ConstVar):
-        return v.value
-    if isinstance(v, TupleVar) and v.cls is tuple:
-        return tuple(const_value(i, what) for i in v.items)
-    if isinstance(v, ListVar):
-        return [const_value(i, what) for i in v.items]
-    if isinstance(v, SetVar):
-        return {const_value(i, what) for i in v.items}
-    if isinstance(v, DictViewVar):  # a real view of an equal dict: set operations, comparisons
-        if v.kind == "keys":
-            return dict.fromkeys(v.dict.items).keys()
-        return getattr({k: const_value(i, what) for k, i in v.dict.items.items()}, v.kind)()
-    if isinstance(v, ObjVar):
-        if is_data_object(v.value):
-            raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
-                              "which can change between calls")
-        return v.value
-    if isinstance(v, TensorVar):
-        raise Unsupported("data_dependent", f"{what} needs the value of a tensor")
-    raise Unsupported("unsupported_value", f"{what} needs a constant, got {describe(v)}")
+    """The Python value of ``v``, for an operation (``what``) that needs one."""
+    return CONST_VALUE.lookup(type(v))(v, what)
+
+
+@CONST_VALUE.rule(ConstVar)
+def _const_const(v: ConstVar, what):
+    return v.value
+
+
+@CONST_VALUE.rule(TupleVar)
+def _tuple_const(v: TupleVar, what):
+    if v.cls is not tuple:  # a namedtuple is rebuilt, not computed with
+        return CONST_VALUE.refusal(v, what)
+    return tuple(const_value(i, what) for i in v.items)
+
+
+@CONST_VALUE.rule(ListVar)
+def _list_const(v: ListVar, what):
+    return [const_value(i, what) for i in v.items]
+
+
+@CONST_VALUE.rule(SetVar)
+def _set_const(v: SetVar, what):
+    return {const_value(i, what) for i in v.items}
+
+
+@CONST_VALUE.rule(DictViewVar)
+def _view_const(v: DictViewVar, what):  # a real view of an equal dict: set operations, comparisons
+    if v.kind == "keys":
+        return dict.fromkeys(v.dict.items).keys()
+    return getattr({k: const_value(i, what) for k, i in v.dict.items.items()}, v.kind)()
+
+
+@CONST_VALUE.rule(ObjVar)
+def _obj_const(v: ObjVar, what):
+    if is_data_object(v.value):
+        raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
+                          "which can change between calls")
+    return v.value
+
+
+@CONST_VALUE.rule(TensorVar)
+def _tensor_const(v: TensorVar, what):
+    raise Unsupported("data_dependent", f"{what} needs the value of a tensor")
+
+
+CONST_VALUE.refuse(NullVar, DictVar, IterVar, CellVar, FunctionVar, BoundVar, MethodVar, PartialVar, GradModeVar,
+                   AutocastVar, NoOpContextVar, ExitVar, SuperVar, NewObjVar, SliceParts, LazyVar)
 
 
 _MUTABLE_DATA = (list, dict, set, bytearray, collections.deque, collections.abc.MutableSequence,
@@ -126,59 +155,6 @@ def mutable_items(fr, v: Var) -> list:
             fr.tr.mark_mutated(v)
         return v.items
     raise Unsupported("unsupported_container", f"appending to {describe(v)}")
-
-
-# -- unpacking and iteration -------------------------------------------------------------
-def unpack(fr, v: Var) -> list[Var]:
-    """The items of an iterable value, as a list."""
-    if isinstance(v, (ListVar, TupleVar, SetVar)):
-        return list(v.items)
-    if isinstance(v, DictVar):
-        return [ConstVar(k) for k in v.items]
-    if isinstance(v, DictViewVar):
-        return v.view_items()
-    if isinstance(v, IterVar):
-        return v.drain()
-    if isinstance(v, ConstVar) and isinstance(v.value, (tuple, list, range, str, torch.Size, dict, set, frozenset)):
-        return [ConstVar(i) for i in v.value]
-    if isinstance(v, TensorVar):
-        if v.fake.dim() == 0:
-            raise Unsupported("trace_error", "iteration over a 0-d tensor")
-        return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
-    if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
-        return module_children(fr, v)
-    if isinstance(v, (NewObjVar, ObjVar)):  # a user class's __iter__ (a Sequence's, from collections.abc)
-        result = call_dunder(fr, v, "__iter__", [])
-        if result is not NO_DUNDER:
-            return unpack(fr, result)
-    raise Unsupported("unsupported_iter", f"iterating over {describe(v)}")
-
-
-def iterate(fr, v: Var) -> IterVar:
-    if isinstance(v, IterVar):
-        return v
-    if isinstance(v, ListVar):
-        it = IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
-        it.over = v  # rebuilt over the same list at a break (Note [Breaks in loops])
-        return it
-    return IterVar(unpack(fr, v))
-
-
-def module_children(fr, v: ObjVar) -> list[Var]:
-    m = v.value
-    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
-        return [_module_entry(fr, v, k) for k in m._modules]
-    if isinstance(m, torch.nn.ModuleDict):
-        return [ConstVar(k) for k in m._modules]
-    if isinstance(m, torch.nn.ParameterList):
-        return [getattr_var(fr, v, str(i)) for i in range(len(m))]
-    raise Unsupported("unsupported_iter", f"iterating over module {type(m).__name__}")
-
-
-def _module_entry(fr, v: ObjVar, key: str) -> Var:
-    sub = v.value._modules[key]
-    src = None if v.source is None else f"{v.source}._modules[{key!r}]"
-    return wrap(fr.tr, sub, src, key)
 
 
 # -- attributes --------------------------------------------------------------------------
@@ -396,13 +372,6 @@ def _c_init(fr, c, *args):
     return ConstVar(None)
 
 
-def _user_protocol(fr, obj, name, args):
-    result = call_dunder(fr, obj, name, args)
-    if result is NO_DUNDER:
-        raise Unsupported("unsupported_call", f"{name} of {describe(obj)}")
-    return result
-
-
 # -- operators ---------------------------------------------------------------------------
 _SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
 
@@ -450,179 +419,95 @@ def unary(fr, fn, a: Var) -> Var:
 
 
 def is_same(a: Var, b: Var) -> bool:
-    if a is b:
-        return True
-    if isinstance(a, ConstVar) and isinstance(b, ConstVar):
-        return a.value is b.value
-    if isinstance(a, ObjVar) and isinstance(b, ObjVar):
-        return a.value is b.value
-    if isinstance(a, TensorVar) and isinstance(b, TensorVar):
-        return a.ident is b.ident
-    if isinstance(a, (ConstVar, ObjVar)) and isinstance(b, (ConstVar, ObjVar)):
-        return a.value is b.value
-    # Values of different symbolic kinds are different objects.
-    if NULL in (a, b):
-        raise Unsupported("internal", "identity of NULL")
-    return False
+    """``a is b`` on symbolic values."""
+    return a is b or IDENTITY.lookup(type(a))(a) is IDENTITY.lookup(type(b))(b)
 
 
-def _registry(v: Var, key: Var) -> bool:
-    """A Mapping object (not a dict: those are DictVars) read from a source, with a constant
-    key: a registry of functions such as a model library's attention implementations."""
-    return (isinstance(v, ObjVar) and v.source is not None and isinstance(key, ConstVar)
-            and isinstance(v.value, collections.abc.Mapping) and not isinstance(v.value, torch.nn.Module))
+# The object that ``is`` compares: a real object's own, a tensor's identity (shared by the
+# results of its in-place ops), or the symbolic value itself (a container built in the trace;
+# values of different symbolic kinds are different objects).
+IDENTITY.rule(ConstVar, ObjVar)(lambda v: v.value)
+IDENTITY.rule(TensorVar)(lambda v: v.ident)
+IDENTITY.rule(ListVar, TupleVar, DictVar, DictViewVar, SetVar, IterVar, CellVar, FunctionVar, BoundVar, MethodVar,
+              PartialVar, GradModeVar, AutocastVar, NoOpContextVar, ExitVar, SuperVar, NewObjVar, SliceParts,
+              LazyVar)(lambda v: v)
 
 
-def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
-    """Note [registry lookups]: a Mapping's own code (often in the standard library, which is
-    not inlined) is run natively at trace time, and a guard re-asks the same question on each
-    call (`key in X`, `X[key] is value`), so a registry changed later recompiles."""
-    k = key.value
-    hash(k)
-    result = k in m.value
-    fr.tr.guards.add(m.source, f"({fr.tr.ns.ref(k)} in X) is {result}", f"({k!r} in {m.source}) is {result}")
-    return result
-
-
-def _registry_getitem(fr, m: ObjVar, key: ConstVar) -> Var:
-    if not _registry_contains(fr, m, key):  # guarded: raised on every call this entry serves
-        raise TracedRaise(KeyError(key.value))
-    value = m.value[key.value]
-    ns = fr.tr.ns
-    fr.tr.guards.add(m.source, f"X[{ns.ref(key.value)}] is {ns.ref(value)}",
-                     f"{m.source}[{key.value!r}] is <{type(value).__name__} at {id(value):#x}>")
-    return wrap(fr.tr, value, None)
-
-
-def contains(fr, container: Var, item: Var) -> bool:
-    if isinstance(container, ConstVar) and isinstance(item, ConstVar):
-        return operator.contains(container.value, item.value)  # Python's own `in`: substrings, ranges
-    if isinstance(container, DictVar) or (isinstance(container, DictViewVar) and container.kind == "keys"):
-        d = container if isinstance(container, DictVar) else container.dict
-        return const_key(item) in d.items
-    if isinstance(container, DictViewVar) and container.kind == "items":
-        pair = unpack(fr, item) if isinstance(item, (TupleVar, ListVar, ConstVar)) else None
-        if pair is None or len(pair) != 2 or const_key(pair[0]) not in container.dict.items:
-            return False
-        return contains(fr, TupleVar([container.dict.items[const_key(pair[0])]]), pair[1])
-    if _registry(container, item):
-        return _registry_contains(fr, container, item)
-    if isinstance(container, ObjVar) and isinstance(container.value, torch.nn.ModuleDict):
-        return const_key(item) in container.value._modules
-    if isinstance(container, NewObjVar):
-        return truthy(fr, _user_protocol(fr, container, "__contains__", [item]))
-    items = unpack(fr, container)
-    if isinstance(item, TensorVar):
-        if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
-            return True
-        raise Unsupported("data_dependent", "`in` on tensors compares their values")
-    return any(is_same(item, i) or (isinstance(i, ConstVar) and isinstance(item, ConstVar) and i.value == item.value)
-               for i in items)
+@IDENTITY.rule(NullVar)
+def _null_identity(v):
+    raise Unsupported("internal", "identity of NULL")
 
 
 def truthy(fr, v: Var) -> bool:
-    if isinstance(v, ConstVar):
-        return bool(v.value)
-    if isinstance(v, TensorVar):
-        raise Unsupported("data_dependent", "branch on a tensor's value (data-dependent control flow)")
-    if isinstance(v, (ListVar, TupleVar, SetVar, DictVar)):
-        return len(v.items) > 0
-    if isinstance(v, DictViewVar):
-        return len(v.dict.items) > 0
-    if isinstance(v, ObjVar):
-        value = v.value
-        cls = type(value)
-        if isinstance(value, torch.nn.Module):
-            return len(value) > 0 if hasattr(cls, "__len__") else True
-        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
-            return True
-        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
-            return True
-        raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
-    if isinstance(v, NewObjVar):  # Python's order: __bool__, then __len__, else true
-        for name in ("__bool__", "__len__"):
-            result = call_dunder(fr, v, name, [])
-            if result is not NO_DUNDER:
-                return truthy(fr, result)
-        return True
-    if isinstance(v, (FunctionVar, BoundVar, MethodVar)):
-        return True
-    raise Unsupported("unsupported_value", f"truth value of {describe(v)}")
+    """``bool(v)``, as a branch needs it."""
+    return TRUTH.lookup(type(v))(fr, v)
 
 
-# -- items -------------------------------------------------------------------------------
+@TRUTH.rule(ConstVar)
+def _const_truth(fr, v: ConstVar):
+    return bool(v.value)
+
+
+@TRUTH.rule(TensorVar)
+def _tensor_truth(fr, v: TensorVar):
+    raise Unsupported("data_dependent", "branch on a tensor's value (data-dependent control flow)")
+
+
+@TRUTH.rule(ListVar, TupleVar, SetVar, DictVar)
+def _container_truth(fr, v):
+    return len(v.items) > 0
+
+
+@TRUTH.rule(DictViewVar)
+def _view_truth(fr, v: DictViewVar):
+    return len(v.dict.items) > 0
+
+
+@TRUTH.rule(ObjVar)
+def _obj_truth(fr, v: ObjVar):
+    value = v.value
+    cls = type(value)
+    if isinstance(value, torch.nn.Module):
+        return len(value) > 0 if hasattr(cls, "__len__") else True
+    if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+        return True
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
+        return True
+    return TRUTH.refusal(fr, v)
+
+
+@TRUTH.rule(NewObjVar)
+def _newobj_truth(fr, v: NewObjVar):  # Python's order: __bool__, then __len__, else true
+    for name in ("__bool__", "__len__"):
+        result = call_dunder(fr, v, name, [])
+        if result is not NO_DUNDER:
+            return truthy(fr, result)
+    return True
+
+
+TRUTH.rule(FunctionVar, BoundVar, MethodVar)(lambda fr, v: True)
+TRUTH.refuse(NullVar, IterVar, CellVar, PartialVar, GradModeVar, AutocastVar, NoOpContextVar, ExitVar, SuperVar,
+             SliceParts, LazyVar)
+
+
 def make_slice(parts: list[Var]) -> Var:
     if all(isinstance(p, ConstVar) for p in parts):
         return ConstVar(slice(*(p.value for p in parts)))
     return SliceParts(parts)
 
 
-def getitem(fr, obj: Var, key: Var) -> Var:
-    if isinstance(obj, TensorVar):
-        return fr.tr.graph.call("call_function", operator.getitem, [obj, key], {})
-    if isinstance(obj, (ListVar, TupleVar)):
-        k = const_value(key, "indexing a list")
-        if isinstance(k, slice):
-            return type(obj)(obj.items[k]) if isinstance(obj, ListVar) else TupleVar(obj.items[k])
-        if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
-            raise TracedRaise(IndexError(f"{python_name(obj)} index out of range"))
-        return obj.items[k]
-    if isinstance(obj, DictVar):
-        k = const_key(key)
-        if k not in obj.items:  # keys are guarded
-            factory = getattr(obj, "default_factory", None)  # a defaultdict made in the trace
-            if factory is None or is_same(factory, ConstVar(None)):
-                raise TracedRaise(KeyError(k))
-            setitem(fr, obj, key, fr.tr.call(fr, factory, [], {}))
-        return obj.items[k]
-    if isinstance(obj, ConstVar):
-        return ConstVar(obj.value[const_value(key)])
-    if isinstance(obj, ObjVar) and isinstance(obj.value, torch.nn.Module):
-        m = obj.value
-        k = const_value(key)
-        if isinstance(m, torch.nn.ModuleDict):
-            return _module_entry(fr, obj, k)
-        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(k, int):
-            keys = list(m._modules)
-            return _module_entry(fr, obj, keys[k])
-        if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
-            return getattr_var(fr, obj, str(k % len(m)))
-        return wrap(fr.tr, m[k], None)
-    result = call_dunder(fr, obj, "__getitem__", [key])  # a Python __getitem__ (ModelOutput's)
-    if result is not NO_DUNDER:
-        return result
-    if _registry(obj, key):
-        return _registry_getitem(fr, obj, key)
-    raise Unsupported("unsupported_subscript", f"indexing {describe(obj)}")
+def iterate(fr, v: Var) -> IterVar:
+    if isinstance(v, IterVar):
+        return v
+    if isinstance(v, ListVar):
+        it = IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
+        it.over = v  # rebuilt over the same list at a break (Note [Breaks in loops])
+        return it
+    return IterVar(unpack(fr, v))
 
 
-def setitem(fr, obj: Var, key: Var, value: Var):
-    if isinstance(obj, TensorVar):
-        fr.tr.graph.call("call_function", operator.setitem, [obj, key, value], {})
-        return
-    if isinstance(obj, ListVar):
-        items = mutable_items(fr, obj)
-        k = const_value(key)
-        if isinstance(k, slice):
-            items[k] = unpack(fr, value)
-        else:
-            items[k] = value
-        return
-    if isinstance(obj, DictVar) and obj.source is None:
-        obj.items[const_key(key)] = value
-        return
-    if isinstance(obj, NewObjVar):
-        _user_protocol(fr, obj, "__setitem__", [key, value])
-        return
-    raise Unsupported("side_effect", f"item assignment on {describe(obj)}")
-
-
-def delitem(fr, obj: Var, key: Var):
-    if isinstance(obj, ListVar):
-        del mutable_items(fr, obj)[const_value(key)]
-    elif isinstance(obj, DictVar) and obj.source is None:
-        del obj.items[const_key(key)]
-    elif isinstance(obj, NewObjVar):
-        _user_protocol(fr, obj, "__delitem__", [key])
-    else:
-        raise Unsupported("side_effect", f"del on {describe(obj)}")
+def module_entry(fr, v: ObjVar, key: str) -> Var:
+    """The submodule ``key`` of a container module (a ModuleList's, a ModuleDict's)."""
+    sub = v.value._modules[key]
+    src = None if v.source is None else f"{v.source}._modules[{key!r}]"
+    return wrap(fr.tr, sub, src, key)

@@ -1,0 +1,278 @@
+"""Iteration, ``in`` and items (``obj[k]``, ``obj[k] = v``, ``del obj[k]``) on each kind of
+symbolic value: the rules of the value protocol's UNPACK, CONTAINS, GETITEM, SETITEM and DELITEM
+tables (Note [Value protocol])."""
+from __future__ import annotations
+
+import collections.abc
+import operator
+
+import torch
+
+from .builder import wrap
+from .config import Unsupported
+from .frame import TracedRaise
+from .graph import SliceParts
+from .lazy import LazyVar
+from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, describe, getitem, setitem, unpack
+from .semantics import (
+    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_items, python_name,
+    truthy,
+)
+from .variables import (
+    AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
+    ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
+)
+
+# Kinds of value that hold no items and model no protocol of their own.
+_ITEMLESS = (NullVar, CellVar, FunctionVar, BoundVar, MethodVar, PartialVar, GradModeVar, AutocastVar, NoOpContextVar,
+             ExitVar, SuperVar, SliceParts, LazyVar)
+
+
+def _user_protocol(fr, obj, name, args):
+    result = call_dunder(fr, obj, name, args)
+    if result is NO_DUNDER:
+        raise Unsupported("unsupported_call", f"{name} of {describe(obj)}")
+    return result
+
+
+# -- iteration ---------------------------------------------------------------------------
+UNPACK.rule(ListVar, TupleVar, SetVar)(lambda fr, v: list(v.items))
+UNPACK.rule(DictVar)(lambda fr, v: [ConstVar(k) for k in v.items])
+UNPACK.rule(DictViewVar)(lambda fr, v: v.view_items())
+UNPACK.rule(IterVar)(lambda fr, v: v.drain())
+UNPACK.refuse(*_ITEMLESS)
+_ITERABLE_CONSTANTS = (tuple, list, range, str, torch.Size, dict, set, frozenset)
+
+
+@UNPACK.rule(ConstVar)
+def _unpack_const(fr, v: ConstVar):
+    if isinstance(v.value, _ITERABLE_CONSTANTS):
+        return [ConstVar(i) for i in v.value]
+    return UNPACK.refusal(fr, v)
+
+
+@UNPACK.rule(TensorVar)
+def _unpack_tensor(fr, v: TensorVar):
+    if v.fake.dim() == 0:
+        raise Unsupported("trace_error", "iteration over a 0-d tensor")
+    return [getitem(fr, v, ConstVar(i)) for i in range(v.fake.shape[0])]
+
+
+@UNPACK.rule(ObjVar)
+def _unpack_obj(fr, v: ObjVar):
+    if isinstance(v.value, torch.nn.Module):
+        return module_children(fr, v)
+    return _unpack_user(fr, v)
+
+
+@UNPACK.rule(NewObjVar)
+def _unpack_user(fr, v):  # a user class's __iter__ (a Sequence's, from collections.abc)
+    result = call_dunder(fr, v, "__iter__", [])
+    if result is not NO_DUNDER:
+        return unpack(fr, result)
+    return UNPACK.refusal(fr, v)
+
+
+def module_children(fr, v: ObjVar) -> list:
+    m = v.value
+    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+        return [module_entry(fr, v, k) for k in m._modules]
+    if isinstance(m, torch.nn.ModuleDict):
+        return [ConstVar(k) for k in m._modules]
+    if isinstance(m, torch.nn.ParameterList):
+        return [getattr_var(fr, v, str(i)) for i in range(len(m))]
+    raise Unsupported("unsupported_iter", f"iterating over module {type(m).__name__}")
+
+
+# -- membership --------------------------------------------------------------------------
+@CONTAINS.rule(ListVar, TupleVar, SetVar, IterVar, TensorVar)
+def _contains_by_iteration(fr, container, item) -> bool:
+    items = unpack(fr, container)
+    if isinstance(item, TensorVar):
+        if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
+            return True
+        raise Unsupported("data_dependent", "`in` on tensors compares their values")
+    return any(is_same(item, i) or (isinstance(i, ConstVar) and isinstance(item, ConstVar) and i.value == item.value)
+               for i in items)
+
+
+CONTAINS.refuse(*_ITEMLESS)
+
+
+@CONTAINS.rule(ConstVar)
+def _const_contains(fr, container: ConstVar, item) -> bool:
+    if isinstance(item, ConstVar):
+        return operator.contains(container.value, item.value)  # Python's own `in`: substrings, ranges
+    return _contains_by_iteration(fr, container, item)
+
+
+@CONTAINS.rule(DictVar)
+def _dict_contains(fr, d: DictVar, item) -> bool:
+    return const_key(item) in d.items
+
+
+@CONTAINS.rule(DictViewVar)
+def _view_contains(fr, view: DictViewVar, item) -> bool:
+    if view.kind == "keys":
+        return const_key(item) in view.dict.items
+    if view.kind == "items":
+        pair = unpack(fr, item) if isinstance(item, (TupleVar, ListVar, ConstVar)) else None
+        if pair is None or len(pair) != 2 or const_key(pair[0]) not in view.dict.items:
+            return False
+        return contains(fr, TupleVar([view.dict.items[const_key(pair[0])]]), pair[1])
+    return _contains_by_iteration(fr, view, item)
+
+
+@CONTAINS.rule(ObjVar)
+def _obj_contains(fr, container: ObjVar, item) -> bool:
+    if _registry(container, item):
+        return _registry_contains(fr, container, item)
+    if isinstance(container.value, torch.nn.ModuleDict):
+        return const_key(item) in container.value._modules
+    return _contains_by_iteration(fr, container, item)
+
+
+@CONTAINS.rule(NewObjVar)
+def _newobj_contains(fr, container: NewObjVar, item) -> bool:
+    return truthy(fr, _user_protocol(fr, container, "__contains__", [item]))
+
+
+def _registry(v: ObjVar, key) -> bool:
+    """A Mapping object (not a dict: those are DictVars) read from a source, with a constant
+    key: a registry of functions such as a model library's attention implementations."""
+    return (v.source is not None and isinstance(key, ConstVar)
+            and isinstance(v.value, collections.abc.Mapping) and not isinstance(v.value, torch.nn.Module))
+
+
+def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
+    """Note [registry lookups]: a Mapping's own code (often in the standard library, which is
+    not inlined) is run natively at trace time, and a guard re-asks the same question on each
+    call (`key in X`, `X[key] is value`), so a registry changed later recompiles."""
+    k = key.value
+    hash(k)
+    result = k in m.value
+    fr.tr.guards.add(m.source, f"({fr.tr.ns.ref(k)} in X) is {result}", f"({k!r} in {m.source}) is {result}")
+    return result
+
+
+def _registry_getitem(fr, m: ObjVar, key: ConstVar):
+    if not _registry_contains(fr, m, key):  # guarded: raised on every call this entry serves
+        raise TracedRaise(KeyError(key.value))
+    value = m.value[key.value]
+    ns = fr.tr.ns
+    fr.tr.guards.add(m.source, f"X[{ns.ref(key.value)}] is {ns.ref(value)}",
+                     f"{m.source}[{key.value!r}] is <{type(value).__name__} at {id(value):#x}>")
+    return wrap(fr.tr, value, None)
+
+
+# -- reading items -----------------------------------------------------------------------
+GETITEM.refuse(*_ITEMLESS, SetVar, DictViewVar, IterVar)
+
+
+@GETITEM.rule(TensorVar)
+def _tensor_getitem(fr, obj: TensorVar, key):
+    return fr.tr.graph.call("call_function", operator.getitem, [obj, key], {})
+
+
+@GETITEM.rule(ListVar, TupleVar)
+def _sequence_getitem(fr, obj, key):
+    k = const_value(key, "indexing a list")
+    if isinstance(k, slice):
+        return ListVar(obj.items[k]) if type(obj) is ListVar else TupleVar(obj.items[k])
+    if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
+        raise TracedRaise(IndexError(f"{python_name(obj)} index out of range"))
+    return obj.items[k]
+
+
+@GETITEM.rule(DictVar)
+def _dict_getitem(fr, obj: DictVar, key):
+    k = const_key(key)
+    if k not in obj.items:  # keys are guarded
+        factory = getattr(obj, "default_factory", None)  # a defaultdict made in the trace
+        if factory is None or is_same(factory, ConstVar(None)):
+            raise TracedRaise(KeyError(k))
+        setitem(fr, obj, key, fr.tr.call(fr, factory, [], {}))
+    return obj.items[k]
+
+
+@GETITEM.rule(ConstVar)
+def _const_getitem(fr, obj: ConstVar, key):
+    return ConstVar(obj.value[const_value(key)])
+
+
+@GETITEM.rule(ObjVar)
+def _obj_getitem(fr, obj: ObjVar, key):
+    if isinstance(obj.value, torch.nn.Module):
+        return _module_getitem(fr, obj, key)
+    result = call_dunder(fr, obj, "__getitem__", [key])  # a Python __getitem__
+    if result is not NO_DUNDER:
+        return result
+    if _registry(obj, key):
+        return _registry_getitem(fr, obj, key)
+    return GETITEM.refusal(fr, obj, key)
+
+
+@GETITEM.rule(NewObjVar)
+def _newobj_getitem(fr, obj: NewObjVar, key):
+    result = call_dunder(fr, obj, "__getitem__", [key])  # a Python __getitem__ (ModelOutput's)
+    if result is not NO_DUNDER:
+        return result
+    return GETITEM.refusal(fr, obj, key)
+
+
+def _module_getitem(fr, obj: ObjVar, key):
+    m = obj.value
+    k = const_value(key)
+    if isinstance(m, torch.nn.ModuleDict):
+        return module_entry(fr, obj, k)
+    if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(k, int):
+        keys = list(m._modules)
+        return module_entry(fr, obj, keys[k])
+    if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
+        return getattr_var(fr, obj, str(k % len(m)))
+    return wrap(fr.tr, m[k], None)
+
+
+# -- writing items -----------------------------------------------------------------------
+SETITEM.refuse(*_ITEMLESS, ConstVar, ObjVar, TupleVar, SetVar, DictViewVar, IterVar)
+DELITEM.refuse(*_ITEMLESS, ConstVar, ObjVar, TupleVar, SetVar, DictViewVar, IterVar, TensorVar)
+
+
+@SETITEM.rule(TensorVar)
+def _tensor_setitem(fr, obj: TensorVar, key, value):
+    fr.tr.graph.call("call_function", operator.setitem, [obj, key, value], {})
+
+
+@SETITEM.rule(ListVar)
+def _list_setitem(fr, obj: ListVar, key, value):
+    items = mutable_items(fr, obj)
+    k = const_value(key)
+    if isinstance(k, slice):
+        items[k] = unpack(fr, value)
+    else:
+        items[k] = value
+
+
+@SETITEM.rule(DictVar)
+def _dict_setitem(fr, obj: DictVar, key, value):
+    if obj.source is not None:  # a dict from the inputs is never changed by a trace
+        return SETITEM.refusal(fr, obj, key, value)
+    obj.items[const_key(key)] = value
+
+
+SETITEM.rule(NewObjVar)(lambda fr, obj, key, value: _user_protocol(fr, obj, "__setitem__", [key, value]))
+
+
+@DELITEM.rule(ListVar)
+def _list_delitem(fr, obj: ListVar, key):
+    del mutable_items(fr, obj)[const_value(key)]
+
+
+@DELITEM.rule(DictVar)
+def _dict_delitem(fr, obj: DictVar, key):
+    if obj.source is not None:
+        return DELITEM.refusal(fr, obj, key)
+    del obj.items[const_key(key)]
+
+
+DELITEM.rule(NewObjVar)(lambda fr, obj, key: _user_protocol(fr, obj, "__delitem__", [key]))
