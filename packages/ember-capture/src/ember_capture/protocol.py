@@ -64,10 +64,9 @@ class Operation:
         return fn
 
     def declared(self, cls) -> str | None:
-        """``"rule"`` or ``"refused"`` where ``cls`` (or a base below ``Var``) is registered."""
+        """``"rule"`` or ``"refused"`` where ``cls`` or a base is registered (a rule for ``Var``
+        itself is an operation's explicit default: the operators compute on constant values)."""
         for k in cls.__mro__:
-            if k is Var:
-                break
             if k in self.rules:
                 return "refused" if self.rules[k] == self.refusal else "rule"
         return None
@@ -79,6 +78,10 @@ class Operation:
 OPERATIONS: dict[str, Operation] = {}
 
 # -- the operations (their rules: the modules named in Note [Value protocol]) --------------
+SETATTR = Operation("setattr", "side_effect",
+                    lambda fr, obj, name, value: f"setting attribute {name!r} on {describe(obj)}")
+BINARY = Operation("binary", "unsupported_operator", lambda fr, fn, a, b: f"{fn.__name__} on {describe(a)} and {describe(b)}")
+UNARY = Operation("unary", "unsupported_operator", lambda fr, fn, a: f"{fn.__name__} on {describe(a)}")
 GETATTR = Operation("getattr", "unsupported_attr", lambda fr, obj, name: f"attribute {name!r} of {describe(obj)}")
 CONST_VALUE = Operation("const_value", "unsupported_value",
                         lambda v, what="this operation": f"{what} needs a constant, got {describe(v)}")

@@ -19,7 +19,7 @@ from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import (  # noqa: F401  (the dispatchers, used through this module)
-    CONST_VALUE, GETATTR, IDENTITY, TRUTH, contains, delitem, describe, getitem, setitem, unpack,
+    BINARY, CONST_VALUE, GETATTR, IDENTITY, SETATTR, TRUTH, UNARY, contains, delitem, describe, getitem, setitem, unpack,
 )
 from .sizes import SYM_TYPES, concrete
 from .tables import registrar
@@ -270,22 +270,34 @@ def _class_attr(fr, obj: Var, cls, name):
 
 
 def setattr_var(fr, obj: Var, name: str, value: Var):
-    if isinstance(obj, NewObjVar):
-        override = class_dunder(obj, "__setattr__")
-        if isinstance(override, types.FunctionType):  # a class's own __setattr__ (ModelOutput's)
-            fr.tr.inline(fr, ObjVar(override), [obj, ConstVar(name), value], {})
-        else:
-            object_setattr(fr, obj, name, value)
-        return
-    if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, (type, types.ModuleType)):
-        m = obj.value
-        if isinstance(m, torch.nn.Module) and (name in m._parameters or name in m._modules or name in m._buffers):
-            raise Unsupported("side_effect", f"assigning module parameter/buffer/submodule {name!r}")
-        if isinstance(value, TensorVar) and isinstance(m, torch.nn.Module):
-            raise Unsupported("side_effect", f"assigning a tensor to module attribute {name!r}")
-        fr.tr.record_attr_write(obj, name, value)
-        return
-    raise Unsupported("side_effect", f"setting attribute {name!r} on {describe(obj)}")
+    """``obj.name = value``."""
+    SETATTR.lookup(type(obj))(fr, obj, name, value)
+
+
+@SETATTR.rule(NewObjVar)
+def _newobj_setattr(fr, obj: NewObjVar, name, value):
+    override = class_dunder(obj, "__setattr__")
+    if isinstance(override, types.FunctionType):  # a class's own __setattr__ (ModelOutput's)
+        fr.tr.inline(fr, ObjVar(override), [obj, ConstVar(name), value], {})
+    else:
+        object_setattr(fr, obj, name, value)
+
+
+@SETATTR.rule(ObjVar)
+def _obj_setattr(fr, obj: ObjVar, name, value):
+    m = obj.value
+    if obj.source is None or isinstance(m, (type, types.ModuleType)):
+        return SETATTR.refusal(fr, obj, name, value)
+    if isinstance(m, torch.nn.Module) and (name in m._parameters or name in m._modules or name in m._buffers):
+        raise Unsupported("side_effect", f"assigning module parameter/buffer/submodule {name!r}")
+    if isinstance(value, TensorVar) and isinstance(m, torch.nn.Module):
+        raise Unsupported("side_effect", f"assigning a tensor to module attribute {name!r}")
+    fr.tr.record_attr_write(obj, name, value)
+
+
+SETATTR.refuse(NullVar, ConstVar, TensorVar, ListVar, TupleVar, DictVar, DictViewVar, SetVar, IterVar, CellVar,
+               FunctionVar, BoundVar, MethodVar, PartialVar, GradModeVar, AutocastVar, NoOpContextVar, ExitVar,
+               SuperVar, SliceParts, LazyVar)
 
 
 def object_setattr(fr, obj: NewObjVar, name: str, value: Var):
@@ -373,28 +385,19 @@ def _c_init(fr, c, *args):
 
 
 # -- operators ---------------------------------------------------------------------------
-_SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
-
-
 def binary(fr, fn, a: Var, b: Var) -> Var:
-    if isinstance(a, TensorVar) or isinstance(b, TensorVar):
-        return fr.tr.graph.call("call_function", fn, [a, b], {})
-    if isinstance(a, ConstVar) and isinstance(b, ConstVar):
-        if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
-            return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
-        return ConstVar(fn(a.value, b.value))
-    if fn in _SEQ_OPS and isinstance(a, (ListVar, TupleVar)):
-        if (isinstance(b, (ListVar, TupleVar)) and fn in (operator.add, operator.iadd)
-                and (type(a) is type(b) or (fn is operator.iadd and isinstance(a, ListVar)))):
-            if fn is operator.iadd and isinstance(a, ListVar):
-                mutable_items(fr, a).extend(unpack(fr, b))
-                return a
-            return type(a)(a.items + unpack(fr, b)) if isinstance(a, ListVar) else TupleVar(a.items + unpack(fr, b))
-        if isinstance(b, ConstVar) and isinstance(b.value, int) and fn in (operator.mul, operator.imul):
-            return type(a)(a.items * b.value) if isinstance(a, ListVar) else TupleVar(a.items * b.value)
-    if fn in (operator.eq, operator.ne) and _identity_eq(a) and _identity_eq(b):
-        same = is_same(a, b)
-        return ConstVar(same if fn is operator.eq else not same)
+    """``fn(a, b)`` for a binary operator ``fn``: the rule of ``a``'s kind, then of ``b``'s (as
+    Python tries ``__add__``, then ``__radd__``; a rule returns NotImplemented to pass), then on
+    the operands' constant values."""
+    result = BINARY.lookup(type(a))(fr, fn, a, b)
+    if result is NotImplemented:
+        result = BINARY.lookup(type(b))(fr, fn, a, b)
+        if result is NotImplemented:
+            return _binary_values(fn, a, b)
+    return result
+
+
+def _binary_values(fn, a: Var, b: Var) -> Var:
     try:
         return from_python(fn(const_value(a), const_value(b)))
     except Unsupported:
@@ -403,19 +406,62 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
         raise Unsupported("unsupported_operator", f"{fn.__name__} on {describe(a)} and {describe(b)}: {e}") from None
 
 
+# Other kinds have no operator of their own: they compute with their constant values.
+BINARY.rule(Var)(lambda fr, fn, a, b: NotImplemented)
+BINARY.rule(TensorVar)(lambda fr, fn, a, b: fr.tr.graph.call("call_function", fn, [a, b], {}))
+
+
+@BINARY.rule(ConstVar)
+def _const_binary(fr, fn, a, b):
+    if not (isinstance(a, ConstVar) and isinstance(b, ConstVar)):
+        return NotImplemented
+    if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
+        return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
+    return ConstVar(fn(a.value, b.value))
+
+
+_SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
+
+
+@BINARY.rule(ListVar, TupleVar)
+def _sequence_binary(fr, fn, a, b):
+    """``+``, ``+=``, ``*`` and ``*=`` of a list or tuple on the left."""
+    if fn not in _SEQ_OPS or type(a) not in (ListVar, TupleVar):
+        return NotImplemented
+    if (type(b) in (ListVar, TupleVar) and fn in (operator.add, operator.iadd)
+            and (type(a) is type(b) or (fn is operator.iadd and type(a) is ListVar))):
+        if fn is operator.iadd and type(a) is ListVar:
+            mutable_items(fr, a).extend(unpack(fr, b))
+            return a
+        return ListVar(a.items + unpack(fr, b)) if type(a) is ListVar else TupleVar(a.items + unpack(fr, b))
+    if type(b) is ConstVar and isinstance(b.value, int) and fn in (operator.mul, operator.imul):
+        return ListVar(a.items * b.value) if type(a) is ListVar else TupleVar(a.items * b.value)
+    return NotImplemented
+
+
+@BINARY.rule(FunctionVar, ObjVar)
+def _identity_binary(fr, fn, a, b):
+    """``==`` and ``!=`` where both sides compare by identity (object.__eq__): decided here."""
+    if fn in (operator.eq, operator.ne) and _identity_eq(a) and _identity_eq(b):
+        same = is_same(a, b)
+        return ConstVar(same if fn is operator.eq else not same)
+    return NotImplemented
+
+
 def _identity_eq(v: Var) -> bool:
     """Whether ``==`` on this value is identity (object.__eq__), so the trace can decide it."""
-    if isinstance(v, FunctionVar):
-        return True
-    if isinstance(v, ObjVar):
-        return type(v.value).__eq__ is object.__eq__ or isinstance(v.value, (types.FunctionType, types.ModuleType))
-    return False
+    value = v.value if type(v) is ObjVar else None
+    return type(v) is FunctionVar or (type(v) is ObjVar and (
+        type(value).__eq__ is object.__eq__ or isinstance(value, (types.FunctionType, types.ModuleType))))
 
 
 def unary(fr, fn, a: Var) -> Var:
-    if isinstance(a, TensorVar):
-        return fr.tr.graph.call("call_function", fn, [a], {})
-    return ConstVar(fn(const_value(a)))
+    """``fn(a)`` for a unary operator ``fn`` (``-a``, ``~a``, ``not``-free ones)."""
+    return UNARY.lookup(type(a))(fr, fn, a)
+
+
+UNARY.rule(Var)(lambda fr, fn, a: ConstVar(fn(const_value(a))))  # other kinds: on their constant value
+UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a], {}))
 
 
 def is_same(a: Var, b: Var) -> bool:
