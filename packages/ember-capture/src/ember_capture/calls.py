@@ -19,14 +19,16 @@ from .config import Unsupported
 from .frame import Frame
 from .library import inlinable_file
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
-from .tables import registrar
+from .tables import TypeTable
 from .containers import call_container_method
-from .dict_methods import DICT_METHODS
+from .graph import SliceParts
+from .lazy import LazyVar
+from .protocol import CALL, call, call_method
 from . import semantics as S
-from .semantics import const_value, dedupe, from_python, describe, getattr_var, getitem, mutable_items, unpack
+from .semantics import const_value, from_python, describe, getattr_var, unpack
 from .variables import (
-    BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, IterVar, ListVar, MethodVar,
-    NewObjVar, ObjVar, PartialVar, SetVar, TensorVar, TupleVar, Var,
+    AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
+    ListVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
 )
 
 TORCH_FUNCTION_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional", "torch._tensor",
@@ -54,9 +56,10 @@ def is_torch_op(value) -> bool:
     return False
 
 
-# -- dispatch ----------------------------------------------------------------------------
-_CALL = {}
-_calls = registrar(_CALL)
+# -- dispatch: the value protocol's CALL table (Note [Value protocol]) ---------------------
+_calls = CALL.rule
+CALL.refuse(NullVar, ConstVar, TensorVar, ListVar, TupleVar, DictVar, DictViewVar, SetVar, IterVar, CellVar,
+            GradModeVar, AutocastVar, NoOpContextVar, SuperVar, NewObjVar, SliceParts, LazyVar)
 # Real callables with a rule of their own, as (predicate on the callable, handler(fr, fn, args,
 # kwargs)), registered by the modules that model them (pyobjects.py: lru_cache wrappers,
 # functions marked constant).
@@ -68,13 +71,6 @@ def call_rule(predicate):
         CALL_RULES.append((predicate, handler))
         return handler
     return deco
-
-
-def call(fr, fn: Var, args: list, kwargs: dict) -> Var:
-    handler = _CALL.get(type(fn))
-    if handler is None:
-        raise Unsupported("unsupported_call", f"calling {describe(fn)}")
-    return handler(fr, fn, args, kwargs)
 
 
 @_calls(FunctionVar)
@@ -106,18 +102,10 @@ def _call_exit(fr, fn, args, kwargs):
     return ConstVar(None)
 
 
-@_calls(MethodVar)
-def _call_method(fr, fn, args, kwargs):
-    receiver = fn.receiver
-    for cls in type(receiver).__mro__:
-        table = METHODS.get(cls)
-        if table is not None:
-            return table(fr, receiver, fn.name, args, kwargs)
-    raise Unsupported("unsupported_call", f"method {fn.name!r} of {describe(receiver)}")
-
-
 @_calls(ObjVar)
 def _call_obj(fr, fn, args, kwargs):
+    """A call of a real Python object: first the rules that recognise a callable by what it is
+    (marked, a builtin with a model, a torch op...), then by its Python type (OBJECT_CALLS)."""
     value = fn.value
     disabled = getattr(value, "_ember_disabled", None)
     if disabled is not None:
@@ -139,28 +127,54 @@ def _call_obj(fr, fn, args, kwargs):
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if is_container_method(value):
-        return call_container_method(fr, value, args, kwargs,
-                                     lambda r, name, a, k: _call_method(fr, MethodVar(r, name), a, k))
-    if isinstance(value, torch.nn.Module):
-        return call_module(fr, fn, args, kwargs)
-    if isinstance(value, types.FunctionType):
-        return inline(fr, fn, args, kwargs)
-    if isinstance(value, types.MethodType):
-        self_var = wrap(fr.tr, value.__self__, None if fn.source is None else f"{fn.source}.__self__")
-        return call(fr, ObjVar(value.__func__), [self_var] + list(args), kwargs)
-    if isinstance(value, functools.partial):
-        # Its function, arguments and keywords are read through it (and guarded) on each call:
-        # two partials of one function with different tensors are different calls.
-        tr, src = fr.tr, fn.source if fn.source is not None else fr.tr.ns.ref(value)
-        tr.guards.add(src, f"type(X) is {tr.ns.ref(type(value))} and len(X.args) == {len(value.args)} "
-                      f"and list(X.keywords) == {list(value.keywords)!r}")
-        pargs = [wrap(tr, a, f"{src}.args[{i}]") for i, a in enumerate(value.args)]
-        pkw = {k: wrap(tr, v, f"{src}.keywords[{k!r}]", k) for k, v in value.keywords.items()}
-        return call(fr, wrap(tr, value.func, f"{src}.func"), pargs + list(args), {**pkw, **kwargs})
-    if isinstance(value, type):
-        return construct(fr, value, args, kwargs)
-    if isinstance(value, weakref.ReferenceType) and not args and not kwargs:
-        return wrap(fr.tr, value(), None if fn.source is None else f"{fn.source}()")
+        return call_container_method(fr, value, args, kwargs, lambda r, name, a, k: call_method(fr, r, name, a, k))
+    return OBJECT_CALLS.find(type(value), _call_other)(fr, fn, args, kwargs)
+
+
+# Calls of real objects by their Python type (looked up along its MRO).
+OBJECT_CALLS = TypeTable()
+
+
+@OBJECT_CALLS.register(torch.nn.Module)
+def _call_module_obj(fr, fn, args, kwargs):
+    return call_module(fr, fn, args, kwargs)
+
+
+OBJECT_CALLS.register(types.FunctionType)(lambda fr, fn, args, kwargs: inline(fr, fn, args, kwargs))
+
+
+@OBJECT_CALLS.register(types.MethodType)
+def _call_bound_method(fr, fn, args, kwargs):
+    value = fn.value
+    self_var = wrap(fr.tr, value.__self__, None if fn.source is None else f"{fn.source}.__self__")
+    return call(fr, ObjVar(value.__func__), [self_var] + list(args), kwargs)
+
+
+@OBJECT_CALLS.register(functools.partial)
+def _call_real_partial(fr, fn, args, kwargs):
+    # Its function, arguments and keywords are read through it (and guarded) on each call:
+    # two partials of one function with different tensors are different calls.
+    value = fn.value
+    tr, src = fr.tr, fn.source if fn.source is not None else fr.tr.ns.ref(value)
+    tr.guards.add(src, f"type(X) is {tr.ns.ref(type(value))} and len(X.args) == {len(value.args)} "
+                  f"and list(X.keywords) == {list(value.keywords)!r}")
+    pargs = [wrap(tr, a, f"{src}.args[{i}]") for i, a in enumerate(value.args)]
+    pkw = {k: wrap(tr, v, f"{src}.keywords[{k!r}]", k) for k, v in value.keywords.items()}
+    return call(fr, wrap(tr, value.func, f"{src}.func"), pargs + list(args), {**pkw, **kwargs})
+
+
+OBJECT_CALLS.register(type)(lambda fr, fn, args, kwargs: construct(fr, fn.value, args, kwargs))
+
+
+@OBJECT_CALLS.register(weakref.ReferenceType)
+def _call_weakref(fr, fn, args, kwargs):
+    if args or kwargs:
+        return _call_other(fr, fn, args, kwargs)
+    return wrap(fr.tr, fn.value(), None if fn.source is None else f"{fn.source}()")
+
+
+def _call_other(fr, fn, args, kwargs):
+    value = fn.value
     if getattr(value, "__module__", None) in PURE_MODULES:
         return from_python(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"calling {describe(fn)}")
@@ -180,10 +194,6 @@ def torch_call(fr, value, args, kwargs):
     if name in TORCH_DENY:
         raise Unsupported("unsupported_call", f"torch.{name} is not traced (global state or data)")
     return fr.tr.graph.call("call_function", value, list(args), dict(kwargs))
-
-
-def tensor_method(fr, t, name, args, kwargs):
-    return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
 
 
 # -- inlining ----------------------------------------------------------------------------
@@ -420,112 +430,3 @@ def construct_module(fr, cls, args, kwargs) -> Var:
     except Exception as e:
         raise Unsupported("trace_error", f"{cls.__qualname__}() raised {type(e).__name__}: {e}") from None
     return ObjVar(module, fr.tr.ns.ref(module))
-
-
-# -- methods of symbolic receivers -------------------------------------------------------
-METHODS = {}
-_methods = registrar(METHODS)
-
-
-_methods(TensorVar)(tensor_method)
-
-
-@_methods(ListVar)
-def _list_method(fr, lst, name, args, kwargs):
-    if name in ("index", "count", "copy", "__len__", "__getitem__"):
-        items = lst.items
-        if name == "copy":
-            return ListVar(items)
-        if name == "__len__":
-            return ConstVar(len(items))
-        if name == "__getitem__":
-            return getitem(fr, lst, args[0])
-        consts = [const_value(i) for i in items]
-        return ConstVar(getattr(consts, name)(*[const_value(a) for a in args]))
-    items = mutable_items(fr, lst)
-    if name == "append":
-        items.append(args[0])
-    elif name == "extend":
-        items.extend(unpack(fr, args[0]))
-    elif name == "insert":
-        items.insert(const_value(args[0]), args[1])
-    elif name == "pop":
-        return items.pop(*[const_value(a) for a in args])
-    elif name == "clear":
-        items.clear()
-    elif name == "reverse":
-        items.reverse()
-    else:
-        raise Unsupported("unsupported_call", f"list.{name}")
-    return ConstVar(None)
-
-
-@_methods(TupleVar)
-def _tuple_method(fr, tup, name, args, kwargs):
-    if name in ("index", "count"):
-        return ConstVar(getattr(tuple(const_value(i) for i in tup.items), name)(*[const_value(a) for a in args]))
-    if name == "_asdict" and tup.fields:
-        return DictVar({f: tup.items[i] for f, i in tup.fields.items()})
-    raise Unsupported("unsupported_call", f"tuple.{name}")
-
-
-@_methods(DictVar)
-def _dict_method(fr, d, name, args, kwargs):
-    items = d.items
-    if name in ("items", "keys", "values") and not args and not kwargs:
-        return DictViewVar(d, name)
-    if name == "get":
-        key = const_value(args[0])
-        return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
-    if name == "copy":
-        return DictVar(items)
-    if d.source is not None:
-        raise Unsupported("side_effect", f"dict.{name} on an input dict")
-    if name == "update":
-        if args:
-            items.update(args[0].items)
-        items.update(kwargs)
-    elif name == "pop":
-        key = const_value(args[0])
-        return items.pop(key, *args[1:])
-    elif name == "setdefault":
-        return items.setdefault(const_value(args[0]), args[1] if len(args) > 1 else ConstVar(None))
-    elif name in DICT_METHODS:  # move_to_end, popitem, clear
-        return DICT_METHODS[name](fr, d, args, kwargs)
-    else:
-        raise Unsupported("unsupported_call", f"dict.{name}")
-    return ConstVar(None)
-
-
-_SET_QUERIES = frozenset({"copy", "union", "intersection", "difference", "symmetric_difference",
-                          "issubset", "issuperset", "isdisjoint", "__len__", "__contains__"})
-
-
-@_methods(SetVar)
-def _set_method(fr, s, name, args, kwargs):
-    if name in _SET_QUERIES:
-        return from_python(getattr(set(const_value(i) for i in s.items), name)(*[const_value(a) for a in args]))
-    if s.source is not None:
-        raise Unsupported("side_effect", f"set.{name} on a set from the inputs")
-    if name == "add":
-        s.items = dedupe(s.items + [args[0]])
-        return ConstVar(None)
-    raise Unsupported("unsupported_call", f"set.{name}")
-
-
-@_methods(ConstVar)
-def _const_method(fr, c, name, args, kwargs):
-    if isinstance(c.value, torch.Size) and name in ("numel", "count", "index", "__len__", "__getitem__"):
-        method = getattr(c.value, name)  # torch.Size's own: symbolic sizes stay symbolic
-        return from_python(method(*[const_value(a, f"{name}()") for a in args]))
-    # Other methods (str.format, int.bit_length) need numbers (Note [Dynamic shapes in capture])
-    method = getattr(S.concrete(c.value), name)
-    return from_python(method(*[S.concrete_value(a, f"{name}()") for a in args],
-                           **{k: S.concrete_value(v, f"{name}()") for k, v in kwargs.items()}))
-
-
-@_methods(ObjVar)
-def _obj_method(fr, o, name, args, kwargs):
-    return call(fr, getattr_var(fr, o, name), args, kwargs)
-
-

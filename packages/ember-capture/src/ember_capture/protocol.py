@@ -18,6 +18,7 @@ operators), ``items.py`` (iteration, ``in``, items), ``calls.py`` (calls) and ``
 from __future__ import annotations
 
 from .config import Unsupported
+from .tables import TypeTable
 from .variables import ConstVar, ObjVar, Var
 
 
@@ -36,18 +37,12 @@ class Operation:
         self.name = name
         self.kind = kind
         self.reason = reason
-        self.rules: dict = {}  # Var class -> rule
-        self._resolved: dict = {}  # concrete class -> rule, along its MRO (a cache)
+        self.rules = TypeTable()  # Var class -> rule
         OPERATIONS[name] = self
 
     def rule(self, *types):
         """Decorator: ``fn`` answers this operation for values of ``types`` (and subclasses)."""
-        def deco(fn):
-            for t in types:
-                self.rules[t] = fn
-            self._resolved.clear()
-            return fn
-        return deco
+        return self.rules.register(*types)
 
     def refuse(self, *types):
         """Values of ``types`` do not answer this operation: a graph break with its reason."""
@@ -57,11 +52,8 @@ class Operation:
         raise Unsupported(self.kind, self.reason(*args))
 
     def lookup(self, cls):
-        fn = self._resolved.get(cls)
-        if fn is None:
-            fn = next((self.rules[k] for k in cls.__mro__ if k in self.rules), self.refusal)
-            self._resolved[cls] = fn
-        return fn
+        """The rule for values of class ``cls`` (the refusal for a class registered nowhere)."""
+        return self.rules.find(cls, self.refusal)
 
     def declared(self, cls) -> str | None:
         """``"rule"`` or ``"refused"`` where ``cls`` or a base is registered (a rule for ``Var``
@@ -117,3 +109,16 @@ def setitem(fr, obj: Var, key: Var, value: Var):
 def delitem(fr, obj: Var, key: Var):
     """``del obj[key]``."""
     DELITEM.lookup(type(obj))(fr, obj, key)
+CALL = Operation("call", "unsupported_call", lambda fr, fn, args, kwargs: f"calling {describe(fn)}")
+METHOD = Operation("method", "unsupported_call",
+                   lambda fr, receiver, name, args, kwargs: f"method {name!r} of {describe(receiver)}")
+
+
+def call(fr, fn: Var, args: list, kwargs: dict) -> Var:
+    """``fn(*args, **kwargs)``."""
+    return CALL.lookup(type(fn))(fr, fn, args, kwargs)
+
+
+def call_method(fr, receiver: Var, name: str, args: list, kwargs: dict) -> Var:
+    """``receiver.name(*args, **kwargs)`` for a method of a builtin kind (a ``MethodVar``)."""
+    return METHOD.lookup(type(receiver))(fr, receiver, name, args, kwargs)

@@ -1,4 +1,5 @@
-"""The one helper behind every rule table: ``@registrar(TABLE)(key, ...)`` fills a dict."""
+"""The helpers behind every rule table: ``@registrar(TABLE)(key, ...)`` fills a dict, and a
+``TypeTable`` is a dict keyed by class that is looked up along a class's MRO."""
 from __future__ import annotations
 
 
@@ -11,3 +12,31 @@ def registrar(table: dict):
             return fn
         return deco
     return register
+
+
+class TypeTable(dict):
+    """Rules keyed by class: ``find(cls)`` is the rule of ``cls`` or of its nearest base (as an
+    attribute is found along the MRO), cached per class."""
+
+    def __init__(self):
+        super().__init__()
+        self._resolved: dict = {}
+
+    def __setitem__(self, cls, rule):
+        super().__setitem__(cls, rule)
+        self._resolved.clear()
+
+    def register(self, *types):
+        """Decorator: the rule for ``types`` (and their subclasses)."""
+        def deco(fn):
+            for t in types:
+                self[t] = fn
+            return fn
+        return deco
+
+    def find(self, cls, default=None):
+        rule = self._resolved.get(cls)
+        if rule is None:
+            rule = next((self[k] for k in cls.__mro__ if k in self), default)
+            self._resolved[cls] = rule
+        return rule

@@ -5,7 +5,7 @@ import dataclasses
 
 from . import calls
 from . import ops_basic, ops_build, ops_call, ops_flow, ops_313  # noqa: F401  (fill the opcode tables)
-from . import autograd_function, items, pyobjects  # noqa: F401  (fill the builtins, value-protocol and call tables)
+from . import autograd_function, items, methods, pyobjects  # noqa: F401  (fill the builtins, value-protocol and call tables)
 from .builder import wrap
 from .builtins_table import BUILTINS
 from .config import CaptureConfig, Unsupported

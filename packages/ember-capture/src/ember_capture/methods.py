@@ -1,0 +1,181 @@
+"""Methods of builtin kinds on symbolic receivers (``x.view(...)``, ``lst.append(v)``,
+``d.items()``): the value protocol's METHOD table (Note [Value protocol]), and for each builtin
+container a table keyed by method name.
+
+A container from the inputs is never changed by a trace except a list (Note [Mutated input
+lists]): a dict's or set's changing methods on one are a graph break.
+"""
+from __future__ import annotations
+
+import collections
+
+import torch
+
+from .config import Unsupported
+from .graph import SliceParts
+from .lazy import LazyVar
+from .protocol import CALL, METHOD, call, call_method, getitem
+from .semantics import concrete, concrete_value, const_key, const_value, dedupe, from_python, getattr_var, \
+    mutable_items, unpack
+from .tables import registrar
+from .variables import (
+    AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
+    ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
+)
+
+CALL.rule(MethodVar)(lambda fr, fn, args, kwargs: call_method(fr, fn.receiver, fn.name, args, kwargs))
+METHOD.refuse(NullVar, DictViewVar, IterVar, CellVar, FunctionVar, BoundVar, MethodVar, PartialVar, GradModeVar,
+              AutocastVar, NoOpContextVar, ExitVar, SuperVar, NewObjVar, SliceParts, LazyVar)
+
+
+@METHOD.rule(TensorVar)
+def tensor_method(fr, t, name, args, kwargs):
+    return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
+
+
+@METHOD.rule(ObjVar)
+def _obj_method(fr, o, name, args, kwargs):
+    return call(fr, getattr_var(fr, o, name), args, kwargs)
+
+
+@METHOD.rule(ConstVar)
+def _const_method(fr, c, name, args, kwargs):
+    if isinstance(c.value, torch.Size) and name in ("numel", "count", "index", "__len__", "__getitem__"):
+        method = getattr(c.value, name)  # torch.Size's own: symbolic sizes stay symbolic
+        return from_python(method(*[const_value(a, f"{name}()") for a in args]))
+    # Other methods (str.format, int.bit_length) need numbers (Note [Dynamic shapes in capture])
+    method = getattr(concrete(c.value), name)
+    return from_python(method(*[concrete_value(a, f"{name}()") for a in args],
+                              **{k: concrete_value(v, f"{name}()") for k, v in kwargs.items()}))
+
+
+def _by_name(kind: str, reads: dict, writes: dict, before_write):
+    """The METHOD rule of a builtin container: ``reads[name]`` (a rule that returns
+    NotImplemented passes), else ``before_write`` (which may refuse a change) and
+    ``writes[name]``; a rule returns None for Python's None. Rules take ``(fr, c, args, kwargs)``
+    with ``c`` the container, or for writes what ``before_write`` returned."""
+    def method(fr, c, name, args, kwargs):
+        read = reads.get(name)
+        if read is not None:
+            result = read(fr, c, args, kwargs)
+            if result is not NotImplemented:
+                return result
+        target = before_write(fr, c, name)
+        write = writes.get(name)
+        if write is None:
+            raise Unsupported("unsupported_call", f"{kind}.{name}")
+        result = write(fr, target, args, kwargs)
+        return ConstVar(None) if result is None else result
+    return method
+
+
+def _const_query(name, container):
+    """A query (``index``, ``count``, ``union``...) computed on the constant items."""
+    return lambda fr, c, args, kwargs: from_python(getattr(container(const_value(i) for i in c.items), name)(
+        *[const_value(a) for a in args]))
+
+
+def _refuse_input(kind):
+    def before_write(fr, c, name):
+        if c.source is not None:
+            raise Unsupported("side_effect", f"{kind}.{name} on an input {kind}")
+        return c
+    return before_write
+
+
+# -- list: a list from the inputs is changed and written back (Note [Mutated input lists]) --
+LIST_READS = {"index": _const_query("index", list), "count": _const_query("count", list)}
+LIST_WRITES = {}  # rules take the list's items
+_list_read, _list_write = registrar(LIST_READS), registrar(LIST_WRITES)
+METHOD.rule(ListVar)(_by_name("list", LIST_READS, LIST_WRITES, lambda fr, lst, name: mutable_items(fr, lst)))
+_list_read("copy")(lambda fr, lst, args, kwargs: ListVar(lst.items))
+_list_read("__len__")(lambda fr, lst, args, kwargs: ConstVar(len(lst.items)))
+_list_read("__getitem__")(lambda fr, lst, args, kwargs: getitem(fr, lst, args[0]))
+_list_write("append")(lambda fr, items, args, kwargs: items.append(args[0]))
+_list_write("extend")(lambda fr, items, args, kwargs: items.extend(unpack(fr, args[0])))
+_list_write("insert")(lambda fr, items, args, kwargs: items.insert(const_value(args[0]), args[1]))
+_list_write("pop")(lambda fr, items, args, kwargs: items.pop(*[const_value(a) for a in args]))
+_list_write("clear")(lambda fr, items, args, kwargs: items.clear())
+_list_write("reverse")(lambda fr, items, args, kwargs: items.reverse())
+
+
+# -- tuple -------------------------------------------------------------------------------
+TUPLE_READS = {"index": _const_query("index", tuple), "count": _const_query("count", tuple)}
+METHOD.rule(TupleVar)(_by_name("tuple", TUPLE_READS, {}, lambda fr, tup, name: tup))
+
+
+@registrar(TUPLE_READS)("_asdict")
+def _asdict(fr, tup, args, kwargs):  # a namedtuple's
+    return DictVar({f: tup.items[i] for f, i in tup.fields.items()}) if tup.fields else NotImplemented
+
+
+# -- set ---------------------------------------------------------------------------------
+SET_READS = {name: _const_query(name, set) for name in (
+    "copy", "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint",
+    "__len__", "__contains__")}
+SET_WRITES = {}
+METHOD.rule(SetVar)(_by_name("set", SET_READS, SET_WRITES, _refuse_input("set")))
+
+
+@registrar(SET_WRITES)("add")
+def _set_add(fr, s, args, kwargs):
+    s.items = dedupe(s.items + [args[0]])
+
+
+# -- dict: its changing methods act on dicts the trace built -----------------------------
+DICT_READS, DICT_WRITES = {}, {}
+_dict_read, _dict_write = registrar(DICT_READS), registrar(DICT_WRITES)
+METHOD.rule(DictVar)(_by_name("dict", DICT_READS, DICT_WRITES, _refuse_input("dict")))
+
+
+def _view(kind):
+    return lambda fr, d, args, kwargs: NotImplemented if args or kwargs else DictViewVar(d, kind)
+
+
+for _kind in ("items", "keys", "values"):
+    DICT_READS[_kind] = _view(_kind)
+_dict_read("get")(lambda fr, d, args, kwargs: d.items.get(const_value(args[0]),
+                                                           args[1] if len(args) > 1 else ConstVar(None)))
+_dict_read("copy")(lambda fr, d, args, kwargs: DictVar(d.items))
+_dict_write("pop")(lambda fr, d, args, kwargs: d.items.pop(const_value(args[0]), *args[1:]))
+_dict_write("setdefault")(lambda fr, d, args, kwargs: d.items.setdefault(
+    const_value(args[0]), args[1] if len(args) > 1 else ConstVar(None)))
+
+
+@_dict_write("update")
+def _update(fr, d, args, kwargs):
+    if args:
+        d.items.update(args[0].items)
+    d.items.update(kwargs)
+
+
+def _flag(args, kwargs, name, position, default):
+    if len(args) > position:
+        return const_value(args[position])
+    return const_value(kwargs[name]) if name in kwargs else default
+
+
+@_dict_write("move_to_end")
+def _move_to_end(fr, d, args, kwargs):
+    if not issubclass(d.cls, collections.OrderedDict):
+        raise Unsupported("unsupported_call", f"{d.cls.__name__}.move_to_end")
+    key = const_key(args[0])
+    value = d.items.pop(key)  # KeyError as in Python: the trace stops at the call
+    if _flag(args, kwargs, "last", 1, True):
+        d.items[key] = value
+    else:
+        d.items = {key: value, **d.items}
+
+
+@_dict_write("popitem")
+def _popitem(fr, d, args, kwargs):
+    if not d.items:
+        raise Unsupported("raise", f"popitem(): {d.cls.__name__} is empty")
+    last = _flag(args, kwargs, "last", 0, True) if issubclass(d.cls, collections.OrderedDict) else True
+    key = next(reversed(d.items)) if last else next(iter(d.items))
+    return TupleVar([ConstVar(key), d.items.pop(key)])
+
+
+@_dict_write("clear")
+def _clear(fr, d, args, kwargs):
+    d.items.clear()
