@@ -11,8 +11,8 @@ value either answers or refuses every operation (``tests/test_value_protocol.py`
 them), so a new kind of value is one decision per operation, not a fall through an
 ``isinstance`` ladder; a class that is registered nowhere is refused, as a last resort.
 
-Rules live in the modules of what they model: ``semantics.py`` (constants, attributes, truth,
-operators), ``items.py`` (iteration, ``in``, items), ``calls.py`` (calls) and ``methods.py``
+Rules live in the modules of what they model: ``semantics.py`` (constants, identity, attributes, truth,
+operators, ``iter``), ``items.py`` (iteration, ``in``, items), ``calls.py`` (calls) and ``methods.py``
 (methods of builtin receivers).
 """
 from __future__ import annotations
@@ -79,6 +79,7 @@ CONST_VALUE = Operation("const_value", "unsupported_value",
                         lambda v, what="this operation": f"{what} needs a constant, got {describe(v)}")
 IDENTITY = Operation("identity", "internal", lambda v: f"identity of {describe(v)}")
 TRUTH = Operation("truth", "unsupported_value", lambda fr, v: f"truth value of {describe(v)}")
+ITER = Operation("iter", "unsupported_iter", lambda fr, v: f"iterating over {describe(v)}")
 UNPACK = Operation("unpack", "unsupported_iter", lambda fr, v: f"iterating over {describe(v)}")
 CONTAINS = Operation("contains", "unsupported_iter", lambda fr, c, item: f"iterating over {describe(c)}")
 GETITEM = Operation("getitem", "unsupported_subscript", lambda fr, obj, key: f"indexing {describe(obj)}")

@@ -19,7 +19,7 @@ from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import (  # noqa: F401  (the dispatchers, used through this module)
-    BINARY, CONST_VALUE, GETATTR, IDENTITY, SETATTR, TRUTH, UNARY, contains, delitem, describe, getitem, setitem, unpack,
+    BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, SETATTR, TRUTH, UNARY, contains, delitem, describe, getitem, setitem, unpack,
 )
 from .sizes import SYM_TYPES, concrete
 from .tables import registrar
@@ -543,13 +543,19 @@ def make_slice(parts: list[Var]) -> Var:
 
 
 def iterate(fr, v: Var) -> IterVar:
-    if isinstance(v, IterVar):
-        return v
-    if isinstance(v, ListVar):
-        it = IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
-        it.over = v  # rebuilt over the same list at a break (Note [Breaks in loops])
-        return it
-    return IterVar(unpack(fr, v))
+    """``iter(v)``."""
+    return ITER.lookup(type(v))(fr, v)
+
+
+ITER.rule(Var)(lambda fr, v: IterVar(unpack(fr, v)))  # other kinds: over their items (UNPACK refuses some)
+ITER.rule(IterVar)(lambda fr, v: v)
+
+
+@ITER.rule(ListVar)
+def _list_iter(fr, v: ListVar):
+    it = IterVar(v.items, live=True)  # a list iterator sees appends made in the loop
+    it.over = v  # rebuilt over the same list at a break (Note [Breaks in loops])
+    return it
 
 
 def module_entry(fr, v: ObjVar, key: str) -> Var:
