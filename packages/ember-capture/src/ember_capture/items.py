@@ -14,9 +14,9 @@ from .frame import TracedRaise
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, describe, getitem, setitem, unpack
+from .tables import TypeTable
 from .semantics import (
-    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_items, python_name,
-    truthy,
+    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_items, truthy,
 )
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -74,14 +74,18 @@ def _unpack_user(fr, v):  # a user class's __iter__ (a Sequence's, from collecti
 
 
 def module_children(fr, v: ObjVar) -> list:
-    m = v.value
-    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
-        return [module_entry(fr, v, k) for k in m._modules]
-    if isinstance(m, torch.nn.ModuleDict):
-        return [ConstVar(k) for k in m._modules]
-    if isinstance(m, torch.nn.ParameterList):
-        return [getattr_var(fr, v, str(i)) for i in range(len(m))]
-    raise Unsupported("unsupported_iter", f"iterating over module {type(m).__name__}")
+    rule = MODULE_CHILDREN.find(type(v.value))
+    if rule is None:
+        raise Unsupported("unsupported_iter", f"iterating over module {type(v.value).__name__}")
+    return rule(fr, v)
+
+
+# Iteration and items of the container modules, by module class.
+MODULE_CHILDREN, MODULE_ITEMS = TypeTable(), TypeTable()
+MODULE_CHILDREN.register(torch.nn.Sequential, torch.nn.ModuleList)(
+    lambda fr, v: [module_entry(fr, v, k) for k in v.value._modules])
+MODULE_CHILDREN.register(torch.nn.ModuleDict)(lambda fr, v: [ConstVar(k) for k in v.value._modules])
+MODULE_CHILDREN.register(torch.nn.ParameterList)(lambda fr, v: [getattr_var(fr, v, str(i)) for i in range(len(v.value))])
 
 
 # -- membership --------------------------------------------------------------------------
@@ -174,14 +178,19 @@ def _tensor_getitem(fr, obj: TensorVar, key):
     return fr.tr.graph.call("call_function", operator.getitem, [obj, key], {})
 
 
-@GETITEM.rule(ListVar, TupleVar)
-def _sequence_getitem(fr, obj, key):
-    k = const_value(key, "indexing a list")
-    if isinstance(k, slice):
-        return ListVar(obj.items[k]) if type(obj) is ListVar else TupleVar(obj.items[k])
-    if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
-        raise TracedRaise(IndexError(f"{python_name(obj)} index out of range"))
-    return obj.items[k]
+def _sequence_getitem(make, kind: str):
+    def rule(fr, obj, key):
+        k = const_value(key, "indexing a list")
+        if isinstance(k, slice):
+            return make(obj.items[k])
+        if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
+            raise TracedRaise(IndexError(f"{kind} index out of range"))
+        return obj.items[k]
+    return rule
+
+
+GETITEM.rule(ListVar)(_sequence_getitem(ListVar, "list"))
+GETITEM.rule(TupleVar)(_sequence_getitem(TupleVar, "tuple"))
 
 
 @GETITEM.rule(DictVar)
@@ -221,16 +230,28 @@ def _newobj_getitem(fr, obj: NewObjVar, key):
 
 
 def _module_getitem(fr, obj: ObjVar, key):
-    m = obj.value
-    k = const_value(key)
-    if isinstance(m, torch.nn.ModuleDict):
-        return module_entry(fr, obj, k)
-    if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(k, int):
-        keys = list(m._modules)
-        return module_entry(fr, obj, keys[k])
-    if isinstance(m, torch.nn.ParameterList) and isinstance(k, int):
-        return getattr_var(fr, obj, str(k % len(m)))
-    return wrap(fr.tr, m[k], None)
+    return MODULE_ITEMS.find(type(obj.value), _any_module_item)(fr, obj, const_value(key))
+
+
+def _any_module_item(fr, obj: ObjVar, k):
+    return wrap(fr.tr, obj.value[k], None)
+
+
+MODULE_ITEMS.register(torch.nn.ModuleDict)(lambda fr, obj, k: module_entry(fr, obj, k))
+
+
+@MODULE_ITEMS.register(torch.nn.ModuleList, torch.nn.Sequential)
+def _module_list_item(fr, obj: ObjVar, k):
+    if not isinstance(k, int):
+        return _any_module_item(fr, obj, k)
+    return module_entry(fr, obj, list(obj.value._modules)[k])
+
+
+@MODULE_ITEMS.register(torch.nn.ParameterList)
+def _parameter_list_item(fr, obj: ObjVar, k):
+    if not isinstance(k, int):
+        return _any_module_item(fr, obj, k)
+    return getattr_var(fr, obj, str(k % len(obj.value)))
 
 
 # -- writing items -----------------------------------------------------------------------

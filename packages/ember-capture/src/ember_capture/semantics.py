@@ -22,7 +22,7 @@ from .protocol import (  # noqa: F401  (the dispatchers, used through this modul
     BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, SETATTR, TRUTH, UNARY, contains, delitem, describe, getitem, setitem, unpack,
 )
 from .sizes import SYM_TYPES, concrete
-from .tables import registrar
+from .tables import TypeTable, registrar
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
     ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
@@ -36,10 +36,6 @@ TENSOR_META_ATTRS = frozenset({
     "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
-
-
-def python_name(v: Var) -> str:
-    return "list" if isinstance(v, ListVar) else "tuple"
 
 
 
@@ -230,32 +226,43 @@ def _gradmode_attr(fr, g, name):
 
 @_getattr_for(ObjVar)
 def _obj_attr(fr, o: ObjVar, name):
-    tr = fr.tr
-    value = o.value
-    overlay = tr.attr_writes.get((id(value), name))
+    overlay = fr.tr.attr_writes.get((id(o.value), name))
     if overlay is not None:
         return overlay
-    if isinstance(value, types.ModuleType):
-        attr = getattr(value, name)
-        if is_stable_module(value):
-            if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
-                return wrap(tr, attr, f"{o.source if o.source is not None else tr.ns.ref(value)}.{name}", name)
-            return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
-        return wrap(tr, attr, attr_source(o.source, name), name)
-    if isinstance(value, type):
-        for klass in value.__mro__:
-            if name in klass.__dict__:
-                raw = klass.__dict__[name]
-                if isinstance(raw, (staticmethod, classmethod)):
-                    return constant_like(getattr(value, name))
-                break
-        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
-    if isinstance(value, _IMMUTABLE_RECORDS):  # their properties are library code, but constant
-        return wrap(tr, getattr(value, name), attr_source(o.source, name), name)
-    return load_attr(fr, o, name)
+    return REAL_ATTRS.find(type(o.value), load_attr)(fr, o, name)
 
 
-_IMMUTABLE_RECORDS = (inspect.Signature, inspect.Parameter)
+# Attributes of real objects by the object's Python type; other objects: ``load_attr``
+# (Note [Attribute lookup]).
+REAL_ATTRS = TypeTable()
+
+
+@REAL_ATTRS.register(types.ModuleType)
+def _module_attr(fr, o: ObjVar, name):
+    tr, value = fr.tr, o.value
+    attr = getattr(value, name)
+    if is_stable_module(value):
+        if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
+            return wrap(tr, attr, f"{o.source if o.source is not None else tr.ns.ref(value)}.{name}", name)
+        return wrap(tr, attr, None, name) if isinstance(attr, torch.Tensor) else constant_like_attr(attr)
+    return wrap(tr, attr, attr_source(o.source, name), name)
+
+
+@REAL_ATTRS.register(type)
+def _type_attr(fr, o: ObjVar, name):
+    value = o.value
+    for klass in value.__mro__:
+        if name in klass.__dict__:
+            raw = klass.__dict__[name]
+            if isinstance(raw, (staticmethod, classmethod)):
+                return constant_like(getattr(value, name))
+            break
+    return wrap(fr.tr, getattr(value, name), attr_source(o.source, name), name)
+
+
+@REAL_ATTRS.register(inspect.Signature, inspect.Parameter)
+def _record_attr(fr, o: ObjVar, name):  # immutable records: their properties are library code, but constant
+    return wrap(fr.tr, getattr(o.value, name), attr_source(o.source, name), name)
 
 
 def constant_like_attr(attr):
