@@ -30,7 +30,8 @@ ARGS = {
     "getitem": lambda v: (None, v, None), "setitem": lambda v: (None, v, None, None),
     "delitem": lambda v: (None, v, None), "call": lambda v: (None, v, [], {}),
     "method": lambda v: (None, v, "append", [], {}), "binary": lambda v: (None, operator.add, v, v),
-    "unary": lambda v: (None, operator.neg, v),
+    "unary": lambda v: (None, operator.neg, v), "len": lambda v: (None, v), "type": lambda v: (v,),
+    "hasattr": lambda v: (None, v, "weight"), "callable": lambda v: (v,),
 }
 # What the user reads for a refused function value (a FunctionVar: describe() says "function").
 REASONS = {

@@ -18,11 +18,13 @@ from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
+from .protocol import CALLABLE, LEN
+from .queries import STABLE_TEXT, hasattr_var, python_type
 from .sizes import SYM_TYPES, concrete
 from .tables import registrar
 from .variables import (
-    AutocastVar, BoundVar, ConstVar, DictVar, DictViewVar, FunctionVar, GradModeVar, IterVar, ListVar, MethodVar, NewObjVar,
-    ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var,
+    AutocastVar, BoundVar, ConstVar, DictVar, GradModeVar, IterVar, ListVar, NewObjVar, ObjVar, PartialVar, SetVar,
+    SuperVar, TensorVar, TupleVar,
 )
 
 BUILTINS = {}
@@ -33,53 +35,10 @@ def _consts(args):
     return [S.const_value(a) for a in args]
 
 
-def python_type(v: Var):
-    if isinstance(v, TensorVar):
-        return getattr(v, "python_type", torch.Tensor)
-    if isinstance(v, ConstVar) and isinstance(v.value, SYM_TYPES):
-        return v.value.node.pytype  # a symbolic size is an int to the user's code
-    if isinstance(v, (ConstVar, ObjVar)):
-        return type(v.value)
-    if isinstance(v, TupleVar):
-        return v.cls
-    if isinstance(v, NewObjVar):
-        return v.cls
-    if isinstance(v, DictViewVar):
-        return type(getattr({}, v.kind)())
-    if isinstance(v, IterVar):
-        return v.py_type
-    return {ListVar: list, DictVar: dict, SetVar: set, FunctionVar: types.FunctionType,
-            BoundVar: types.MethodType}.get(type(v)) or _no_type(v)
-
-
-def _no_type(v):
-    raise Unsupported("unsupported_value", f"type of {S.describe(v)}")
-
-
 @builtin(len)
 def _len(fr, args, kwargs):
     (v,) = args
-    if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)):
-        return ConstVar(len(v.items))
-    if isinstance(v, DictViewVar):
-        return ConstVar(len(v.dict.items))
-    if isinstance(v, TensorVar):
-        if v.fake.dim() == 0:
-            raise Unsupported("trace_error", "len() of a 0-d tensor")
-        return ConstVar(v.fake.shape[0])
-    if isinstance(v, ObjVar) and isinstance(v.value, torch.nn.Module):
-        return ConstVar(len(v.value))
-    if isinstance(v, NewObjVar):
-        return S.call_dunder(fr, v, "__len__", []) if S.class_dunder(v, "__len__") else _no_len(v)
-    if isinstance(v, ObjVar) and v.source is not None and not isinstance(v.value, _STABLE_TEXT):
-        n = len(v.value)  # asked natively, and asked again by a guard on each call
-        fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
-        return ConstVar(n)
-    return ConstVar(len(S.const_value(v)))
-
-
-def _no_len(v):
-    raise Unsupported("trace_error", f"object of type {v.cls.__name__} has no len()")
+    return LEN.lookup(type(v))(fr, v)
 
 
 @builtin(object.__dict__["__setattr__"])
@@ -135,33 +94,14 @@ def _signature(fr, args, kwargs):
 @builtin(getattr)
 def _getattr(fr, args, kwargs):
     obj, name = args[0], S.const_value(args[1])
-    if len(args) == 3 and not _hasattr(fr, obj, name):
+    if len(args) == 3 and not hasattr_var(fr, obj, name):
         return args[2]
     return S.getattr_var(fr, obj, name)
 
 
-def _hasattr(fr, obj, name) -> bool:
-    if isinstance(obj, ObjVar) and obj.source is not None and not isinstance(obj.value, _STABLE_TEXT):
-        result = hasattr(obj.value, name)  # an attribute set or deleted later recompiles
-        fr.tr.guards.add(obj.source, f"hasattr(X, {name!r}) is {result}", f"hasattr({obj.source}, {name!r}) is {result}")
-        return result
-    if isinstance(obj, (ObjVar, ConstVar)):
-        found = hasattr(obj.value, name)
-        if isinstance(obj, ObjVar) and obj.source is not None:  # an attribute added or deleted later
-            fr.tr.guards.add(obj.source, f"hasattr(X, {name!r}) is {found}")
-        return found
-    if isinstance(obj, TensorVar):
-        return hasattr(obj.fake, name)
-    if isinstance(obj, NewObjVar):
-        return name in obj.attrs or hasattr(obj.cls, name)
-    if isinstance(obj, TupleVar) and obj.fields and name in obj.fields:
-        return True
-    return hasattr(python_type(obj), name)
-
-
 @builtin(hasattr)
 def _hasattr_builtin(fr, args, kwargs):
-    return ConstVar(_hasattr(fr, args[0], S.const_value(args[1])))
+    return ConstVar(hasattr_var(fr, args[0], S.const_value(args[1])))
 
 
 # Called explicitly (`super().__call__(x)` in a class that overrides __call__, or
@@ -191,10 +131,7 @@ def _module_getattr(fr, args, kwargs):
 
 @builtin(callable)
 def _callable(fr, args, kwargs):
-    v = args[0]
-    if isinstance(v, (FunctionVar, BoundVar, MethodVar, PartialVar)):
-        return ConstVar(True)
-    return ConstVar(callable(v.value) if isinstance(v, (ConstVar, ObjVar)) else False)
+    return ConstVar(CALLABLE.lookup(type(args[0]))(args[0]))
 
 
 @builtin(range)
@@ -383,8 +320,6 @@ def _sum(fr, args, kwargs):
 
 
 _TAKES_ITERABLE = frozenset({min, max, any, all, sorted})
-# objects whose str() never changes while they are guarded by identity
-_STABLE_TEXT = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, torch.dtype, torch.device)
 
 
 def _fold(fn):
@@ -394,7 +329,7 @@ def _fold(fn):
         if len(args) == 1 and not isinstance(args[0], ConstVar):
             if fn in _TAKES_ITERABLE:
                 args = [TupleVar(S.unpack(fr, args[0]))]
-            elif not (isinstance(args[0], ObjVar) and isinstance(args[0].value, _STABLE_TEXT)):
+            elif not (isinstance(args[0], ObjVar) and isinstance(args[0].value, STABLE_TEXT)):
                 raise Unsupported("unsupported_call", f"{fn.__name__}() of {S.describe(args[0])}")
         return S.from_python(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
     return handler

@@ -12,8 +12,8 @@ them), so a new kind of value is one decision per operation, not a fall through 
 ``isinstance`` ladder; a class that is registered nowhere is refused, as a last resort.
 
 Rules live in the modules of what they model: ``semantics.py`` (constants, identity, attributes, truth,
-operators, ``iter``), ``items.py`` (iteration, ``in``, items), ``calls.py`` (calls) and ``methods.py``
-(methods of builtin receivers).
+operators, ``iter``), ``items.py`` (iteration, ``in``, items), ``queries.py`` (``len``, ``type``,
+``hasattr``, ``callable``), ``calls.py`` (calls) and ``methods.py`` (methods of builtin receivers).
 """
 from __future__ import annotations
 
@@ -110,6 +110,10 @@ def setitem(fr, obj: Var, key: Var, value: Var):
 def delitem(fr, obj: Var, key: Var):
     """``del obj[key]``."""
     DELITEM.lookup(type(obj))(fr, obj, key)
+LEN = Operation("len", "unsupported_value", lambda fr, v: f"this operation needs a constant, got {describe(v)}")
+TYPE = Operation("type", "unsupported_value", lambda v: f"type of {describe(v)}")
+HASATTR = Operation("hasattr", "unsupported_value", lambda fr, obj, name: f"type of {describe(obj)}")
+CALLABLE = Operation("callable", "unsupported_value", lambda v: f"callable() of {describe(v)}")
 CALL = Operation("call", "unsupported_call", lambda fr, fn, args, kwargs: f"calling {describe(fn)}")
 METHOD = Operation("method", "unsupported_call",
                    lambda fr, receiver, name, args, kwargs: f"method {name!r} of {describe(receiver)}")
