@@ -30,6 +30,7 @@ ARGS = {
     "getitem": lambda v: (None, v, None), "setitem": lambda v: (None, v, None, None),
     "delitem": lambda v: (None, v, None), "call": lambda v: (None, v, [], {}),
     "method": lambda v: (None, v, "append", [], {}), "binary": lambda v: (None, operator.add, v, v),
+    "rbinary": lambda v: (None, operator.add, v, v),
     "unary": lambda v: (None, operator.neg, v), "len": lambda v: (None, v), "type": lambda v: (v,),
     "hasattr": lambda v: (None, v, "weight"), "callable": lambda v: (v,),
 }

@@ -23,7 +23,7 @@ from .tables import TypeTable
 from .containers import call_container_method
 from .graph import SliceParts
 from .lazy import LazyVar
-from .protocol import CALL, call, call_method
+from .protocol import CALL, call
 from . import semantics as S
 from .semantics import const_value, from_python, describe, getattr_var, unpack
 from .variables import (
@@ -127,7 +127,7 @@ def _call_obj(fr, fn, args, kwargs):
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
     if is_container_method(value):
-        return call_container_method(fr, value, args, kwargs, lambda r, name, a, k: call_method(fr, r, name, a, k))
+        return call_container_method(fr, value, args, kwargs)
     return OBJECT_CALLS.find(type(value), _call_other)(fr, fn, args, kwargs)
 
 

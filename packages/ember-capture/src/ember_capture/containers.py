@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import semantics as S
 from .builder import wrap
 from .config import Unsupported
+from .protocol import call_method
 from .variables import ConstVar, DictVar, ListVar, ObjVar, SetVar, TupleVar, Var
 
 # Read-only methods run natively on a real container; views are read as lists (what the
@@ -24,9 +25,8 @@ VIEW_READS = frozenset({"keys", "values", "items"})
 
 
 
-def call_container_method(fr, descr, args: list, kwargs: dict, call_method) -> Var:
-    """``descr(receiver, *args)`` where ``descr`` is e.g. ``dict.get`` (Note [Builtin methods on subclasses]);
-    ``call_method(receiver, name, args, kwargs)`` calls a method of a symbolic container."""
+def call_container_method(fr, descr, args: list, kwargs: dict) -> Var:
+    """``descr(receiver, *args)`` where ``descr`` is e.g. ``dict.get`` (Note [Builtin methods on subclasses])."""
     if not args:
         raise Unsupported("unsupported_call", f"{descr.__qualname__} without a receiver")
     receiver, rest = args[0], list(args[1:])
@@ -38,7 +38,7 @@ def call_container_method(fr, descr, args: list, kwargs: dict, call_method) -> V
         result = S.container_dunder(fr, receiver, name, rest)
         if result is not S.NO_DUNDER:
             return result
-        return call_method(receiver, name, rest, kwargs)
+        return call_method(fr, receiver, name, rest, kwargs)
     if isinstance(receiver, ObjVar) and receiver.source is not None and isinstance(receiver.value, descr.__objclass__):
         if not kwargs and all(isinstance(a, (ConstVar, ObjVar)) for a in rest):
             if name in PURE_READS or name in VIEW_READS:

@@ -85,7 +85,8 @@ MODULE_CHILDREN, MODULE_ITEMS = TypeTable(), TypeTable()
 MODULE_CHILDREN.register(torch.nn.Sequential, torch.nn.ModuleList)(
     lambda fr, v: [module_entry(fr, v, k) for k in v.value._modules])
 MODULE_CHILDREN.register(torch.nn.ModuleDict)(lambda fr, v: [ConstVar(k) for k in v.value._modules])
-MODULE_CHILDREN.register(torch.nn.ParameterList)(lambda fr, v: [getattr_var(fr, v, str(i)) for i in range(len(v.value))])
+MODULE_CHILDREN.register(torch.nn.ParameterList)(
+    lambda fr, v: [getattr_var(fr, v, str(i)) for i in range(len(v.value))])
 
 
 # -- membership --------------------------------------------------------------------------

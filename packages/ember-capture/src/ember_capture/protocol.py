@@ -9,11 +9,17 @@ answer an operation says so with ``OP.refuse(VarType)``: using it there is a gra
 operation's own kind and reason (what the user reads, e.g. "indexing function"). Every kind of
 value either answers or refuses every operation (``tests/test_value_protocol.py`` enumerates
 them), so a new kind of value is one decision per operation, not a fall through an
-``isinstance`` ladder; a class that is registered nowhere is refused, as a last resort.
+``isinstance`` ladder; a class that is registered nowhere is refused, as a last resort. A few
+operations have an explicit default, a rule for ``Var`` itself: an operator on kinds without
+one of their own computes with their constant values (BINARY, RBINARY, UNARY), and ``iter``
+walks the items UNPACK gives. A real object (``ObjVar``) is dispatched on further by its Python
+type where its kinds differ (``TypeTable``s: a call, an attribute of a module or a class, the
+items of a container module).
 
-Rules live in the modules of what they model: ``semantics.py`` (constants, identity, attributes, truth,
-operators, ``iter``), ``items.py`` (iteration, ``in``, items), ``queries.py`` (``len``, ``type``,
-``hasattr``, ``callable``), ``calls.py`` (calls) and ``methods.py`` (methods of builtin receivers).
+Rules live in the modules of what they model: ``semantics.py`` (constant values, identity,
+attributes, truth, operators, ``iter``), ``items.py`` (iteration, ``in``, items), ``queries.py``
+(``len``, ``type``, ``hasattr``, ``callable``), ``calls.py`` (calls) and ``methods.py`` (methods
+of builtin receivers, by name).
 """
 from __future__ import annotations
 
@@ -69,24 +75,40 @@ class Operation:
 
 OPERATIONS: dict[str, Operation] = {}
 
-# -- the operations (their rules: the modules named in Note [Value protocol]) --------------
-SETATTR = Operation("setattr", "side_effect",
-                    lambda fr, obj, name, value: f"setting attribute {name!r} on {describe(obj)}")
-BINARY = Operation("binary", "unsupported_operator", lambda fr, fn, a, b: f"{fn.__name__} on {describe(a)} and {describe(b)}")
-UNARY = Operation("unary", "unsupported_operator", lambda fr, fn, a: f"{fn.__name__} on {describe(a)}")
-GETATTR = Operation("getattr", "unsupported_attr", lambda fr, obj, name: f"attribute {name!r} of {describe(obj)}")
+# -- the operations: each with the graph-break kind and reason of a refusal ---------------
+# A value's own properties (semantics.py; queries.py for len/type/hasattr/callable).
 CONST_VALUE = Operation("const_value", "unsupported_value",
                         lambda v, what="this operation": f"{what} needs a constant, got {describe(v)}")
-IDENTITY = Operation("identity", "internal", lambda v: f"identity of {describe(v)}")
+IDENTITY = Operation("identity", "internal", lambda v: f"identity of {describe(v)}")  # what `is` compares
 TRUTH = Operation("truth", "unsupported_value", lambda fr, v: f"truth value of {describe(v)}")
+LEN = Operation("len", "unsupported_value", lambda fr, v: f"this operation needs a constant, got {describe(v)}")
+TYPE = Operation("type", "unsupported_value", lambda v: f"type of {describe(v)}")
+HASATTR = Operation("hasattr", "unsupported_value", lambda fr, obj, name: f"type of {describe(obj)}")
+CALLABLE = Operation("callable", "unsupported_value", lambda v: f"callable() of {describe(v)}")
+# Attributes (semantics.py).
+GETATTR = Operation("getattr", "unsupported_attr", lambda fr, obj, name: f"attribute {name!r} of {describe(obj)}")
+SETATTR = Operation("setattr", "side_effect",
+                    lambda fr, obj, name, value: f"setting attribute {name!r} on {describe(obj)}")
+# Operators (semantics.py): the left operand's rule, then the right one's (RBINARY).
+BINARY = Operation("binary", "unsupported_operator",
+                   lambda fr, fn, a, b: f"{fn.__name__} on {describe(a)} and {describe(b)}")
+RBINARY = Operation("rbinary", "unsupported_operator",
+                    lambda fr, fn, a, b: f"{fn.__name__} on {describe(a)} and {describe(b)}")
+UNARY = Operation("unary", "unsupported_operator", lambda fr, fn, a: f"{fn.__name__} on {describe(a)}")
+# Iteration, `in` and items (items.py; ITER in semantics.py).
 ITER = Operation("iter", "unsupported_iter", lambda fr, v: f"iterating over {describe(v)}")
 UNPACK = Operation("unpack", "unsupported_iter", lambda fr, v: f"iterating over {describe(v)}")
 CONTAINS = Operation("contains", "unsupported_iter", lambda fr, c, item: f"iterating over {describe(c)}")
 GETITEM = Operation("getitem", "unsupported_subscript", lambda fr, obj, key: f"indexing {describe(obj)}")
 SETITEM = Operation("setitem", "side_effect", lambda fr, obj, key, value: f"item assignment on {describe(obj)}")
 DELITEM = Operation("delitem", "side_effect", lambda fr, obj, key: f"del on {describe(obj)}")
+# Calls (calls.py) and methods of builtin receivers (methods.py).
+CALL = Operation("call", "unsupported_call", lambda fr, fn, args, kwargs: f"calling {describe(fn)}")
+METHOD = Operation("method", "unsupported_call",
+                   lambda fr, receiver, name, args, kwargs: f"method {name!r} of {describe(receiver)}")
 
 
+# -- the dispatchers of the operations that are called from many places -------------------
 def unpack(fr, v: Var) -> list[Var]:
     """The items of an iterable value, as a list."""
     return UNPACK.lookup(type(v))(fr, v)
@@ -110,13 +132,6 @@ def setitem(fr, obj: Var, key: Var, value: Var):
 def delitem(fr, obj: Var, key: Var):
     """``del obj[key]``."""
     DELITEM.lookup(type(obj))(fr, obj, key)
-LEN = Operation("len", "unsupported_value", lambda fr, v: f"this operation needs a constant, got {describe(v)}")
-TYPE = Operation("type", "unsupported_value", lambda v: f"type of {describe(v)}")
-HASATTR = Operation("hasattr", "unsupported_value", lambda fr, obj, name: f"type of {describe(obj)}")
-CALLABLE = Operation("callable", "unsupported_value", lambda v: f"callable() of {describe(v)}")
-CALL = Operation("call", "unsupported_call", lambda fr, fn, args, kwargs: f"calling {describe(fn)}")
-METHOD = Operation("method", "unsupported_call",
-                   lambda fr, receiver, name, args, kwargs: f"method {name!r} of {describe(receiver)}")
 
 
 def call(fr, fn: Var, args: list, kwargs: dict) -> Var:

@@ -1,6 +1,6 @@
-"""What Python operations mean on symbolic values: attributes, operators, items, truth.
-
-Each operation dispatches on the kind of symbolic value through a small table.
+"""What Python operations mean on symbolic values: constant values, attributes, truth,
+operators, identity and ``iter``, as rules of the value protocol's tables (Note [Value protocol]
+in ``protocol.py``), and the helpers the other rule modules share.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import (  # noqa: F401  (the dispatchers, used through this module)
-    BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, SETATTR, TRUTH, UNARY, contains, delitem, describe, getitem, setitem, unpack,
+    BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, RBINARY, SETATTR, TRUTH, UNARY, contains, delitem, describe,
+    getitem, setitem, unpack,
 )
 from .sizes import SYM_TYPES, concrete
 from .tables import TypeTable, registrar
@@ -36,8 +37,6 @@ TENSOR_META_ATTRS = frozenset({
     "is_inference", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
-
-
 
 
 def constant_like(value) -> Var:
@@ -393,12 +392,12 @@ def _c_init(fr, c, *args):
 
 # -- operators ---------------------------------------------------------------------------
 def binary(fr, fn, a: Var, b: Var) -> Var:
-    """``fn(a, b)`` for a binary operator ``fn``: the rule of ``a``'s kind, then of ``b``'s (as
-    Python tries ``__add__``, then ``__radd__``; a rule returns NotImplemented to pass), then on
-    the operands' constant values."""
+    """``fn(a, b)`` for a binary operator ``fn``: the left operand's rule, then the right one's
+    (as Python tries ``__add__``, then ``__radd__``; a rule returns NotImplemented to pass),
+    then on the operands' constant values."""
     result = BINARY.lookup(type(a))(fr, fn, a, b)
     if result is NotImplemented:
-        result = BINARY.lookup(type(b))(fr, fn, a, b)
+        result = RBINARY.lookup(type(b))(fr, fn, a, b)
         if result is NotImplemented:
             return _binary_values(fn, a, b)
     return result
@@ -413,36 +412,45 @@ def _binary_values(fn, a: Var, b: Var) -> Var:
         raise Unsupported("unsupported_operator", f"{fn.__name__} on {describe(a)} and {describe(b)}: {e}") from None
 
 
-# Other kinds have no operator of their own: they compute with their constant values.
+def _graph_op(fr, fn, a, b):
+    return fr.tr.graph.call("call_function", fn, [a, b], {})
+
+
+# Kinds without an operator of their own compute with their constant values; on the right,
+# only a tensor has one.
 BINARY.rule(Var)(lambda fr, fn, a, b: NotImplemented)
-BINARY.rule(TensorVar)(lambda fr, fn, a, b: fr.tr.graph.call("call_function", fn, [a, b], {}))
+RBINARY.rule(Var)(lambda fr, fn, a, b: NotImplemented)
+BINARY.rule(TensorVar)(_graph_op)
+RBINARY.rule(TensorVar)(_graph_op)
 
 
 @BINARY.rule(ConstVar)
 def _const_binary(fr, fn, a, b):
-    if not (isinstance(a, ConstVar) and isinstance(b, ConstVar)):
+    if not isinstance(b, ConstVar):
         return NotImplemented
     if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
         return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
     return ConstVar(fn(a.value, b.value))
 
 
-_SEQ_OPS = {operator.add, operator.iadd, operator.mul, operator.imul}
+@BINARY.rule(ListVar)
+def _list_binary(fr, fn, a, b):
+    if fn is operator.iadd and type(b) in (ListVar, TupleVar):  # lst += seq: in place
+        mutable_items(fr, a).extend(unpack(fr, b))
+        return a
+    return _concat_or_repeat(fr, ListVar, fn, a, b)
 
 
-@BINARY.rule(ListVar, TupleVar)
-def _sequence_binary(fr, fn, a, b):
-    """``+``, ``+=``, ``*`` and ``*=`` of a list or tuple on the left."""
-    if fn not in _SEQ_OPS or type(a) not in (ListVar, TupleVar):
-        return NotImplemented
-    if (type(b) in (ListVar, TupleVar) and fn in (operator.add, operator.iadd)
-            and (type(a) is type(b) or (fn is operator.iadd and type(a) is ListVar))):
-        if fn is operator.iadd and type(a) is ListVar:
-            mutable_items(fr, a).extend(unpack(fr, b))
-            return a
-        return ListVar(a.items + unpack(fr, b)) if type(a) is ListVar else TupleVar(a.items + unpack(fr, b))
-    if type(b) is ConstVar and isinstance(b.value, int) and fn in (operator.mul, operator.imul):
-        return ListVar(a.items * b.value) if type(a) is ListVar else TupleVar(a.items * b.value)
+BINARY.rule(TupleVar)(lambda fr, fn, a, b: _concat_or_repeat(fr, TupleVar, fn, a, b))
+
+
+def _concat_or_repeat(fr, kind, fn, a, b):
+    """``+`` of two lists or two tuples, ``*`` of one by an int: a new one (a tuple forgets a
+    namedtuple class, as Python does)."""
+    if fn in (operator.add, operator.iadd) and type(b) is kind:
+        return kind(a.items + unpack(fr, b))
+    if fn in (operator.mul, operator.imul) and type(b) is ConstVar and isinstance(b.value, int):
+        return kind(a.items * b.value)
     return NotImplemented
 
 
@@ -455,11 +463,17 @@ def _identity_binary(fr, fn, a, b):
     return NotImplemented
 
 
+# Whether ``==`` on a value is identity (object.__eq__), so the trace can decide it.
+_EQ_BY_IDENTITY = {
+    FunctionVar: lambda v: True,
+    ObjVar: lambda v: (type(v.value).__eq__ is object.__eq__
+                       or isinstance(v.value, (types.FunctionType, types.ModuleType))),
+}
+
+
 def _identity_eq(v: Var) -> bool:
-    """Whether ``==`` on this value is identity (object.__eq__), so the trace can decide it."""
-    value = v.value if type(v) is ObjVar else None
-    return type(v) is FunctionVar or (type(v) is ObjVar and (
-        type(value).__eq__ is object.__eq__ or isinstance(value, (types.FunctionType, types.ModuleType))))
+    rule = _EQ_BY_IDENTITY.get(type(v))
+    return rule is not None and rule(v)
 
 
 def unary(fr, fn, a: Var) -> Var:
