@@ -44,6 +44,8 @@ class Operation:
         self.kind = kind
         self.reason = reason
         self.rules = TypeTable()  # Var class -> rule
+        self._resolved = self.rules.resolved  # the hot path of lookup()
+        self._refusal = self.refusal  # one bound method, registered and compared
         OPERATIONS[name] = self
 
     def rule(self, *types):
@@ -52,21 +54,22 @@ class Operation:
 
     def refuse(self, *types):
         """Values of ``types`` do not answer this operation: a graph break with its reason."""
-        self.rule(*types)(self.refusal)
+        self.rule(*types)(self._refusal)
 
     def refusal(self, *args):
         raise Unsupported(self.kind, self.reason(*args))
 
     def lookup(self, cls):
         """The rule for values of class ``cls`` (the refusal for a class registered nowhere)."""
-        return self.rules.find(cls, self.refusal)
+        rule = self._resolved.get(cls)
+        return rule if rule is not None else self.rules.find(cls, self._refusal)
 
     def declared(self, cls) -> str | None:
         """``"rule"`` or ``"refused"`` where ``cls`` or a base is registered (a rule for ``Var``
         itself is an operation's explicit default: the operators compute on constant values)."""
         for k in cls.__mro__:
             if k in self.rules:
-                return "refused" if self.rules[k] == self.refusal else "rule"
+                return "refused" if self.rules[k] is self._refusal else "rule"
         return None
 
     def __repr__(self):

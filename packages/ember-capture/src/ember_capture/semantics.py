@@ -319,11 +319,9 @@ def object_setattr(fr, obj: NewObjVar, name: str, value: Var):
 # -- Python's protocols on user-class instances ------------------------------------------
 def class_dunder(obj: Var, name: str):
     """The class attribute ``name`` (a special method) of a user-class instance, or None."""
-    if isinstance(obj, NewObjVar):
-        cls = obj.cls
-    elif isinstance(obj, ObjVar) and not isinstance(obj.value, (type, types.ModuleType, torch.nn.Module)):
-        cls = type(obj.value)
-    else:
+    user_class = _USER_CLASS.get(type(obj))
+    cls = None if user_class is None else user_class(obj)
+    if cls is None:
         return None
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -331,6 +329,12 @@ def class_dunder(obj: Var, name: str):
     return None
 
 
+# The class of a user-class instance: one made in the trace, or a real one (not a class, a
+# module or an nn.Module, whose protocols capture models itself).
+_USER_CLASS = {
+    NewObjVar: lambda v: v.cls,
+    ObjVar: lambda v: None if isinstance(v.value, (type, types.ModuleType, torch.nn.Module)) else type(v.value),
+}
 NO_DUNDER = object()
 
 
@@ -376,18 +380,26 @@ def _c_delitem(fr, c, k):
 
 @_container_dunder("__init__")
 def _c_init(fr, c, *args):
-    if isinstance(c, DictVar):
-        if args:
-            src = args[0]
-            pairs = src.items.items() if isinstance(src, DictVar) else [
-                (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
-            for k, v in pairs:
-                c.items[k] = v
-    elif isinstance(c, ListVar):
-        c.items[:] = unpack(fr, args[0]) if args else []
-    else:
+    init = _CONTAINER_INITS.get(type(c))
+    if init is None:
         raise Unsupported("unsupported_call", f"__init__ of {describe(c)}")
+    init(fr, c, *args[:1])
     return ConstVar(None)
+
+
+def _dict_init(fr, c: DictVar, src=None):
+    if src is not None:
+        pairs = src.items.items() if type(src) is DictVar else [
+            (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
+        for k, v in pairs:
+            c.items[k] = v
+
+
+def _list_init(fr, c: ListVar, src=None):
+    c.items[:] = unpack(fr, src) if src is not None else []
+
+
+_CONTAINER_INITS = {DictVar: _dict_init, ListVar: _list_init}  # dict(...), list(...) on their contents
 
 
 # -- operators ---------------------------------------------------------------------------

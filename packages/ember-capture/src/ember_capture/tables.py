@@ -20,11 +20,11 @@ class TypeTable(dict):
 
     def __init__(self):
         super().__init__()
-        self._resolved: dict = {}
+        self.resolved: dict = {}  # class -> rule, along its MRO (cleared when a rule is added)
 
     def __setitem__(self, cls, rule):
         super().__setitem__(cls, rule)
-        self._resolved.clear()
+        self.resolved.clear()
 
     def register(self, *types):
         """Decorator: the rule for ``types`` (and their subclasses)."""
@@ -35,8 +35,8 @@ class TypeTable(dict):
         return deco
 
     def find(self, cls, default=None):
-        rule = self._resolved.get(cls)
+        rule = self.resolved.get(cls)
         if rule is None:
             rule = next((self[k] for k in cls.__mro__ if k in self), default)
-            self._resolved[cls] = rule
+            self.resolved[cls] = rule
         return rule
