@@ -1,0 +1,16 @@
+"""Small helpers over an op's schema, shared by functionalization and auto-functionalization."""
+from __future__ import annotations
+
+
+def is_write(arg) -> bool:
+    """Whether the schema argument `arg` is written by the op (`Tensor(a!)`)."""
+    return arg.alias_info is not None and arg.alias_info.is_write
+
+
+def split_call(op, values: dict) -> tuple[list, dict]:
+    """`op`'s arguments, given by name in `values`, as (positional, keyword-only)."""
+    args, kwargs = [], {}
+    for arg in op._schema.arguments:
+        (kwargs.__setitem__(arg.name, values[arg.name]) if arg.kwarg_only
+         else args.append(values[arg.name]))
+    return args, kwargs
