@@ -24,6 +24,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_autograd.autofunctional import auto_functional
 from ember_autograd.errors import AotTraceError
@@ -384,13 +385,15 @@ class Functionalizer:
 
     def _check_overlaps(self, op, values: dict, written: list, opaque: bool):
         """Note [overlapping writes]: a functional call computes every new value from the
-        arguments' old values; eager, writing one argument and then reading another that
-        shares its memory, sees the write. The same tensor written twice (`_foreach_add_([a, a],
-        1)` adds 2 in eager) or written at one position of a list and read at another is
-        refused (the graph runs eagerly), as is, for an auto-functionalized op (`opaque`: its
-        kernel's order of reads and writes is unknown), a written tensor sharing memory with
-        any other tensor argument. ATen's own in-place ops read `self` elementwise before
-        writing it, so `x.add_(x)` and `_foreach_mul_([a, b], [a, b])` are fine."""
+        arguments' old values; eager, writing one argument and then reading or writing another
+        that shares its memory, sees the first write. So a call that writes memory it also
+        writes or reads at another position (`_foreach_add_([a, a], 1)` adds 2 in eager;
+        `_foreach_mul_([x[0], x[:, 1]], 2)` doubles x[0, 1] twice) is refused, and the graph
+        runs eagerly; so is, for an auto-functionalized op (`opaque`: its kernel's order of
+        reads and writes is unknown), a written tensor sharing a base with any other tensor
+        argument. ATen's in-place ops read each element before writing it, so one position's
+        own reads are fine: `x.add_(x)`, `_foreach_mul_([a, b], [a, b])`. Views of one base
+        that do not overlap (`x.unbind(1)`) are fine too."""
         tensors = []  # (argument, index in its list or None, tensor, written)
         for a in op._schema.arguments:
             value = values[a.name]
@@ -404,13 +407,13 @@ class Functionalizer:
         for group in by_base.values():
             for j, (name1, i1, t1, w1) in enumerate(group):
                 for name2, i2, t2, w2 in group[j + 1:]:
-                    if not (w1 or w2):
+                    if not (w1 or w2) or (not opaque and i1 == i2 and not (w1 and w2)):
                         continue
-                    # the same view: one tensor, or aliases of one (detach shares the chain)
-                    same = t1 is t2 or self.entries[id(t1)].chain is self.entries[id(t2)].chain
-                    if opaque or (same and (w1 and w2 or i1 != i2)):
-                        raise AotTraceError("aliased_arguments", f"argument {name1!r} and argument "
-                                            f"{name2!r} share memory and one of them is written", op=op)
+                    if opaque or _may_overlap(t1, t2):
+                        where = lambda name, i: repr(name) if i is None else f"{name}[{i}]"
+                        raise AotTraceError("aliased_arguments", f"arguments {where(name1, i1)} and "
+                                            f"{where(name2, i2)} share memory and one of them is "
+                                            "written", op=op)
 
     def write(self, target: torch.Tensor, new_value: torch.Tensor):
         """`target` now holds `new_value` (a tracked fake): update its base, bump the version."""
@@ -456,6 +459,37 @@ def _as_strided_chain(e: _Entry, src: torch.Tensor, rest: tuple) -> tuple:
     if not e.base.is_contiguous():
         return e.chain + ((_FROZEN_AS_STRIDED, rest, None),)
     return ((aten.as_strided.default, (size, stride, offset - e.base.storage_offset()), None),)
+
+
+_EXACT_OVERLAP_LIMIT = 1 << 22  # elements: past this, overlapping address ranges count as overlap
+
+
+def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views of one storage may share an element (Note [overlapping writes]): exact
+    for static sizes up to _EXACT_OVERLAP_LIMIT elements, else True when their address ranges
+    intersect."""
+    if a is b:
+        return True
+    layouts = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (a, b)]
+    if not all(isinstance(v, int) for sizes, strides, offset in layouts for v in (*sizes, *strides, offset)):
+        return True
+    if layouts[0] == layouts[1]:
+        return True
+    if any(0 in sizes for sizes, _, _ in layouts):
+        return False
+    (lo1, hi1), (lo2, hi2) = (_address_range(*layout) for layout in layouts)
+    if hi1 < lo2 or hi2 < lo1:
+        return False
+    if a.numel() + b.numel() > _EXACT_OVERLAP_LIMIT:
+        return True
+    with _disable_current_modes():  # plain integer arithmetic on the CPU, nothing traced
+        end = max(hi1, hi2) + 1
+        addresses = [torch.arange(end).as_strided(*layout).reshape(-1) for layout in layouts]
+        return bool(torch.isin(addresses[0], addresses[1]).any())
+
+
+def _address_range(sizes, strides, offset) -> tuple[int, int]:
+    return offset, offset + sum((n - 1) * st for n, st in zip(sizes, strides))  # strides are >= 0
 
 
 _UNSUPPORTED = {aten.resize_.default, aten.set_.source_Tensor, aten.set_.source_Storage,
