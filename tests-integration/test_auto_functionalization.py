@@ -126,7 +126,7 @@ def written_and_returned(counter, x):
 
 @program((3, 2), (2, 3), (3, 2))
 def written_list_argument(a, b, x):
-    push_all([a, b.t().contiguous(), a.new_zeros(3, 2)], x)  # a list: a, two temporaries
+    push_all([a, b.t().contiguous(), torch.zeros_like(a)], x)  # a list: a, two temporaries
     push_all([a[0], b[:, 1]], x[1])  # views of inputs in a list
     return a.sum() + b.sum()
 
@@ -267,3 +267,29 @@ def test_overlapping_writes_run_eagerly(fn, backend):
     assert len(messages) == 1 and "share memory" in messages[0], messages
     with pytest.raises(Exception, match="share memory"):
         ember.compile(fn, fullgraph=True, **BACKENDS[backend])(a.clone())
+
+
+# --- sizes that change between calls: the graph is recompiled with symbolic sizes -----------------
+
+SIZED = {
+    "written_view_of_an_input": lambda n: [torch.randn(4, n), torch.randn(n)],
+    "written_list_argument": lambda n: [torch.randn(n, 2), torch.randn(2, n), torch.randn(n, 2)],
+    "foreach_sgd_momentum": lambda n: [torch.randn(n, 4), torch.randn(n), torch.randn(n, 4), torch.randn(n)],
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", list(SIZED))
+def test_mutating_ops_with_changing_sizes(name, backend):
+    fn = PROGRAMS[name].fn
+    compiled = ember.compile(fn, **BACKENDS[backend])
+    for n in (5, 6, 9):
+        inputs = SIZED[name](n)
+        eager_in, mine_in = [t.clone() for t in inputs], [t.clone() for t in inputs]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            actual = compiled(*mine_in)
+        assert [str(w.message) for w in caught] == []
+        torch.testing.assert_close(actual, fn(*eager_in), **TOL)
+        for a, e in zip(mine_in, eager_in):
+            torch.testing.assert_close(a, e, **TOL)
