@@ -166,6 +166,16 @@ def foreach_writes_views_of_an_input(x, y):
     return x.sum(0)
 
 
+# --- ATen ops with no functional twin -------------------------------------------------------------
+
+@program((4, 3), (3,))
+def aten_out_factories(x, t):
+    torch.zeros(3, out=t)
+    torch.arange(3, out=x[0])  # into a row of x
+    torch.full((3,), 2.0, out=x[:, 1][:3])
+    return x + t.sum()
+
+
 def check(prog: Program, backend: str):
     compiled = ember.compile(prog.fn, **BACKENDS[backend])
     for _ in range(2):  # a second call with fresh inputs goes through the guards
@@ -293,3 +303,57 @@ def test_mutating_ops_with_changing_sizes(name, backend):
         torch.testing.assert_close(actual, fn(*eager_in), **TOL)
         for a, e in zip(mine_in, eager_in):
             torch.testing.assert_close(a, e, **TOL)
+
+
+def fills_with_normal(x):
+    t = torch.empty_like(x)
+    t.normal_(mean=2.0, std=0.5)  # aten.normal_ has no functional twin
+    return x + t
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_random_in_place_op_without_a_functional_twin(backend):
+    compiled = ember.compile(fills_with_normal, **BACKENDS[backend])
+    for _ in range(2):
+        x = torch.randn(4000)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            noise = compiled(x) - x
+        assert [str(w.message) for w in caught] == []
+        assert abs(noise.mean().item() - 2.0) < 0.05 and abs(noise.std().item() - 0.5) < 0.05
+
+
+# --- a hand-written optimizer step over foreach ops -----------------------------------------------
+
+@torch.no_grad()
+def sgd_momentum_step(params, grads, bufs, lr: float, momentum: float):
+    torch._foreach_mul_(bufs, momentum)
+    torch._foreach_add_(bufs, grads)
+    torch._foreach_add_(params, bufs, alpha=-lr)
+
+
+def _train(step) -> list:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    params = list(model.parameters())
+    bufs = [torch.zeros_like(p) for p in params]
+    for i in range(3):
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
+        model(x).pow(2).sum().backward()
+        step(params, [p.grad for p in params], bufs, 0.1, 0.9)
+        for p in params:
+            p.grad = None
+    return [p.detach() for p in params] + bufs
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_foreach_optimizer_step_updates_parameters_in_place(backend):
+    """Parameters that require grad, updated under no_grad by foreach ops (an inference graph:
+    ErrorKind.INFERENCE_ONLY), with momentum buffers as inputs written in place."""
+    compiled = ember.compile(sgd_momentum_step, **BACKENDS[backend])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mine = _train(compiled)
+    assert [str(w.message) for w in caught if "ember" in str(w.message)] == []
+    for a, e in zip(mine, _train(sgd_momentum_step)):
+        torch.testing.assert_close(a, e, **TOL)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ember_autograd.errors import AotTraceError
-from ember_autograd.schema import is_write, split_call
+from ember_autograd.schema import is_write, normalize_args, split_call
 
 NAMESPACE = "ember_autograd"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
@@ -106,8 +106,8 @@ def _define(name: str, op: torch._ops.OpOverload, written: tuple[str, ...]) -> N
 def _run_on_clones(op: torch._ops.OpOverload, written: tuple[str, ...], *args, **kwargs) -> list:
     # The generated op's kernel, real and fake: `op` on clones of its written arguments.
     schema = op._schema
-    values = dict(zip((a.name for a in schema.arguments), args))
-    values.update(kwargs)
+    # the dispatcher leaves out arguments at their defaults; the generated op has op's defaults
+    values = dict(zip((a.name for a in schema.arguments), normalize_args(op, args, kwargs)))
     for name in written:
         values[name] = _clone(values[name])
     call_args, call_kwargs = split_call(op, values)

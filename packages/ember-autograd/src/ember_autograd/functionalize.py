@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_autograd.autofunctional import auto_functional
 from ember_autograd.errors import AotTraceError
-from ember_autograd.schema import is_write, split_call
+from ember_autograd.schema import is_write, normalize_args, split_call
 
 aten = torch.ops.aten
 
@@ -94,21 +94,6 @@ VIEW_INVERSES: dict[Any, Callable] = {
     aten.split.Tensor: _split_back,
     aten.split_with_sizes.default: _split_back,
 }
-
-
-def normalize_args(op, args, kwargs) -> list:
-    """All of `op`'s schema arguments in order, defaults filled in."""
-    out = []
-    for i, arg in enumerate(op._schema.arguments):
-        if i < len(args) and not arg.kwarg_only:
-            out.append(args[i])
-        elif arg.name in kwargs:
-            out.append(kwargs[arg.name])
-        elif arg.has_default_value():
-            out.append(arg.default_value)
-        else:
-            raise AotTraceError("bad-call", f"missing argument {arg.name!r}", op=op)
-    return out
 
 
 def replayable(chain: tuple) -> bool:
