@@ -23,9 +23,9 @@ argument) keeps every result an item of the call's output, which is all externs 
 The op's eager semantics are kept only when its arguments do not overlap: a kernel that reads an
 argument after writing another that shares its memory would see the write in eager, and not on
 the clones. The functionalizer refuses such calls (Note [overlapping writes] in
-functionalize.py), so they run eagerly. Graphs that call a generated op are not stored by the
-warm-start cache (the namespace is not aten's or ember_prims'; a new process would not know the
-op before it traces the graph again).
+functionalize.py), so they run eagerly. A generated op exists only in the process that
+defined it: a graph that calls one does not load in another process (the facade's warm-start
+cache discards such an entry; a captured graph with a custom op is not cached at all).
 """
 from __future__ import annotations
 
