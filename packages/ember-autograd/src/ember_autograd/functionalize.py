@@ -345,13 +345,13 @@ class Functionalizer:
             fresh, news = auto.split(self._call_by_name(auto.op, values), values)
             news = [new for name, new in zip(auto.written, news) if values[name] is not None]
         for name, new in zip(written, news):
-            targets, new = values[name], new
-            if isinstance(targets, (list, tuple)):  # a list argument: each tensor its new value
-                for target, value in zip(targets, new):
-                    if target is not None:
-                        self.write(target, value)
+            target = values[name]
+            if isinstance(target, (list, tuple)):  # a list argument: each tensor its new value
+                for item, value in zip(target, new):
+                    if item is not None:
+                        self.write(item, value)
             else:
-                self.write(targets, new)
+                self.write(target, new)
         returns, fresh = [], iter(fresh)
         for r in schema.returns:
             if r.alias_info is None:
@@ -395,10 +395,9 @@ class Functionalizer:
                     if not (w1 or w2) or (not opaque and i1 == i2 and not (w1 and w2)):
                         continue
                     if opaque or _may_overlap(t1, t2):
-                        where = lambda name, i: repr(name) if i is None else f"{name}[{i}]"
-                        raise AotTraceError("aliased_arguments", f"arguments {where(name1, i1)} and "
-                                            f"{where(name2, i2)} share memory and one of them is "
-                                            "written", op=op)
+                        raise AotTraceError("aliased_arguments", f"arguments {_position(name1, i1)} "
+                                            f"and {_position(name2, i2)} share memory and one of "
+                                            "them is written", op=op)
 
     def write(self, target: torch.Tensor, new_value: torch.Tensor):
         """`target` now holds `new_value` (a tracked fake): update its base, bump the version."""
@@ -446,13 +445,17 @@ def _as_strided_chain(e: _Entry, src: torch.Tensor, rest: tuple) -> tuple:
     return ((aten.as_strided.default, (size, stride, offset - e.base.storage_offset()), None),)
 
 
+def _position(name: str, index: int | None) -> str:
+    return repr(name) if index is None else f"{name}[{index}]"
+
+
 _EXACT_OVERLAP_LIMIT = 1 << 22  # elements: past this, overlapping address ranges count as overlap
 
 
 def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two views of one storage may share an element (Note [overlapping writes]): exact
-    for static sizes up to _EXACT_OVERLAP_LIMIT elements, else True when their address ranges
-    intersect."""
+    for static sizes up to _EXACT_OVERLAP_LIMIT elements; past it, whether their address ranges
+    intersect; True for symbolic sizes (deciding would guard on them)."""
     if a is b:
         return True
     layouts = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (a, b)]
