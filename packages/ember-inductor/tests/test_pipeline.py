@@ -173,6 +173,27 @@ def test_debug_verify_rejects_mutation(options):
                       options.replace(debug_verify=True))
 
 
+@torch.library.custom_op("ember_test_inductor::scaled", mutates_args=())
+def _scaled(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x * alpha
+
+
+@_scaled.register_fake
+def _(x, alpha):
+    return torch.empty_like(x)
+
+
+def test_debug_verify_accepts_a_user_library_op_as_an_extern(options):
+    """A functional torch.library op (a user's, or one ember_autograd made for an op that writes
+    its arguments) runs as an extern; debug_verify refused it unless its namespace was aten."""
+    b = GraphBuilder()
+    x = b.input(torch.randn(3, 4))
+    b.output(b.call(P.exp.default, b.call(torch.ops.ember_test_inductor.scaled.default, x, 2.0)))
+    cg = compile_graph(b.build(), b.examples, options.replace(debug_verify=True))
+    torch.testing.assert_close(cg(b.examples)[0], b.values[0])
+    assert [op for _, op, _ in cg.fallbacks] == ["ember_test_inductor.scaled.default"]
+
+
 def test_independent_outputs_share_a_kernel(options):
     b = GraphBuilder()
     x, z = b.input(torch.randn(6, 5)), b.input(torch.randn(3))

@@ -18,8 +18,11 @@ GraphSpecError = SpecError  # the former name
 
 def _functional_op(target) -> bool:
     # an ATen op, a user's torch.library op, ember_autograd's auto-functionalized ops (Note
-    # [auto-functionalization] in ember_autograd/autofunctional.py): the wrapper calls any of them
-    return isinstance(target, torch._ops.OpOverload) and not target._schema.is_mutable
+    # [auto-functionalization] in ember_autograd/autofunctional.py): the wrapper calls any of
+    # them. torch's own prims are not among them: only a decomposition table that is not
+    # ember_prims' emits those, the mistake this check is there to catch.
+    return isinstance(target, torch._ops.OpOverload) and target.namespace != "prims" \
+        and not target._schema.is_mutable
 
 
 def verify_graph(gm: fx.GraphModule, strict: bool = False) -> None:
