@@ -4,29 +4,24 @@ have no functional twin, and the foreach ops, which take and return lists of ten
 either made the AOT trace fail (`no_functional_variant`, or "'list' object has no attribute
 'shape'") and the graph ran eagerly with a warning.
 
-Every program runs through the default backend (C++ kernels on CPU), the inductor's Triton path
-(Triton's interpreter on CPU), aot_eager and eager, twice with fresh inputs, with no warning;
-results and every input after the call equal eager's (float32: rtol=1e-4, atol=1e-5).
+Every program runs as test_views_mutation's do (`check_program`): through the default backend
+(C++ kernels on CPU), the inductor's Triton path (Triton's interpreter on CPU), aot_eager and
+eager, twice with fresh inputs, with no warning from ember; results, every input after the call
+and which outputs share memory with an input equal eager's (float32: rtol=1e-4, atol=1e-5).
 """
 from __future__ import annotations
 
+import pathlib
+import sys
 import warnings
-from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
-from torch.utils import _pytree as pytree
 
 import ember
 
-TOL = dict(rtol=1e-4, atol=1e-5)
-BACKENDS = {
-    "inductor": dict(),  # the default backend: C++ kernels for CPU tensors
-    "triton": dict(options={"backend": "triton"}),  # Triton kernels under the interpreter
-    "aot_eager": dict(backend="aot_eager"),
-    "eager": dict(backend="eager"),
-}
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from test_views_mutation import BACKENDS, TOL, Program, check_program  # noqa: E402
 
 
 # --- custom ops that write their arguments ------------------------------------------------------
@@ -72,12 +67,6 @@ def push_all(bufs: list[torch.Tensor], x: torch.Tensor) -> None:
 @push_all.register_fake
 def _(bufs, x):
     return None
-
-
-@dataclass(frozen=True)
-class Program:
-    fn: Callable
-    make: Callable[[], list]  # fresh inputs
 
 
 PROGRAMS: dict[str, Program] = {}
@@ -176,32 +165,15 @@ def aten_out_factories(x, t):
     return x + t.sum()
 
 
-def check(prog: Program, backend: str):
-    compiled = ember.compile(prog.fn, **BACKENDS[backend])
-    for _ in range(2):  # a second call with fresh inputs goes through the guards
-        inputs = prog.make()
-        eager_in = [t.clone() for t in inputs]
-        mine_in = [t.clone() for t in inputs]
-        expected = prog.fn(*eager_in)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            actual = compiled(*mine_in)
-        assert [str(w.message) for w in caught] == []
-        for a, e in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True):
-            torch.testing.assert_close(a, e, **TOL)
-        for k, (a, e) in enumerate(zip(mine_in, eager_in)):
-            torch.testing.assert_close(a, e, **TOL, msg=lambda m: f"input {k} after the call: {m}")
-
-
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_mutating_ops_compile(name, backend):
-    check(PROGRAMS[name], backend)
+    check_program(PROGRAMS[name], backend)
 
 
 @pytest.mark.parametrize("name", ["two_written_inputs", "written_view_of_an_input", "foreach_sgd_momentum"])
 def test_mutating_ops_triton_interpreted(name):
-    check(PROGRAMS[name], "triton")
+    check_program(PROGRAMS[name], "triton")
 
 
 def test_fullgraph_compiles_a_custom_op_that_writes():
