@@ -13,6 +13,7 @@ Per model (Hugging Face BERT-base and GPT-2 configs, random weights, inference, 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
@@ -52,10 +53,10 @@ def output(model, x):
     return model(input_ids=x).last_hidden_state
 
 
-def timed(fn, x, device: str, reps: int = 30) -> float:
-    """Median milliseconds of one call (after 5 warm-up calls)."""
+def timed(fn, x, device: str, reps: int = 30, warmup: int = 5) -> float:
+    """Median milliseconds of one call (after `warmup` calls)."""
     with torch.no_grad():
-        for _ in range(5):
+        for _ in range(warmup):
             fn(x)
         times = []
         for _ in range(reps):
@@ -73,30 +74,39 @@ def graphs_of(compiled) -> int:
     return ember.compile_record(compiled).graphs
 
 
-def speed_rows(name: str, device: str, with_tc: bool) -> dict:
+def speed_rows(name: str, device: str, with_tc: bool, rounds: int = 12) -> dict:
+    """Every variant compiled and warmed first, then timed in interleaved rounds (each round: a
+    few calls of every variant in turn), so that drift of a shared host's load falls on all
+    variants alike; each figure is the median over the rounds."""
     model, vocab = build(name, device)
     batch, seq = SEED_SHAPES[name]
     x = ids(vocab, batch, seq, device, 0)
     warm = ids(vocab, max(batch // 2, 2), seq // 2 + 3, device, 1)
-    row = {"model": name, "shape": f"b{batch} s{seq}", "eager_ms": timed(lambda t: output(model, t), x, device)}
+    variants = {"eager": lambda t: output(model, t)}
     ember.reset()
-    static = ember.compile(model, dynamic=False)
-    row["ember_static_ms"] = timed(lambda t: output(static, t), x, device)
-    ember.reset()
-    dynamic = ember.compile(model, dynamic=True)
+    static = ember.compile(copy.deepcopy(model), dynamic=False)  # each variant its own module
+    variants["ember_static"] = lambda t: output(static, t)
+    timed(variants["ember_static"], x, device, reps=1)
+    dynamic = ember.compile(copy.deepcopy(model), dynamic=True)
     with torch.no_grad():
         output(dynamic, warm)  # compiled at another shape: the seed shape reuses it
-    row["ember_dynamic_ms"] = timed(lambda t: output(dynamic, t), x, device)
-    row["ember_dynamic_graphs"] = graphs_of(dynamic)
+    variants["ember_dynamic"] = lambda t: output(dynamic, t)
+    timed(variants["ember_dynamic"], x, device, reps=1)
+    row = {"model": name, "shape": f"b{batch} s{seq}", "ember_dynamic_graphs": graphs_of(dynamic)}
     if with_tc:
-        torch._dynamo.reset()
-        tc_static = torch.compile(model, dynamic=False)
-        row["tc_static_ms"] = timed(lambda t: output(tc_static, t), x, device)
-        torch._dynamo.reset()
-        tc_dynamic = torch.compile(model, dynamic=True)
+        tc_static = torch.compile(copy.deepcopy(model), dynamic=False)
+        variants["tc_static"] = lambda t: output(tc_static, t)
+        timed(variants["tc_static"], x, device, reps=1)
+        tc_dynamic = torch.compile(copy.deepcopy(model), dynamic=True)
         with torch.no_grad():
             output(tc_dynamic, warm)
-        row["tc_dynamic_ms"] = timed(lambda t: output(tc_dynamic, t), x, device)
+        variants["tc_dynamic"] = lambda t: output(tc_dynamic, t)
+        timed(variants["tc_dynamic"], x, device, reps=1)
+    per_round: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for label, fn in variants.items():
+            per_round[label].append(timed(fn, x, device, reps=5, warmup=1))
+    row.update({f"{label}_ms": statistics.median(ts) for label, ts in per_round.items()})
     row["dynamic_over_static"] = row["ember_static_ms"] / row["ember_dynamic_ms"]
     return row
 
