@@ -162,7 +162,7 @@ def _fuse_into_earlier(out, barrier, step, max_fusion_size) -> bool:
 # step (one independent update per parameter, 3 buffers each) fused 64 at a time ran 3x slower
 # than eager's three passes (50 parameters of 1024x1024, one thread: 200 ms against 58 ms; one
 # parameter per kernel: 45-66 ms). On the CPU such an independent buffer joins a kernel only while
-# the kernel touches at most CPU_INDEPENDENT_STREAMS buffers; buffers that share data with the
+# the kernel touches fewer than CPU_INDEPENDENT_STREAMS buffers; buffers that share data with the
 # kernel (the usual vertical and sibling fusions) are not limited. GPU kernels are not: there one
 # launch per buffer costs more than the streams.
 CPU_INDEPENDENT_STREAMS = 12
