@@ -136,3 +136,21 @@ def test_disjoint_views_of_one_input_are_written():
         return (x * 1,)
 
     run_both(f, torch.randn(3, 4))
+
+
+def test_generated_names_never_collide():
+    lib = torch.library.Library("ember_test_af_names", "FRAGMENT")
+    lib.define("a__b(Tensor(a!) x) -> ()")
+    lib.define("a.b(Tensor(a!) x) -> ()")  # mangled alike: ember_test_af_names__a__b
+    def add_one(x):
+        x.add_(1)
+
+    def add_two(x):
+        x.add_(2)
+
+    lib.impl("a__b", add_one, "CompositeExplicitAutograd")
+    lib.impl("a.b", add_two, "CompositeExplicitAutograd")
+    ops = torch.ops.ember_test_af_names
+    one, two = auto_functional(ops.a__b.default), auto_functional(ops.a.b)
+    assert one.op is not two.op
+    assert one.op(torch.zeros(1))[0].item() == 1 and two.op(torch.zeros(1))[0].item() == 2

@@ -45,12 +45,13 @@ _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
 _WRITABLE_TYPES = frozenset({"Tensor", "List[Tensor]", "Optional[Tensor]", "List[Optional[Tensor]]"})
 _ALIAS_ANNOTATION = re.compile(r"Tensor\([^)]*\)")
 _COPIED_TAGS = (torch.Tag.nondeterministic_seeded,)
+_DEFINED: dict[str, torch._ops.OpOverload] = {}  # generated name -> its source op
 
 
 @dataclass(frozen=True)
 class AutoFunctional:
-    """The functional op made for `source`: `op` takes `source`'s arguments (all positional)
-    and returns the flat list of Note [auto-functionalization]."""
+    """The functional op made for `source`: `op` takes `source`'s arguments (same names, kinds
+    and defaults) and returns the flat list of Note [auto-functionalization]."""
 
     source: torch._ops.OpOverload
     op: torch._ops.OpOverload
@@ -85,9 +86,13 @@ def auto_functional(op: torch._ops.OpOverload) -> AutoFunctional:
         what = f"writes non-tensor arguments {bad_args}" if bad_args else f"returns {bad_returns}"
         raise AotTraceError("no_functional_variant", f"in-place op without a functional counterpart that "
                             f"{what}: it cannot be auto-functionalized", op=op)
-    name = f"{op.namespace}__{op._opname}" + ("" if op._overloadname == "default" else f"__{op._overloadname}")
-    if not hasattr(getattr(torch.ops, NAMESPACE), name):
-        _define(name, op, written)
+    base = f"{op.namespace}__{op._opname}" + ("" if op._overloadname == "default" else f"__{op._overloadname}")
+    name, n = base, 1
+    while name in _DEFINED:  # `ns::a__b` and `ns::a.b` would share a name
+        n += 1
+        name = f"{base}_{n}"
+    _define(name, op, written)
+    _DEFINED[name] = op
     generated = getattr(getattr(torch.ops, NAMESPACE), name).default
     n_fresh = sum(1 for r in schema.returns if r.alias_info is None)
     return AutoFunctional(op, generated, n_fresh, written)
