@@ -1,11 +1,18 @@
 """Auto-functionalization (Note [auto-functionalization]) and list arguments (foreach ops): ops
 that write their arguments become functional calls; inputs' final values equal eager's."""
+import pathlib
+import sys
+
 import pytest
 import torch
 import torch.fx
 
-from ember_autograd import AotTraceError, aot, trace_inference, verify_functional
+from ember_autograd import AotTraceError, trace_inference
 from ember_autograd.autofunctional import auto_functional
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import test_functionalize as functionalize_tests  # noqa: E402
+from test_functionalize import targets  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -32,20 +39,11 @@ def _(a, x, b):
     return torch.empty_like(x)
 
 
-def targets(gm):
-    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
-
-
 def run_both(fn, *inputs):
-    gm = torch.fx.symbolic_trace(fn)
-    eager_in = [x.clone() for x in inputs]
-    aot_in = [x.clone() for x in inputs]
-    compiled = aot(gm, aot_in, fw_compiler=lambda g, _: verify_functional(g))
-    eager_out, aot_out = fn(*eager_in), compiled(*aot_in)
-    for a, e in zip(torch.utils._pytree.tree_leaves(aot_out), torch.utils._pytree.tree_leaves(eager_out)):
-        torch.testing.assert_close(a, e, rtol=0, atol=0)
-    for a, e in zip(aot_in, eager_in):
-        torch.testing.assert_close(a, e, rtol=0, atol=0)
+    """test_functionalize's run_both, checked: outputs and inputs after the call equal eager's."""
+    eager_out, aot_out, eager_in, aot_in, compiled = functionalize_tests.run_both(fn, *inputs)
+    functionalize_tests.assert_same(eager_out, aot_out)
+    functionalize_tests.assert_same(eager_in, aot_in)
     return compiled
 
 
