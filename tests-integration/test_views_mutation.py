@@ -501,7 +501,11 @@ def _assert_same(actual, expected):
 
 
 def check(name: str, backend: str):
-    prog = PROGRAMS[name]
+    check_program(PROGRAMS[name], backend)
+
+
+def check_program(prog: Program, backend: str):
+    """`prog` through `backend`, twice with fresh inputs, against eager (the module docstring)."""
     if prog.no_prims and backend in ("inductor", "triton") and os.environ.get("EMBER_CHECK") == "1":
         pytest.skip("an op with no prim reaches the inductor, which runs it with ATen; the "
                     "prims-level boundary check (EMBER_CHECK=1) rejects such a graph by design")

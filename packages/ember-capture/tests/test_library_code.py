@@ -3,6 +3,7 @@ MultiheadAttention fast-path checks) capture into one graph and equal eager."""
 import functools
 import os
 
+import pytest
 import torch
 
 import ember_capture
@@ -100,3 +101,29 @@ def test_a_module_that_is_not_inlined_still_runs_its_captured_inner_module():
         x = torch.randn(2, 4)
         torch.testing.assert_close(compiled(x), step(x))
     assert graphs  # the inner module and the step's tail were captured
+
+
+def checked(x):
+    torch._check(x.shape[0] > 1, lambda: "needs two rows")
+    torch._check_is_size(x.shape[0])
+    torch._check_value(x.dim() == 2)
+    return x.sum(0) * 2
+
+
+@pytest.mark.filterwarnings("ignore:_check_is_size:FutureWarning")
+def test_torch_check_is_no_break():
+    """torch._check and its kinds were 'library code (not inlined)': a graph break at each."""
+    for dynamic in (False, True):
+        graphs = []
+        compiled = ember_capture.capture(checked, counting_backend(graphs), config=ember_capture.CaptureConfig(
+            dynamic=dynamic, fullgraph=True))
+        for rows in (3, 5):
+            x = torch.randn(rows, 4)
+            torch.testing.assert_close(compiled(x), checked(x))
+        assert len(graphs) == (1 if dynamic else 2)
+
+
+def test_torch_check_that_fails_raises_the_users_message():
+    compiled = ember_capture.capture(checked, counting_backend([]))
+    with pytest.raises(RuntimeError, match="needs two rows"):
+        compiled(torch.randn(1, 4))

@@ -173,6 +173,53 @@ def test_debug_verify_rejects_mutation(options):
                       options.replace(debug_verify=True))
 
 
+@torch.library.custom_op("ember_test_inductor::scaled", mutates_args=())
+def _scaled(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x * alpha
+
+
+@_scaled.register_fake
+def _(x, alpha):
+    return torch.empty_like(x)
+
+
+def test_debug_verify_accepts_a_user_library_op_as_an_extern(options):
+    """A functional torch.library op (a user's, or one ember_autograd made for an op that writes
+    its arguments) runs as an extern; debug_verify refused it unless its namespace was aten."""
+    b = GraphBuilder()
+    x = b.input(torch.randn(3, 4))
+    b.output(b.call(P.exp.default, b.call(torch.ops.ember_test_inductor.scaled.default, x, 2.0)))
+    cg = compile_graph(b.build(), b.examples, options.replace(debug_verify=True))
+    torch.testing.assert_close(cg(b.examples)[0], b.values[0])
+    assert [op for _, op, _ in cg.fallbacks] == ["ember_test_inductor.scaled.default"]
+
+
+def test_independent_updates_split_on_the_cpu(options):
+    """Note [independent loops on the CPU]: ten independent updates (a foreach optimizer step:
+    each reads 3 buffers) fused into one kernel of 30 memory streams, 3x slower than eager;
+    a chain reading many buffers still fuses whole."""
+    b = GraphBuilder()
+    outs = []
+    for _ in range(10):
+        p, g, m = (b.input(torch.randn(64)) for _ in range(3))
+        outs.append(b.call(P.add.default, p, b.call(P.mul.default, b.call(P.add.default, m, g), p)))
+    b.output(*outs)
+    cg = compile_graph(b.build(), b.examples, options)
+    assert len(cg.kernels) > 1
+    assert all(k.source.count("const float* __restrict__") <= 12 for k in cg.kernels)
+    for got, want in zip(cg(b.examples), b.values):
+        torch.testing.assert_close(got, want)
+
+    chain = GraphBuilder()
+    xs = [chain.input(torch.randn(64)) for _ in range(20)]
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = chain.call(P.add.default, acc, x)
+    chain.output(acc, chain.call(P.neg.default, acc))
+    cg = compile_graph(chain.build(), chain.examples, options)
+    assert len(cg.kernels) == 1
+
+
 def test_independent_outputs_share_a_kernel(options):
     b = GraphBuilder()
     x, z = b.input(torch.randn(6, 5)), b.input(torch.randn(3))

@@ -198,6 +198,12 @@ def test_a_users_function_is_keyed_on_its_code():
     torch.library.define("ember_test_ws::twice", "(Tensor x) -> Tensor")
     with pytest.raises(cache_store.Uncacheable, match="not an aten or ember_prims op"):
         graph_key.describe(torch.ops.ember_test_ws.twice.default)
+    # a graph that calls such an op (or one ember_autograd generated: Note [auto-functionalization])
+    # is not stored: another process may not have the op, and loading it would fail
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(torch.ops.ember_test_ws.twice.default, (graph.placeholder("x"),)))
+    with pytest.raises(cache_store.Uncacheable, match="not an aten or ember_prims op"):
+        graph_key.to_data(torch.fx.GraphModule(torch.nn.Module(), graph))
 
 
 class _ConvHead(torch.nn.Module):

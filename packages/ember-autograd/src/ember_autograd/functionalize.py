@@ -24,8 +24,11 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
+from ember_autograd.autofunctional import auto_functional
 from ember_autograd.errors import AotTraceError
+from ember_autograd.schema import is_write, normalize_args, split_call
 
 aten = torch.ops.aten
 
@@ -93,21 +96,6 @@ VIEW_INVERSES: dict[Any, Callable] = {
 }
 
 
-def normalize_args(op, args, kwargs) -> list:
-    """All of `op`'s schema arguments in order, defaults filled in."""
-    out = []
-    for i, arg in enumerate(op._schema.arguments):
-        if i < len(args) and not arg.kwarg_only:
-            out.append(args[i])
-        elif arg.name in kwargs:
-            out.append(kwargs[arg.name])
-        elif arg.has_default_value():
-            out.append(arg.default_value)
-        else:
-            raise AotTraceError("bad-call", f"missing argument {arg.name!r}", op=op)
-    return out
-
-
 def replayable(chain: tuple) -> bool:
     """Whether `chain` can be replayed on a real tensor by `replay_view` (no as_strided: its
     offsets count from a base whose layout the runtime value need not have)."""
@@ -119,7 +107,7 @@ def replay_view(base: torch.Tensor, chain: tuple) -> torch.Tensor:
     """The view `chain` describes, taken of a real `base`."""
     t = base
     for op, rest, index in chain:
-        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (t, *rest))))
+        args, kwargs = split_call(op, dict(zip((a.name for a in op._schema.arguments), (t, *rest))))
         try:
             out = op(*args, **kwargs)
         except RuntimeError:  # `view` of a base the compiler laid out differently: a copy
@@ -130,20 +118,8 @@ def replay_view(base: torch.Tensor, chain: tuple) -> torch.Tensor:
     return t
 
 
-def _split_call(op, values: dict) -> tuple[list, dict]:
-    args, kwargs = [], {}
-    for arg in op._schema.arguments:
-        (kwargs.__setitem__(arg.name, values[arg.name]) if arg.kwarg_only
-         else args.append(values[arg.name]))
-    return args, kwargs
-
-
-def _is_write(arg) -> bool:
-    return arg.alias_info is not None and arg.alias_info.is_write
-
-
 def is_mutating(op) -> bool:
-    return any(_is_write(a) for a in op._schema.arguments)
+    return any(is_write(a) for a in op._schema.arguments)
 
 
 def is_view(op) -> bool:
@@ -159,10 +135,11 @@ def functional_variant(op):
     original op's non-aliased returns, then the new value of every written argument in
     schema order. Found by name (``foo_functional``, ``foo`` for ``foo_``, ``foo`` for
     ``foo.out``) with the same argument names and types once ``out=`` arguments are dropped.
-    For an in-place view op (``unsqueeze_``) this finds the view op (``unsqueeze``)."""
+    For an in-place view op (``unsqueeze_``) this finds the view op (``unsqueeze``). None when
+    there is none (Note [auto-functionalization] in autofunctional.py makes one)."""
     schema = op._schema
     base_name = schema.name.split("::")[1]
-    wanted = [(a.name, str(a.type)) for a in schema.arguments if not (_is_write(a) and a.kwarg_only)]
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if not (is_write(a) and a.kwarg_only)]
     namespace = getattr(torch.ops, op.namespace)
     for name in (base_name + "_functional", base_name.rstrip("_"), base_name):
         packet = getattr(namespace, name, None)
@@ -175,8 +152,7 @@ def functional_variant(op):
                 continue
             if [(a.name, str(a.type)) for a in candidate._schema.arguments] == wanted:
                 return candidate
-    raise AotTraceError("no-functional-variant",
-                        "in-place/out= op without a functional counterpart", op=op)
+    return None
 
 
 @dataclass
@@ -301,7 +277,7 @@ class Functionalizer:
         # x first hands its value to a fresh "shadow" base, which its other views follow.
         x = args[0]
         view_op = functional_variant(op)
-        if not is_view(view_op) or id(x) in self.inputs:
+        if view_op is None or not is_view(view_op) or id(x) in self.inputs:
             raise AotTraceError("metadata-mutation", "in-place change of a graph input's shape or "
                                 "strides" if id(x) in self.inputs else "no view op counterpart", op=op)
         node = self.node_of(x)
@@ -343,7 +319,7 @@ class Functionalizer:
             raise AotTraceError("mutation-through-view", f"{op} read after a write to its base")
         if op is aten.as_strided.default:  # Note [as_strided views]
             rest = (rest[0], rest[1], rest[2] + fake.storage_offset())
-        args, kwargs = _split_call(op, dict(zip((a.name for a in op._schema.arguments), (fake, *rest))))
+        args, kwargs = split_call(op, dict(zip((a.name for a in op._schema.arguments), (fake, *rest))))
         out = self._call(op, tuple(args), kwargs)
         return self.node_of(out[index] if index is not None else out)
 
@@ -355,16 +331,28 @@ class Functionalizer:
     def _mutation(self, op, args, kwargs):
         schema = op._schema
         values = dict(zip([a.name for a in schema.arguments], normalize_args(op, args, kwargs)))
-        written = [a.name for a in schema.arguments if _is_write(a) and values[a.name] is not None]
+        written = [a.name for a in schema.arguments if is_write(a) and values[a.name] is not None]
         functional = functional_variant(op)
-        f_args, f_kwargs = _split_call(functional, values)
-        result = self._call(functional, tuple(f_args), f_kwargs)
-        outs = list(result) if isinstance(result, (list, tuple)) else [result]
-        fresh_returns = [r for r in schema.returns if r.alias_info is None]
-        n_fresh = len(fresh_returns)
-        for name, new in zip(written, outs[n_fresh:]):
-            self.write(values[name], new)
-        returns, fresh = [], iter(outs[:n_fresh])
+        if functional is not None:
+            self._check_overlaps(op, values, written, opaque=False)
+            result = self._call_by_name(functional, values)
+            outs = [result] if len(functional._schema.returns) == 1 else list(result)
+            n_fresh = sum(1 for r in schema.returns if r.alias_info is None)
+            fresh, news = outs[:n_fresh], outs[n_fresh:]
+        else:  # Note [auto-functionalization]
+            auto = auto_functional(op)
+            self._check_overlaps(op, values, written, opaque=True)
+            fresh, news = auto.split(self._call_by_name(auto.op, values), values)
+            news = [new for name, new in zip(auto.written, news) if values[name] is not None]
+        for name, new in zip(written, news):
+            target = values[name]
+            if isinstance(target, (list, tuple)):  # a list argument: each tensor its new value
+                for item, value in zip(target, new):
+                    if item is not None:
+                        self.write(item, value)
+            else:
+                self.write(target, new)
+        returns, fresh = [], iter(fresh)
         for r in schema.returns:
             if r.alias_info is None:
                 returns.append(next(fresh))
@@ -372,7 +360,44 @@ class Functionalizer:
                 arg = next(a for a in schema.arguments
                            if a.alias_info is not None and a.alias_info.before_set == r.alias_info.before_set)
                 returns.append(values[arg.name])
+        if not returns:
+            return None  # an op returning `()` returns None to Python
         return returns[0] if len(returns) == 1 else tuple(returns)
+
+    def _call_by_name(self, op, values: dict):
+        args, kwargs = split_call(op, values)
+        return self._call(op, tuple(args), kwargs)
+
+    def _check_overlaps(self, op, values: dict, written: list, opaque: bool):
+        """Note [overlapping writes]: a functional call computes every new value from the
+        arguments' old values; eager, writing one argument and then reading or writing another
+        that shares its memory, sees the first write. So a call that writes memory it also
+        writes or reads at another position (`_foreach_add_([a, a], 1)` adds 2 in eager;
+        `_foreach_mul_([x[0], x[:, 1]], 2)` doubles x[0, 1] twice) is refused, and the graph
+        runs eagerly; so is, for an auto-functionalized op (`opaque`: its kernel's order of
+        reads and writes is unknown), a written tensor sharing a base with any other tensor
+        argument. ATen's in-place ops read each element before writing it, so one position's
+        own reads are fine: `x.add_(x)`, `_foreach_mul_([a, b], [a, b])`. Views of one base
+        that do not overlap (`x.unbind(1)`) are fine too."""
+        tensors = []  # (argument, index in its list or None, tensor, written)
+        for a in op._schema.arguments:
+            value = values[a.name]
+            items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+            for i, t in items:
+                if isinstance(t, torch.Tensor) and id(t) in self.entries:
+                    tensors.append((a.name, i, t, a.name in written))
+        by_base: dict[int, list] = {}
+        for item in tensors:
+            by_base.setdefault(id(self.entries[id(item[2])].base), []).append(item)
+        for group in by_base.values():
+            for j, (name1, i1, t1, w1) in enumerate(group):
+                for name2, i2, t2, w2 in group[j + 1:]:
+                    if not (w1 or w2) or (not opaque and i1 == i2 and not (w1 and w2)):
+                        continue
+                    if opaque or _may_overlap(t1, t2):
+                        raise AotTraceError("aliased_arguments", f"arguments {_position(name1, i1)} "
+                                            f"and {_position(name2, i2)} share memory and one of "
+                                            "them is written", op=op)
 
     def write(self, target: torch.Tensor, new_value: torch.Tensor):
         """`target` now holds `new_value` (a tracked fake): update its base, bump the version."""
@@ -418,6 +443,41 @@ def _as_strided_chain(e: _Entry, src: torch.Tensor, rest: tuple) -> tuple:
     if not e.base.is_contiguous():
         return e.chain + ((_FROZEN_AS_STRIDED, rest, None),)
     return ((aten.as_strided.default, (size, stride, offset - e.base.storage_offset()), None),)
+
+
+def _position(name: str, index: int | None) -> str:
+    return repr(name) if index is None else f"{name}[{index}]"
+
+
+_EXACT_OVERLAP_LIMIT = 1 << 22  # elements: past this, overlapping address ranges count as overlap
+
+
+def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views of one storage may share an element (Note [overlapping writes]): exact
+    for static sizes up to _EXACT_OVERLAP_LIMIT elements; past it, whether their address ranges
+    intersect; True for symbolic sizes (deciding would guard on them)."""
+    if a is b:
+        return True
+    layouts = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (a, b)]
+    if not all(isinstance(v, int) for sizes, strides, offset in layouts for v in (*sizes, *strides, offset)):
+        return True
+    if layouts[0] == layouts[1]:
+        return True
+    if any(0 in sizes for sizes, _, _ in layouts):
+        return False
+    (lo1, hi1), (lo2, hi2) = (_address_range(*layout) for layout in layouts)
+    if hi1 < lo2 or hi2 < lo1:
+        return False
+    if a.numel() + b.numel() > _EXACT_OVERLAP_LIMIT:
+        return True
+    with _disable_current_modes():  # plain integer arithmetic on the CPU, nothing traced
+        end = max(hi1, hi2) + 1
+        addresses = [torch.arange(end).as_strided(*layout).reshape(-1) for layout in layouts]
+        return bool(torch.isin(addresses[0], addresses[1]).any())
+
+
+def _address_range(sizes, strides, offset) -> tuple[int, int]:
+    return offset, offset + sum((n - 1) * st for n, st in zip(sizes, strides))  # strides are >= 0
 
 
 _UNSUPPORTED = {aten.resize_.default, aten.set_.source_Tensor, aten.set_.source_Storage,

@@ -521,3 +521,29 @@ def _torch_assert(fr, args, kwargs):
     if isinstance(cond, ConstVar) and cond.value:
         return ConstVar(None)  # holds at trace time, and what it checks is guarded
     raise Unsupported("unsupported_call", "torch._assert on a value only known at run time")
+
+
+# torch._check and its kinds: a condition known at trace time that holds is nothing to record (a
+# symbolic one becomes a guard through bool()); one that fails, or one on tensor data, is run
+# eagerly, where torch raises the user's message.
+def _torch_check(fr, args, kwargs):
+    cond = args[0] if args else kwargs.get("cond")
+    if isinstance(cond, ConstVar) and not isinstance(cond.value, torch.Tensor):
+        value = cond.value
+        if bool(value) if isinstance(value, (bool, torch.SymBool)) else False:
+            return ConstVar(None)
+    raise Unsupported("unsupported_call", "torch._check on a condition that does not hold or is only known at run time")
+
+
+for _check in ("_check", "_check_value", "_check_index", "_check_type", "_check_not_implemented"):
+    if hasattr(torch, _check):
+        builtin(getattr(torch, _check))(_torch_check)
+
+
+@builtin(torch._check_is_size)
+def _torch_check_is_size(fr, args, kwargs):
+    size = args[0] if args else kwargs.get("i")
+    if isinstance(size, ConstVar) and isinstance(size.value, (int, torch.SymInt)) and not isinstance(size.value, bool):
+        if bool(size.value >= 0):
+            return ConstVar(None)
+    raise Unsupported("unsupported_call", "torch._check_is_size on a value that is negative or only known at run time")

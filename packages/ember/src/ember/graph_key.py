@@ -146,6 +146,10 @@ def to_data(gm: torch.fx.GraphModule) -> dict[str, Any]:
     for n in gm.graph.nodes:
         if n.op in ("call_module", "get_attr"):
             raise Uncacheable(f"a {n.op} node")
+        if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace not in _OWN_OPS:
+            # a user's torch.library op, or one ember_autograd generated in this process (Note
+            # [auto-functionalization]): another process may not have it
+            raise Uncacheable(f"{n.target} is not an aten or ember_prims op")
         meta = {k: v for k, v in n.meta.items()
                 if k == "stack_trace" or (n.op == "output" and k.startswith("ember_") and _plain(v))}
         if "val" in n.meta:

@@ -224,7 +224,7 @@ class TritonLauncher:
         kw = cfg.kwargs()
         consts = tuple(kw[name] for name in fn.arg_names[len(tensors) + n_sizes:])
         grid = None if n_sizes else tuple(self.grid(cfg))
-        return FastLaunch(compiled, grid, consts)
+        return FastLaunch(compiled, grid, consts, tuple(t.element_size() for t in tensors))
 
 
 def _int_specialization(values) -> tuple:
@@ -242,7 +242,7 @@ _DIRECT_C_LAUNCH = triton.__version__.startswith("3.6.")
 class FastLaunch:
     """Note [Launch fast path]: one compiled kernel's launch, its checks and arguments bound."""
 
-    def __init__(self, compiled, grid: tuple, consts: tuple):
+    def __init__(self, compiled, grid: tuple, consts: tuple, itemsizes: tuple):
         active = _driver.active
         self.get_device = active.get_current_device
         if self.get_device is torch.cuda.current_device:  # CUDA is initialized by now: the C getter
@@ -262,6 +262,7 @@ class FastLaunch:
             self.prefix = (compiled.function, compiled.packed_metadata, None, None, None)
         self.grid = None if grid is None else tuple(grid) + (1,) * (3 - len(grid))
         self.consts = consts
+        self.itemsizes = itemsizes  # of the tensor arguments: their storages' addresses are computed here
 
     def launch_now(self, tensors, sizes=(), grid=None) -> bool:
         """Launch on the current stream and return True, or return False (nothing launched)
@@ -270,10 +271,15 @@ class FastLaunch:
         if (self.get_device() != self.device or not _no_hook(_RUNTIME_KNOBS.launch_enter_hook)
                 or not _no_hook(_RUNTIME_KNOBS.launch_exit_hook)):
             return False
-        bases = [t if not t.storage_offset() else t.as_strided((1,), (1,), 0) for t in tensors]
-        for t in bases:
-            if t.data_ptr() % 16:
+        # The kernel indexes from each storage's start: its address, as an int (Triton's launcher
+        # takes an int as the pointer itself, with no view made and no driver query per tensor).
+        bases = []
+        for t, itemsize in zip(tensors, self.itemsizes):
+            offset = t.storage_offset()
+            address = t.data_ptr() - offset * itemsize if offset else t.data_ptr()
+            if address % 16:
                 return False
+            bases.append(address)
         if grid is None:
             g0, g1, g2 = self.grid
         else:
