@@ -217,6 +217,31 @@ def test_exception_caught_in_trace():
     check(traced_try_except, *TWO, graphs=2, breaks=0)
 
 
+def pops_what_is_not_there(x):
+    table, stack = {"a": 1}, []
+    try:
+        scale = table.pop("missing")
+    except KeyError:
+        scale = 2.0
+    try:
+        stack.pop()
+    except IndexError:
+        scale = scale + 1
+    order = collections.OrderedDict(a=1)
+    try:
+        order.move_to_end("missing")
+    except KeyError:
+        scale = scale * 2
+    return x * scale
+
+
+def test_pop_of_a_missing_key_or_an_empty_list_raises_in_the_trace():
+    """dict.pop / list.pop / move_to_end raised their KeyError or IndexError inside capture's own
+    code: an internal error (a fallback with an 'ember bug' warning; a raise in the test mode)."""
+    check(pops_what_is_not_there, *TWO, graphs=2, breaks=0,
+          config=ember_capture.CaptureConfig(raise_internal=True))
+
+
 def sequence_iteration(x):
     # Sequence.__iter__ (collections.abc) stops at the IndexError its __getitem__ raises
     return sum(s * x for s in LayerView(SCALES)), list(reversed(LayerView(SCALES)))

@@ -12,6 +12,7 @@ import collections
 import torch
 
 from .config import Unsupported
+from .frame import TracedRaise
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CALL, METHOD, call, call_method, getitem
@@ -94,7 +95,15 @@ _list_read("__getitem__")(lambda fr, lst, args, kwargs: getitem(fr, lst, args[0]
 _list_write("append")(lambda fr, items, args, kwargs: items.append(args[0]))
 _list_write("extend")(lambda fr, items, args, kwargs: items.extend(unpack(fr, args[0])))
 _list_write("insert")(lambda fr, items, args, kwargs: items.insert(const_value(args[0]), args[1]))
-_list_write("pop")(lambda fr, items, args, kwargs: items.pop(*[const_value(a) for a in args]))
+@_list_write("pop")
+def _list_pop(fr, items, args, kwargs):
+    try:
+        return items.pop(*[const_value(a) for a in args])
+    except IndexError as exc:  # the user's error, raised in the traced code (Note [Traced exceptions])
+        raise TracedRaise(IndexError(*exc.args)) from None
+
+
+
 _list_write("clear")(lambda fr, items, args, kwargs: items.clear())
 _list_write("reverse")(lambda fr, items, args, kwargs: items.reverse())
 
@@ -137,7 +146,15 @@ for _kind in ("items", "keys", "values"):
 _dict_read("get")(lambda fr, d, args, kwargs: d.items.get(const_value(args[0]),
                                                            args[1] if len(args) > 1 else ConstVar(None)))
 _dict_read("copy")(lambda fr, d, args, kwargs: DictVar(d.items))
-_dict_write("pop")(lambda fr, d, args, kwargs: d.items.pop(const_value(args[0]), *args[1:]))
+@_dict_write("pop")
+def _dict_pop(fr, d, args, kwargs):
+    key = const_value(args[0])
+    if key not in d.items and len(args) < 2:  # keys are guarded
+        raise TracedRaise(KeyError(key))
+    return d.items.pop(key, *args[1:])
+
+
+
 _dict_write("setdefault")(lambda fr, d, args, kwargs: d.items.setdefault(
     const_value(args[0]), args[1] if len(args) > 1 else ConstVar(None)))
 
@@ -160,7 +177,9 @@ def _move_to_end(fr, d, args, kwargs):
     if not issubclass(d.cls, collections.OrderedDict):
         raise Unsupported("unsupported_call", f"{d.cls.__name__}.move_to_end")
     key = const_key(args[0])
-    value = d.items.pop(key)  # KeyError as in Python: the trace stops at the call
+    if key not in d.items:
+        raise TracedRaise(KeyError(key))
+    value = d.items.pop(key)
     if _flag(args, kwargs, "last", 1, True):
         d.items[key] = value
     else:
