@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from ember_symbolic import any_symbolic, symbolic_dispatch, symbolic_fake_mode
+from ember_symbolic import symbolic_dispatch, symbolic_fake_mode
 
 from .config import Unsupported
 from .sizes import SYM_TYPES, ShapePolicy, SizeNodes, concrete, has_sym
@@ -71,6 +71,7 @@ class OutputGraph:
         self._last_placeholder = None
         self.location = ("", 0, "")  # the frame being interpreted, or (filename, lineno, function name)
         self.grad_enabled = torch.is_grad_enabled()
+        self.symbolic = False  # a symbol has appeared (_symbols_appear)
         self.n_ops = 0
         self._names: set = set()
 
@@ -125,8 +126,10 @@ class OutputGraph:
     def _symbols_appear(self):
         """Before the first symbol of the trace: the fake op cache keys SymInts through torch's
         shape environment, which ember does not use, so it is off from here on (what it cached so far
-        holds static fakes only)."""
+        holds static fakes only); and ops run under the Python dispatcher from here on (Note [C++
+        kernels that read plain sizes] in ember_symbolic), as autograd runs a symbolic trace."""
         self.fake_mode.cache_enabled = False
+        self.symbolic = True
 
     def _placeholder(self, base: str) -> fx.Node:
         """A placeholder whose target (the forward's parameter) is its node name.
@@ -202,8 +205,7 @@ class OutputGraph:
     def _run_fake(self, kind, target, args, kwargs):
         _, fake_args = _lower(args, None)
         _, fake_kwargs = _lower(kwargs, None)
-        symbolic = any_symbolic((fake_args, fake_kwargs))  # Note [C++ kernels that read plain sizes]
-        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), symbolic_dispatch(symbolic):
+        with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), symbolic_dispatch(self.symbolic):
             if kind == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)

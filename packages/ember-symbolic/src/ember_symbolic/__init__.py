@@ -10,11 +10,11 @@ from ember_symbolic.env import SizeEnv, SizePrinter, env_of, expr_of, hint_of, i
 from ember_symbolic.graph import SIZE_OPS, SizeNodes, is_size_node
 from ember_symbolic.node import SymNode
 from ember_symbolic.tensors import (
-    any_symbolic, fake_with_sizes, plain_fake_mode, symbolic_dispatch, symbolic_fake_mode, symbolic_strides,
+    fake_with_sizes, plain_fake_mode, symbolic_dispatch, symbolic_fake_mode, symbolic_strides,
 )
 
 __all__ = [
-    "SIZE_OPS", "SizeEnv", "SizeNodes", "SizePrinter", "SymNode", "__version__", "any_symbolic", "env_of", "expr_of",
+    "SIZE_OPS", "SizeEnv", "SizeNodes", "SizePrinter", "SymNode", "__version__", "env_of", "expr_of",
     "fake_with_sizes", "hint_of", "is_size_node", "is_symbolic", "plain_fake_mode", "symbolic_dispatch",
     "symbolic_fake_mode", "symbolic_strides",
 ]

@@ -51,7 +51,7 @@ class SymbolicFakeTensorMode(FakeTensorMode):
 
     def dispatch(self, func, types, args=(), kwargs=None):
         kernel = SYMBOLIC_FAKE_KERNELS.get(func)
-        if kernel is not None and any_symbolic((args, kwargs or {})):
+        if kernel is not None and _any_symbolic((args, kwargs or {})):
             with self:
                 return kernel(*args, **(kwargs or {}))
         return super().dispatch(func, types, args, kwargs)
@@ -77,7 +77,7 @@ def symbolic_dispatch(symbolic: bool):
     return enable_python_dispatcher() if symbolic else contextlib.nullcontext()
 
 
-def any_symbolic(tree) -> bool:
+def _any_symbolic(tree) -> bool:
     """Whether a SymInt, or a tensor with a symbolic size, is among the leaves of ``tree``."""
     for leaf in torch.utils._pytree.tree_leaves(tree):
         if isinstance(leaf, torch.SymInt):
