@@ -25,6 +25,10 @@ Times are per call, the median of `--calls` calls, of the *thread's CPU time* by
 Run it on two commits to compare:
 
     python packages/ember/benchmarks/host_overhead.py [--blocks 75] [--calls 300] [--torch-compile]
+
+`--speculative-ab`: only the training forward, with the requires-grad key read on every call
+(as before Note [speculative requires-grad key]) against the speculative path, alternating in
+one process.
 """
 from __future__ import annotations
 
@@ -151,6 +155,37 @@ def measure(blocks: int = 75, width: int = 8, calls: int = 300, clock=time.threa
     return rows
 
 
+def speculative_ab(blocks: int = 75, width: int = 8, rounds: int = 40, clock=time.thread_time) -> dict:
+    """A training forward with the requires-grad key read on every call (the code before Note
+    [speculative requires-grad key]: the last runner forgotten before each call) against the
+    speculative path, alternating in one process (the machine's load moves both alike)."""
+    torch.manual_seed(0)
+    model = Blocks(blocks, width)
+    x = torch.randn(2, width)
+    made = []
+
+    def remembered(gm, example_inputs):
+        made.append(backend(gm, example_inputs))
+        return made[-1]
+    fast = ember.compile(model, backend=remembered)
+    fast(x).sum().backward()
+    (aot,) = made
+    res: dict = {"key read per call": [], "speculative": []}
+    for _ in range(rounds):
+        for name, times in res.items():
+            one = []
+            for _ in range(20):
+                if name == "key read per call":
+                    aot._last_training = None
+                start = clock()
+                out = fast(x)
+                one.append(clock() - start)
+                del out
+            times.append(statistics.median(one) * 1e6)
+    ember.reset()
+    return {name: statistics.median(times) for name, times in res.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=75)
@@ -158,8 +193,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     parser.add_argument("--torch-compile", action="store_true", help="also torch.compile (AOTAutograd, memoized)")
+    parser.add_argument("--speculative-ab", action="store_true",
+                        help="only the training forward, key read per call against speculative, alternating")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.speculative_ab:
+        for name, us in speculative_ab(args.blocks, args.width, clock=CLOCKS[args.clock]).items():
+            print(f"train fwd, {name}: {us:.1f} us (median)")
+        return
     rows = measure(args.blocks, args.width, args.calls, CLOCKS[args.clock], args.torch_compile)
     print(f"host time per call, median us, {args.clock} clock ({args.blocks * 4} parameters, graphs memoized)")
     print(f"{'phase':<15} {'eager':>9} {'ember':>9} {'forward in aot':>15} {'guards':>9} {'torch.compile':>14}")
