@@ -131,6 +131,7 @@ def generic_getattr(fr, o: ObjVar, name: str):
 def _native(fr, o: ObjVar, name):
     """Read natively; the guard re-reads it through `o`'s source (an object held by reference
     without a source is read once, as its other attributes are)."""
+    fr.tr.check_native(o.value, f"reading attribute {name!r}")  # Note [Mutated input dicts]
     try:
         value = getattr(o.value, name)
     except AttributeError:

@@ -95,7 +95,7 @@ CONST_VALUE.refuse(NullVar, DictVar, IterVar, CellVar, FunctionVar, BoundVar, Me
 
 
 _MUTABLE_DATA = (list, dict, set, bytearray, collections.deque, collections.abc.MutableSequence,
-                 collections.abc.MutableMapping, collections.abc.MutableSet)
+                 collections.abc.MutableMapping, collections.abc.MutableSet, collections.abc.MappingView)
 
 
 def is_data_object(value) -> bool:
@@ -142,6 +142,31 @@ def dedupe(items):
             seen.add(k)
             out.append(i)
     return out
+
+
+def mutable_dict(fr, d: DictVar) -> DictVar:
+    """``d``, about to be changed: a dict from the inputs is written back after the graph
+    (Note [Mutated input dicts])."""
+    if d.source is not None:
+        fr.tr.mark_dict_mutated(d)
+    return d
+
+
+def copy_dict(d: DictVar) -> DictVar:
+    """``d.copy()``: of its own class for an OrderedDict or a defaultdict (with its factory), a
+    plain dict for a subclass of dict (as ``dict.copy`` makes)."""
+    out = DictVar(d.items, cls=d.cls if d.cls in (collections.OrderedDict, collections.defaultdict) else dict)
+    if d.cls is collections.defaultdict:
+        out.default_factory = d.default_factory
+    return out
+
+
+def dict_pairs(fr, src: Var) -> list:
+    """The (key, value) pairs of ``dict(src)`` / ``d.update(src)``: a dict's items, or the
+    pairs an iterable yields."""
+    if isinstance(src, DictVar):
+        return list(src.items.items())
+    return [(const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
 
 
 def mutable_items(fr, v: Var) -> list:
@@ -389,9 +414,7 @@ def _c_init(fr, c, *args):
 
 def _dict_init(fr, c: DictVar, src=None):
     if src is not None:
-        pairs = src.items.items() if type(src) is DictVar else [
-            (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
-        for k, v in pairs:
+        for k, v in dict_pairs(fr, src):
             c.items[k] = v
 
 
@@ -454,6 +477,19 @@ def _list_binary(fr, fn, a, b):
 
 
 BINARY.rule(TupleVar)(lambda fr, fn, a, b: _concat_or_repeat(fr, TupleVar, fn, a, b))
+
+
+@BINARY.rule(DictVar)
+def _dict_binary(fr, fn, a, b):
+    """``a | b`` (a new dict) and ``a |= b`` (in place; b may be any iterable of pairs)."""
+    if fn is operator.ior:
+        mutable_dict(fr, a).items.update(dict_pairs(fr, b))
+        return a
+    if fn is operator.or_ and isinstance(b, DictVar):
+        out = copy_dict(a)
+        out.items.update(b.items)
+        return out
+    return NotImplemented
 
 
 def _concat_or_repeat(fr, kind, fn, a, b):
