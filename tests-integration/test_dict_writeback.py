@@ -314,6 +314,30 @@ def break_after_change(x, d):
     return d["a"] + len(d)
 
 
+def add_keys_while_iterating(x, d):
+    try:
+        for k in d:
+            d[k + "_"] = x  # eager: RuntimeError at the next step of the loop
+    except RuntimeError as e:
+        return x * 2, str(e)
+    return x, ""
+
+
+def set_values_while_iterating(x, d):
+    out = x
+    for k, v in d.items():
+        print("", end="")  # a break inside the loop: a real iterator over the written-back dict
+        d[k] = v + x
+        out = out + d[k]
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [add_keys_while_iterating, set_values_while_iterating], ids=["add", "set"])
+def test_iterating_while_changing(fn, backend):
+    run_against_eager(fn, lambda: _tensors("a", "b"), backend, first_breaks=None)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_view_taken_before_the_change(backend):
     run_against_eager(view_before_change, lambda: _tensors("a", "b"), backend, first_breaks=0)

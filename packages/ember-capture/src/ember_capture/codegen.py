@@ -209,6 +209,11 @@ class Rebuilder:
         if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
             if v.pull is not None:
                 raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
+            if v.check is not None and v.check() is not None:  # its next() raises: run the frame eagerly
+                raise CannotRebuild("an iterator over a dict that changed size")
+            over_dict = getattr(v, "over_dict", None)
+            if over_dict is not None:  # a real dict iterator: its native next() sees later changes
+                return f"{self.ns.ref(_dict_iterator)}({self.expr(over_dict)}, {v.pos})"
             over = getattr(v, "over", None)
             if over is not None:  # a list iterator sees the list's later appends
                 return f"{self.ns.ref(_list_iterator)}({self.expr(over)}, {v.pos})"
@@ -261,6 +266,13 @@ def _new_object(cls, attrs, base=None, contents=None):
             base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
+
+
+def _dict_iterator(d, pos: int):
+    it = iter(d)
+    for _ in range(pos):
+        next(it)
+    return it
 
 
 def _list_iterator(items: list, pos: int):

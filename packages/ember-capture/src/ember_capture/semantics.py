@@ -15,6 +15,7 @@ import torch
 from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
+from .frame import TracedRaise
 from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
@@ -618,6 +619,23 @@ def iterate(fr, v: Var) -> IterVar:
 
 ITER.rule(Var)(lambda fr, v: IterVar(unpack(fr, v)))  # other kinds: over their items (UNPACK refuses some)
 ITER.rule(IterVar)(lambda fr, v: v)
+
+
+@ITER.rule(DictVar, DictViewVar)
+def _dict_iter(fr, v):
+    """An iterator over a dict or a view of it: its items when made; like Python's, each next()
+    raises RuntimeError once the dict changed size (a loop that adds keys to the dict it walks)."""
+    d = v if isinstance(v, DictVar) else v.dict
+    it = IterVar(unpack(fr, v), py_type=type(iter({})))
+    size = len(d.items)
+
+    def check():
+        if len(d.items) != size:
+            return TracedRaise(RuntimeError("dictionary changed size during iteration"))
+        return None
+    it.check = check
+    it.over_dict = v  # rebuilt at a break as a real iterator over the real dict (or view)
+    return it
 
 
 @ITER.rule(ListVar)
