@@ -31,6 +31,9 @@ def same(actual, expected):
         assert type(actual) is type(expected) and len(actual) == len(expected), (actual, expected)
         for a, e in zip(actual, expected):
             same(a, e)
+    elif hasattr(expected, "__dict__"):  # an object: its attributes
+        assert type(actual) is type(expected)
+        same(vars(actual), vars(expected))
     else:
         assert actual == expected, (actual, expected)
 
@@ -193,6 +196,8 @@ CASES = {  # name: (function, a fresh state, breaks the first call may have)
 
 def change_between_calls(d, step):
     """What the caller does to the dict between two calls: a new value for a key, a new key."""
+    if not isinstance(d, dict):
+        return
     if step == 1 and "a" in d and isinstance(d["a"], torch.Tensor):
         d["a"] = d["a"] * 3
     if step == 2:
@@ -215,7 +220,8 @@ def run_against_eager(fn, make, backend, steps=4, first_breaks=0, holder=lambda 
         got = compiled(x, comp_d, *extra(comp_d))
         same(got, expected)
         same(comp_d, eager_d)
-        assert getattr(comp_d, "__dict__", None) == getattr(eager_d, "__dict__", None)
+        if isinstance(eager_d, dict):
+            same(getattr(comp_d, "__dict__", None), getattr(eager_d, "__dict__", None))
         assert comp_d is d_before
         breaks = ember.compile_report(compiled).breaks
         if step == 0 and first_breaks is not None:
@@ -336,6 +342,38 @@ def set_values_while_iterating(x, d):
 @pytest.mark.parametrize("fn", [add_keys_while_iterating, set_values_while_iterating], ids=["add", "set"])
 def test_iterating_while_changing(fn, backend):
     run_against_eager(fn, lambda: _tensors("a", "b"), backend, first_breaks=None)
+
+
+class Plain:
+    def __init__(self):
+        self.a = torch.ones(3)
+
+
+def instance_dict_then_attribute(x, o):
+    o.__dict__["a"] = o.a + x  # the instance dict, changed; then read through the attribute
+    o.__dict__["b"] = x * 2
+    return o.a + o.b
+
+
+class BufferWriter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x, _unused=None):
+        self._buffers["buf"] = self.buf + x
+        return self.buf * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_read_after_changing_the_instance_dict(backend):
+    run_against_eager(instance_dict_then_attribute, Plain, backend, first_breaks=None)
+    eager, model = BufferWriter(), BufferWriter()
+    compiled = ember.compile(model, backend=backend)
+    for _ in range(3):
+        x = torch.randn(3)
+        same(compiled(x), eager(x))
+        same(model.buf, eager.buf)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

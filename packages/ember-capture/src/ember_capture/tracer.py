@@ -131,13 +131,13 @@ class Tracer:
         if id(var) not in self.mutated_dicts:
             self.mutated_dicts[id(var)] = DictChange(var, dict(var.items), self.eval_source(var.source))
 
-    def check_native(self, value, what: str):
-        """Refuse (a graph break) a native read of ``value`` while a dict it is, or refers to,
-        has changes not written back yet (Note [Mutated input dicts])."""
+    def check_native(self, value, what: str, refers: bool = True):
+        """Refuse (a graph break) a native read of ``value`` while a dict it is, or (``refers``)
+        directly refers to, has changes not written back yet (Note [Mutated input dicts])."""
         if not self.mutated_dicts:
             return
         pending = {id(change.real) for change in self.mutated_dicts.values()}
-        if id(value) in pending or any(id(r) in pending for r in gc.get_referents(value)):
+        if id(value) in pending or (refers and any(id(r) in pending for r in gc.get_referents(value))):
             raise Unsupported("side_effect", f"{what} would read natively a dict that the traced code changed")
 
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
