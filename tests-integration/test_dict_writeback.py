@@ -376,6 +376,31 @@ def test_attribute_read_after_changing_the_instance_dict(backend):
         same(model.buf, eager.buf)
 
 
+def sgd_step_with_new_lr(x, model, opt, lr):
+    loss = model(x).pow(2).sum()
+    loss.backward()
+    for group in opt.param_groups:
+        group["lr"] = lr  # the optimizer's step must see it
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_optimizer_step_after_changing_a_param_group(backend):
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+    (eager_model, eager_opt), (model, opt) = make(), make()
+    compiled = ember.compile(sgd_step_with_new_lr, backend=backend)
+    for lr in (0.5, 0.01, 0.3):
+        x = torch.randn(4, 3)
+        same(compiled(x, model, opt, lr), sgd_step_with_new_lr(x, eager_model, eager_opt, lr))
+        same(model.weight, eager_model.weight)
+        assert opt.param_groups[0]["lr"] == lr
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_view_taken_before_the_change(backend):
     run_against_eager(view_before_change, lambda: _tensors("a", "b"), backend, first_breaks=0)
