@@ -352,7 +352,12 @@ class Plain:
 def instance_dict_then_attribute(x, o):
     o.__dict__["a"] = o.a + x  # the instance dict, changed; then read through the attribute
     o.__dict__["b"] = x * 2
-    return o.a + o.b
+    return o.a + o.b, hasattr(o, "b")
+
+
+def module_dict_then_attribute(x, mod):
+    mod.__dict__["scale"] = mod.scale + x  # a Python module's namespace
+    return mod.scale * 2
 
 
 class BufferWriter(torch.nn.Module):
@@ -368,6 +373,12 @@ class BufferWriter(torch.nn.Module):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_attribute_read_after_changing_the_instance_dict(backend):
     run_against_eager(instance_dict_then_attribute, Plain, backend, first_breaks=None)
+
+    def make_module():
+        mod = types.ModuleType("holder")
+        mod.scale = torch.ones(3)
+        return mod
+    run_against_eager(module_dict_then_attribute, make_module, backend, first_breaks=None)
     eager, model = BufferWriter(), BufferWriter()
     compiled = ember.compile(model, backend=backend)
     for _ in range(3):

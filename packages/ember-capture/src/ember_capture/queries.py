@@ -100,6 +100,7 @@ HASATTR.refuse(*_UNTYPED)
 
 @HASATTR.rule(ObjVar)
 def _obj_hasattr(fr, obj: ObjVar, name) -> bool:
+    fr.tr.check_native(obj.value, "hasattr()")  # its instance dict changed earlier (Note [Mutated input dicts])
     found = hasattr(obj.value, name)
     if obj.source is None:
         return found

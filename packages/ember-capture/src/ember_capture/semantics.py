@@ -265,6 +265,8 @@ REAL_ATTRS = TypeTable()
 @REAL_ATTRS.register(types.ModuleType)
 def _module_attr(fr, o: ObjVar, name):
     tr, value = fr.tr, o.value
+    if name != "__dict__":  # `mod.__dict__[k] = v` earlier in the trace (Note [Mutated input dicts])
+        tr.check_native(value.__dict__, f"reading attribute {name!r} of a module", refers=False)
     attr = getattr(value, name)
     if is_stable_module(value):
         if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
