@@ -304,6 +304,8 @@ class FrameState:
         # every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
         effects += [line for change in tr.mutated_dicts.values() for line in rb.dict_writeback(change.var, change.before)]
+        # Note [Iterators from the inputs]: the same iterator, at the position the trace left it
+        effects += [f"{rb.read(it.source)}.__setstate__({it.pos})" for it in tr.input_iterators if it.pos != it.start]
         effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.
