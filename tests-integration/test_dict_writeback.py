@@ -151,7 +151,10 @@ def defaultdict_missing_key(x, d):
 
 
 class Registry(dict):
-    """A user subclass of dict with a method of its own and no override."""
+    """A user subclass of dict with a method of its own and no override of dict's methods."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
 
     def total(self):
         return sum(v for k, v in self.items() if isinstance(v, torch.Tensor))

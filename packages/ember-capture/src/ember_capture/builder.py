@@ -116,8 +116,10 @@ def _wrap_tuple(tr, value, source, name):
 
 
 # Note [Mutated input dicts]: what a user subclass of dict must not define for its instances
-# to be modelled as dicts (their changes written back through the inherited C methods).
-_DICT_PROTOCOL = (frozenset(dict.__dict__) | {"__missing__", "__getattr__", "__slots__"}) - {"__doc__"}
+# to be modelled as dicts (their changes written back through the inherited C methods): dict's
+# methods, but not how an instance is made or printed, which the model does not use.
+_DICT_PROTOCOL = ((frozenset(dict.__dict__) | {"__missing__", "__getattr__", "__setattr__", "__bool__", "__slots__"})
+                  - {"__doc__", "__init__", "__new__", "__repr__", "__sizeof__", "__class_getitem__"})
 _DICT_CLASSES = (dict, collections.OrderedDict, collections.defaultdict)
 
 

@@ -17,6 +17,7 @@ the graph outputs, constants and sources::
 """
 from __future__ import annotations
 
+import collections
 import types
 
 import torch
@@ -179,7 +180,10 @@ class Rebuilder:
             factory = getattr(v, "default_factory", None)
             if factory is not None:
                 return f"{self.ns.ref(v.cls)}({self.expr(factory)}, {literal})"
-            return literal if v.cls is dict else f"{self.ns.ref(v.cls)}({literal})"
+            if v.cls in (dict, collections.OrderedDict):
+                return literal if v.cls is dict else f"{self.ns.ref(v.cls)}({literal})"
+            # a subclass of dict: made without its own __init__, its items set by dict's methods
+            return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {{}}, {self.ns.ref(dict)}, {literal})"
         if isinstance(v, SetVar):
             return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, DictViewVar):
