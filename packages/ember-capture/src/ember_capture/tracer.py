@@ -113,7 +113,7 @@ class Tracer:
         else sees it, in an order that leaves its keys in eager's order (a key deleted and set
         again moves to the end; ``codegen.Rebuilder.dict_writeback``). Its identity and its
         other references are kept. Plain dicts, OrderedDicts, defaultdicts and user subclasses
-        of dict that override none of its methods are modelled (``builder._wrap_dict``); any
+        of dict that override none of its item methods are modelled (``builder._wrap_dict``); any
         other mapping stays a real object, whose changes are graph breaks.
 
         Until the write-back the real dict is stale, so native code must not read it while
