@@ -61,10 +61,12 @@ class _Open:
 
 
 def plan_combos(planned: list[PlannedStep], names: dict, sources: dict, comboable,
-                max_parts: int = COMBO_MAX_PARTS) -> list[list[str]]:
+                max_parts: int | None = None) -> list[list[str]]:
     """The kernels to launch together, each list in execution order (its first names the
     launch's place): Note [horizontal fusion]. names: id(KernelGroup) -> kernel name;
-    sources: kernel name -> its KernelSource (the rendered spec: arguments and roles)."""
+    sources: kernel name -> its KernelSource (the rendered spec: arguments and roles);
+    max_parts: COMBO_MAX_PARTS unless given."""
+    max_parts = COMBO_MAX_PARTS if max_parts is None else max_parts
     memory = _memory_of(planned)
     opened: list[_Open] = []
     done: list[list[str]] = []
