@@ -73,6 +73,7 @@ def render_combo(name: str, parts: list[KernelSource]) -> KernelSource:
     for end, call in branches:  # flat, not elif: nested branches compiled slower past 16 parts
         lines += [f"    if (pid >= {start}) & (pid < {end}):", f"        {call}"]
         start = end
+    arg_doc = ", ".join(f"{param[a.name]}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}" for a in args)
     header = [f"# ember Triton combo kernel {name} (Note [horizontal fusion]); args: {arg_doc}",
               *(f"#   {d}" for d in described), *_FILE_HEADER]
     helpers = helper_sources("\n".join(bodies))
