@@ -28,14 +28,21 @@ Note [horizontal fusion]
     move up with the launch; their frees stay where they were (a step in between may still read
     a buffer a part read last).
 
-    How many: at most COMBO_MAX_PARTS parts and COMBO_MAX_ARGS buffer arguments (each part is
-    inlined into the combo: its Triton compile time grows with the parts; CUDA kernel
-    parameters are limited to 4 KB). Measured on this machine's CPU (real Triton 3.6 compiles
-    to cubin for sm_90, parts of an SGD-momentum update, 3 buffers each, `compile_time` in
-    tests/test_horizontal_fusion.py's module docstring): one part 0.12 s, a combo of 8 parts
-    0.25 s, 16 parts 0.45 s, 32 parts 0.9 s, i.e. ~25 ms per part and no superlinear
-    blow-up; the kernels of one graph compile in parallel (BuildGroup). 16 parts keeps a
-    combo's compile under half a second and a 200-parameter step at 13 launches.
+    How many: at most COMBO_MAX_PARTS parts and COMBO_MAX_ARGS buffer arguments (CUDA kernel
+    parameters are limited to 4 KB). Each part is inlined into the combo, so its Triton compile
+    time grows with the parts. Measured on this project's loaded 2-core CPU (real Triton 3.6
+    compiling to a cubin for sm_90, parts of 3 loads and 2 stores each: `python
+    tools/combo_compile_time.py 1 8 16 32`): one part 0.15 s, 8 parts 0.86 s, 16 parts 2.1 s,
+    32 parts 4.0 s; about linear, with the parts dispatched by flat `if`s (an `elif` chain
+    nests one branch per part and took 6-7.6 s at 32 parts). Combining saves no compile work
+    (16 kernels alone cost about as much) but puts it in one compile, where separate kernels
+    compile on `compile_workers` threads. 16 parts keeps one combo's compile near 2 s here
+    and takes a 200-parameter SGD step from 117 launches to 8 (32 would save 4 more launches,
+    ~20 µs, for twice the compile latency).
+    Launches per compiled step (`python tools/optimizer_launches.py`, counted on the CPU): a
+    foreach SGD-momentum step over 50 parameters of one shape 29 -> 3, over 200 of one shape
+    117 -> 8; AdamW over a transformer layer's 14 tensors (foreach or not) 22 and 12 -> 2 and
+    4 (the graph of the first step, which creates the state, and the next steps').
     A few combos are open at once (COMBO_OPEN): a kernel that cannot join the oldest may join
     a later one, so one dependent chain does not end the combining of its neighbours.
 """
