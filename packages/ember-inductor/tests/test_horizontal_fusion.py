@@ -139,3 +139,17 @@ def test_cpu_backend_does_not_combine(tmp_path):
     examples = [torch.randn(s) for s in SHAPES]
     cg = compile_and_check(updates, examples, InductorOptions(cache_dir=str(tmp_path), backend="cpp"))
     assert all("parts" not in k.meta for k in cg.kernels) and len(cg.kernels) == len(SHAPES)
+
+
+def test_combo_kernels_round_trip_as_artifacts(options):
+    """A warm start rebuilds the combo launchers from the stored sources (artifacts.py)."""
+    import pickle
+
+    from ember_inductor.artifacts import from_artifact, to_artifact
+    examples = [torch.randn(s) for s in SHAPES]
+    cg = compile_and_check(updates, examples, options)
+    loaded = from_artifact(pickle.loads(pickle.dumps(to_artifact(cg))), options)
+    fresh = [torch.randn(s) for s in SHAPES]
+    for got, want in zip(loaded(fresh), cg(fresh)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert [k.name for k in loaded.kernels] == ["combo0"]
