@@ -66,13 +66,17 @@ def test_foreach_sgd_step(backend):
         assert n == [2], n
 
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "for-loop"])
-@pytest.mark.parametrize("make", [torch.optim.Adam, lambda ps, **kw: torch.optim.AdamW(ps, weight_decay=0.1, **kw)],
-                         ids=["adam", "adamw"])
-@pytest.mark.parametrize("backend", list(BACKENDS))
-def test_adam_step(backend, make, foreach):
-    if backend != "triton" and (make is not torch.optim.Adam or not foreach):
-        pytest.skip("the C++ and eager backends run these in test_training_step.py")
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": lambda ps, **kw: torch.optim.AdamW(ps, weight_decay=0.1, **kw)}
+# (backend, optimizer, foreach): the Triton path for each kind of step; the C++ and eager
+# backends once (test_training_step.py runs them on models)
+ADAM_CASES = [("triton", "adam", True), ("triton", "adam", False), ("triton", "adamw", True),
+              ("inductor", "adam", True), ("eager", "adamw", False)]
+
+
+@pytest.mark.parametrize("backend,name,foreach", ADAM_CASES,
+                         ids=[f"{b}-{n}-{'foreach' if f else 'for-loop'}" for b, n, f in ADAM_CASES])
+def test_adam_step(backend, name, foreach):
+    make = OPTIMIZERS[name]
     ref = [torch.nn.Parameter(p) for p in parameters()]
     mine = [torch.nn.Parameter(p.detach().clone()) for p in ref]
     opt_ref, opt_mine = make(ref, lr=0.01, foreach=foreach), make(mine, lr=0.01, foreach=foreach)
@@ -91,7 +95,7 @@ def test_adam_step(backend, make, foreach):
             for key, value in opt_ref.state[p].items():
                 torch.testing.assert_close(opt_mine.state[q][key], value, **TOL)
     if backend == "triton":
-        # the graph of the steps after the first (the first also creates the state)
+        # every graph: the first step's (it also creates the state) and the later steps'
         n = launches(step)
         bound = math.ceil(len(ref) / COMBO_MAX_PARTS) + 3
         assert n and all(k <= bound for k in n), (n, bound)
