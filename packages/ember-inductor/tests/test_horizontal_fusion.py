@@ -134,6 +134,26 @@ def test_in_place_update_of_a_buffer_another_kernel_reads_is_ordered(options):
     assert "in0" in args_of(cg, first, written=False) and "in0" in args_of(cg, second, written=True), cg.source
 
 
+def test_in_place_updates_after_their_readers_are_combined_where_the_last_was(options):
+    """z1 reads x, then x is updated in place; z2 reads y, then y is updated in place (an
+    optimizer's step counters: each update overwrites what the kernel before it read). The
+    updates may not move up past the readers, but x's update may move down past z2's kernel:
+    the readers share one launch (at z1's place), the updates a second (at y's update)."""
+    def build(b, x, w, y, v):
+        z1 = b.call(P.mul.default, b.call(P.broadcast_in_dim.default, x, [4, 8], [1]), w)
+        x1 = b.call(P.add.default, x, b.call(P.cos.default, x))
+        z2 = b.call(P.mul.default, b.call(P.broadcast_in_dim.default, y, [3, 5], [1]), v)
+        y1 = b.call(P.add.default, y, b.call(P.sin.default, y))
+        return z1, x1, z2, y1
+    examples = [torch.randn(8), torch.randn(4, 8), torch.randn(5), torch.randn(3, 5)]
+    cg = compile_and_check(build, examples, options, mutations=[(1, 0), (3, 2)])
+    assert cg.written_in_place == [0, 2], cg.source
+    readers, updates = launches(cg)
+    assert {"in0", "in2"} <= args_of(cg, readers, written=False), cg.source
+    assert args_of(cg, updates, written=True) == {"in0", "in2"}, cg.source
+    assert [len(p) for p in parts_of(cg).values()] == [2, 2], cg.source
+
+
 def test_cpu_backend_does_not_combine(tmp_path):
     """Note [independent loops on the CPU]: C++ kernels are never combined."""
     examples = [torch.randn(s) for s in SHAPES]

@@ -226,11 +226,11 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         backend_of, by_name = {s.name: b for s, b in zip(sources, kernel_backends)}, {s.name: s for s in sources}
         combos = plan_combos(planned, names, by_name,
                              lambda s: get_backend(backend_of[s.name]).combinable(s)) if options.combo_kernels else []
-        combo_sources = [get_backend(backend_of[parts[0]]).render_combo(f"combo{i}", [by_name[n] for n in parts])
-                         for i, parts in enumerate(combos)]
-        in_combo = {n for parts in combos for n in parts}
+        combo_sources = [get_backend(backend_of[c.at]).render_combo(f"combo{i}", [by_name[n] for n in c.parts])
+                         for i, c in enumerate(combos)]
+        in_combo = {n for c in combos for n in c.parts}
         launched = [(s, b) for s, b in zip(sources, kernel_backends) if s.name not in in_combo]
-        launched += [(c, backend_of[parts[0]]) for c, parts in zip(combo_sources, combos)]
+        launched += [(src, backend_of[c.at]) for src, c in zip(combo_sources, combos)]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
         launchers = {}
         for b in dict.fromkeys(kernel_backends):

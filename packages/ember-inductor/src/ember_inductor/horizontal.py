@@ -43,6 +43,13 @@ Note [horizontal fusion]
     foreach SGD-momentum step over 50 parameters of one shape 29 -> 3, over 200 of one shape
     117 -> 8; AdamW over a transformer layer's 14 tensors (foreach or not) 22 and 12 -> 2 and
     4 (the graph of the first step, which creates the state, and the next steps').
+    Or the other way: a combo may instead be launched where its last part was (`Combo.at`),
+    each earlier part moving down past the steps in between, which must then share no memory
+    with the parts (checked as each step passes: `sinkable`); the parts' allocations and frees
+    move with the launch. An optimizer's step counters are 0-d kernels that each overwrite in
+    place what the update before them read: none may move up, but all may move down together.
+    A combo hoisted to its first part is never sunk, nor the reverse (a part moved up past a
+    step need not be free to move down past it).
     A few combos are open at once (COMBO_OPEN): a kernel that cannot join the oldest may join
     a later one, so one dependent chain does not end the combining of its neighbours.
 """
@@ -58,27 +65,70 @@ COMBO_MAX_ARGS = 256
 COMBO_OPEN = 4
 
 
+@dataclass(frozen=True)
+class Combo:
+    """Kernels launched together; `at` (one of them) is where the launch takes place."""
+    parts: tuple
+    at: str
+
+
 @dataclass
 class _Open:
     device: object
     parts: list = field(default_factory=list)  # kernel names
+    mode: str | None = None  # "first" (hoisted to its first part) | "last" (sunk to its last part)
     n_args: int = 0
     reads: set = field(default_factory=set)    # memory read by any step since the combo's start
     writes: set = field(default_factory=set)   # ... written
+    part_reads: set = field(default_factory=set)   # memory its parts read
+    part_writes: set = field(default_factory=set)  # ... write
+    sinkable: bool = True  # no step after a part conflicts with the parts: they may move down
+
+    def combo(self) -> Combo:
+        return Combo(tuple(self.parts), self.parts[-1] if self.mode == "last" else self.parts[0])
+
+    def how(self, device, n_args: int, reads: set, writes: set, max_parts: int) -> str | None:
+        """How a kernel (its memory `reads`, `writes`) may join: "first", "last" or None."""
+        if self.device != device or len(self.parts) >= max_parts or self.n_args + n_args > COMBO_MAX_ARGS:
+            return None
+        if _conflict(reads, writes, self.part_reads, self.part_writes):
+            return None  # the parts run at the same time
+        if self.mode != "last" and not _conflict(reads, writes, self.reads, self.writes):
+            return "first"  # it may move up to the first part
+        if self.mode != "first" and self.sinkable:
+            return "last"   # the parts may move down to it
+        return None
+
+    def passed(self, reads: set, writes: set, member: bool) -> None:
+        """A step (a part of this combo or not) passed, in execution order."""
+        self.reads |= reads
+        self.writes |= writes
+        if member:
+            self.part_reads |= reads
+            self.part_writes |= writes
+        elif _conflict(reads, writes, self.part_reads, self.part_writes):
+            self.sinkable = False
+
+    @property
+    def closed(self) -> bool:
+        return self.mode == "last" and not self.sinkable
+
+
+def _conflict(reads: set, writes: set, other_reads: set, other_writes: set) -> bool:
+    return bool(writes & (other_reads | other_writes) or reads & other_writes)
 
 
 def plan_combos(planned: list[PlannedStep], names: dict, sources: dict, comboable,
-                max_parts: int | None = None) -> list[list[str]]:
-    """The kernels to launch together, each list in execution order (its first names the
-    launch's place): Note [horizontal fusion]. names: id(KernelGroup) -> kernel name;
-    sources: kernel name -> its KernelSource (the rendered spec: arguments and roles);
-    max_parts: COMBO_MAX_PARTS unless given."""
+                max_parts: int | None = None) -> list[Combo]:
+    """The kernels to launch together (Note [horizontal fusion]), each in execution order.
+    names: id(KernelGroup) -> kernel name; sources: kernel name -> its KernelSource (the
+    rendered spec: arguments and roles); max_parts: COMBO_MAX_PARTS unless given."""
     max_parts = COMBO_MAX_PARTS if max_parts is None else max_parts
     memory = _memory_of(planned)
     opened: list[_Open] = []
-    done: list[list[str]] = []
+    done: list[_Open] = []
     for ps in planned:
-        step = ps.step
+        step, joined = ps.step, None
         if isinstance(step, KernelGroup):
             name = names[id(step)]
             args = sources[name].kernel.args
@@ -86,8 +136,12 @@ def plan_combos(planned: list[PlannedStep], names: dict, sources: dict, comboabl
             writes = set().union(*(memory(a.name) for a in args if a.role != "in"))
             if max_parts > 1 and comboable(sources[name]):
                 device = step.nodes[0].device
-                joined = next((c for c in opened if _may_join(c, device, len(args), reads, writes, max_parts)), None)
-                if joined is None:
+                for c in opened:
+                    how = c.how(device, len(args), reads, writes, max_parts)
+                    if how is not None:
+                        joined, c.mode = c, how
+                        break
+                else:
                     joined = _Open(device)
                     opened.append(joined)
                 joined.parts.append(name)
@@ -96,17 +150,13 @@ def plan_combos(planned: list[PlannedStep], names: dict, sources: dict, comboabl
             reads = set().union(*(memory(b.name) for b in extern_buffers(step)))
             writes = set().union(*(memory(o.name) for o in step.outputs if o is not None))
         for c in opened:
-            c.reads |= reads
-            c.writes |= writes
-        while opened and (len(opened) > COMBO_OPEN or len(opened[0].parts) >= max_parts):
-            done.append(opened.pop(0).parts)
-    done += [c.parts for c in opened]
-    return [parts for parts in done if len(parts) > 1]
-
-
-def _may_join(c: _Open, device, n_args: int, reads: set, writes: set, max_parts: int) -> bool:
-    return (c.device == device and len(c.parts) < max_parts and c.n_args + n_args <= COMBO_MAX_ARGS
-            and not (writes & (c.reads | c.writes)) and not (reads & c.writes))
+            c.passed(reads, writes, c is joined)
+        keep = [c for c in opened if not c.closed and len(c.parts) < max_parts]
+        done += [c for c in opened if c not in keep]
+        while len(keep) > COMBO_OPEN:
+            done.append(keep.pop(0))
+        opened = keep
+    return [c.combo() for c in done + opened if len(c.parts) > 1]
 
 
 def _memory_of(planned: list[PlannedStep]):

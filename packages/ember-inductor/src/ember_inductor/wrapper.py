@@ -83,12 +83,15 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
     """-> (source, namespace). kernel_names: id(group) -> name; launchers: name -> callable;
     origins: name -> (graph nodes, buffer arguments, size arguments). at_storage_start: symbolic
     inputs must start their storage (Note [input offsets] in compile.py). combos: combo kernel
-    name -> the kernels it launches, in order (Note [horizontal fusion]): it is called where the
-    first was, after every part's allocations; each part's frees stay where they were."""
+    name -> its horizontal.Combo (Note [horizontal fusion]): it is called where its part `at`
+    was, after every part's allocations; the frees of the parts up to `at` follow the call, a
+    later part's stay where they were."""
     w = WrapperWriter()
-    combo_at = {parts[0]: (name, parts) for name, parts in (combos or {}).items()}
-    in_combo = {n for parts in (combos or {}).values() for n in parts}
+    combo_at = {c.at: (name, c.parts) for name, c in (combos or {}).items()}
+    in_combo = {n for c in (combos or {}).values() for n in c.parts}
     planned_of = {kernel_names[id(ps.step)]: ps for ps in planned if isinstance(ps.step, KernelGroup)}
+    position = {name: i for i, name in enumerate(kernel_names[id(ps.step)] for ps in planned
+                                                 if isinstance(ps.step, KernelGroup))}
     names = [b.name if isinstance(b, InputBuffer) else f"arg{i}" for i, b in enumerate(lowered.inputs)]
     if names:
         w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
@@ -104,12 +107,16 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         step = ps.step
         name = kernel_names[id(step)] if isinstance(step, KernelGroup) else None
         if name in combo_at:  # Note [horizontal fusion]: every part's allocations, one launch
-            name, parts = combo_at[name]
+            at, (name, parts) = position[name], combo_at[name]
             for part in parts:
                 _emit_allocs(w, planned_of[part].allocs)
             _emit_launch(w, name, launchers, origins)
+            frees = [n for part in parts if position[part] < at for n in planned_of[part].frees]
+            if frees:  # parts moved down: what they read last is freed after the launch
+                w.emit(f"del {', '.join(frees)}")
         elif name in in_combo:
-            pass  # launched by its combo, earlier
+            if position[name] < position[next(c.at for c in combos.values() if name in c.parts)]:
+                continue  # launched later, with its frees
         elif name is not None:
             _emit_allocs(w, ps.allocs)
             _emit_launch(w, name, launchers, origins)
