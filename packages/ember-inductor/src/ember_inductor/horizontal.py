@@ -42,7 +42,7 @@ Note [horizontal fusion]
     Launches per compiled step (`python tools/optimizer_launches.py`, counted on the CPU): a
     foreach SGD-momentum step over 50 parameters of one shape 29 -> 3, over 200 of one shape
     117 -> 8; AdamW over a transformer layer's 14 tensors (foreach or not) 22 and 12 -> 2 and
-    4 (the graph of the first step, which creates the state, and the next steps').
+    2 (the graph of the first step, which creates the state, and the next steps').
     Or the other way: a combo may instead be launched where its last part was (`Combo.at`),
     each earlier part moving down past the steps in between, which must then share no memory
     with the parts (checked as each step passes: `sinkable`); the parts' allocations and frees
