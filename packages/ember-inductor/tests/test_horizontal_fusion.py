@@ -69,6 +69,21 @@ def test_independent_kernels_share_one_launch(options):
     assert len(launches(alone)) == len(examples), alone.source
 
 
+def test_independent_reductions_share_one_launch(options):
+    """Reductions too: persistent (a row in one block), looped (over a strided dim: the part
+    gets its RBLOCK), next to a pointwise kernel; a split reduction's second stage (Note [split
+    reductions]) reads its first stage: the two run in two launches, in order."""
+    def build(b, x, c, y, z):
+        return (b.call(P.sum.default, x, [1]), b.call(P.amax.default, x, [1]), b.call(P.sum.default, c, [0]),
+                b.call(P.sum.default, y, [0]), b.call(P.cos.default, z))
+    examples = [torch.randn(4, 5), torch.randn(300, 64), torch.randn(20000), torch.randn(7)]
+    cg = compile_and_check(build, examples, options)
+    first, second = launches(cg)
+    assert len(parts_of(cg)[first]) == 4 and len(parts_of(cg)[second]) == 1, cg.source  # sum, amax: one kernel
+    combo = next(k for k in cg.kernels if k.name == first)
+    assert "for roffset" in combo.source and combo.meta["layout"] == "combo", combo.source
+
+
 def test_combo_size_is_capped(options, monkeypatch):
     from ember_inductor import horizontal
     monkeypatch.setattr(horizontal, "COMBO_MAX_PARTS", 3)

@@ -299,6 +299,10 @@ class _KernelWriter:
             if op.mask is not None:  # masked-off lanes read 0 and touch no memory
                 mask = f"{mask} & {self.k.op(op.mask).name}" if mask else self.k.op(op.mask).name
             ptr = f"{self.params[op.target]} + {_print(op.index)}"
+            if mask and not any(v.name[0] in "xr" for v in op.index.free_symbols):
+                # one address for every lane (a 0-d tensor stacked with others: a mask over the
+                # lanes): Triton needs the pointer as a block to take a block mask
+                ptr += f" + tl.zeros_like({self._lanes(op)})"
             evict = f", eviction_policy='{self.evict}'" if self.evict and op.id in self.inner_ids else ""
             emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''}{evict})")
         elif op.kind == "store":
@@ -319,6 +323,12 @@ class _KernelWriter:
             self._reduce_persistent(op)
         else:
             raise NotImplementedError(f"Triton backend: op kind {op.kind!r}")
+
+    def _lanes(self, op: Op) -> str:
+        """An int expression shaped as the block `op` is computed over."""
+        if op.id in self.inner_ids:
+            return "xindex + rindex"
+        return "xindex + yindex" if self.layout == "tiled" else "xindex"
 
     def _store(self, op: Op):
         value = self.k.op(op.args[0])

@@ -13,8 +13,9 @@ dispatches on the program id::
         if (pid >= 1024) & (pid < 1028):
             kernel7(p3, p1, p4, 64)
 
-Each part keeps its index arithmetic, its number of elements and its block size (a literal
-argument of its call: Triton inlines the call and specializes it). The grid is the sum of the
+Each part keeps its index arithmetic, its number of elements and its block sizes (literal
+arguments of its call, XBLOCK and a looped reduction's RBLOCK: Triton inlines the call and
+specializes it). The grid is the sum of the
 parts' programs, so the launcher's config is XBLOCK=1 over `xnumel` = that sum (the entry
 point's XBLOCK parameter is that config's and unused); num_warps is the largest a part asked for.
 A buffer several parts read is one argument.
@@ -30,12 +31,17 @@ from ember_inductor.codegen.triton_helpers import helper_sources
 from ember_inductor.kernel import KernelArg, KernelSpec
 
 
+# the layouts whose grid is one program per XBLOCK outer elements (triton.py's module docstring)
+ONE_D_LAYOUTS = ("pointwise", "persistent", "looped")
+
+
 def comboable(source: KernelSource) -> bool:
-    """Whether a rendered Triton kernel may be a part of a combo kernel: a static pointwise
-    kernel over a 1-D grid with something to compute (tiled kernels use a 2-D grid, reductions
-    and symbolic kernels are left alone: Note [horizontal fusion])."""
+    """Whether a rendered Triton kernel may be a part of a combo kernel: a static kernel over a
+    1-D grid with something to compute, pointwise or a reduction (tiled kernels use a 2-D grid,
+    symbolic ones a grid known only at the call: Note [horizontal fusion])."""
     m = source.meta
-    return source.backend == "triton" and m["layout"] == "pointwise" and "sizevars" not in m and m["xnumel"] > 0
+    return (source.backend == "triton" and m["layout"] in ONE_D_LAYOUTS and "sizevars" not in m
+            and m["xnumel"] > 0 and m["rnumel"] > 0)
 
 
 def combo_args(parts) -> tuple[KernelArg, ...]:
@@ -62,7 +68,8 @@ def render_combo(name: str, parts: list[KernelSource]) -> KernelSource:
         functions.append(function)
         bodies.append(body)
         programs = -(-part.meta["xnumel"] // cfg.XBLOCK)
-        call = f"{part.name}({', '.join(param[a.name] for a in part.kernel.args)}, {cfg.XBLOCK})"
+        blocks = [cfg.XBLOCK] + ([cfg.RBLOCK] if part.meta["layout"] == "looped" else [])  # its constexprs
+        call = f"{part.name}({', '.join([param[a.name] for a in part.kernel.args] + [str(b) for b in blocks])})"
         first += programs
         branches.append((first, call))
         warps = max(warps, cfg.num_warps)
