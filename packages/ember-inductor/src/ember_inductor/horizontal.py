@@ -10,9 +10,11 @@ Note [horizontal fusion]
     concatenation of the parts' programs, the body dispatches on the program id to each part's
     own code (its index arithmetic, number of elements and block size).
 
-    Which kernels: Triton kernels of the graph's device that are static, pointwise and 1-D
-    (`comboable`): a tiled kernel has a 2-D grid, a reduction its own block shapes and warps,
-    a symbolic kernel (sizes as arguments) a grid known only at the call; those stay alone.
+    Which kernels: Triton kernels of the graph's device that are static and run on a 1-D grid
+    (`comboable`): pointwise kernels and reductions (each part keeps its XBLOCK and RBLOCK; the
+    combo takes the largest num_warps of its parts). A tiled kernel has a 2-D grid, a symbolic
+    kernel (sizes as arguments: Note [symbolic sizes in the inductor]) a grid known only at the
+    call; those are launched alone.
     The C++ backend does not combine (Note [independent loops on the CPU]: one thread walking
     many independent streams is slower, and a launch costs nothing there).
 
