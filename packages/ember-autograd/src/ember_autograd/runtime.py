@@ -53,9 +53,20 @@ def _gatherer(positions: tuple[int, ...]) -> Callable[[Any], list]:
     return lambda args: list(getter(args))
 
 
+_UNTYPED_STORAGE = torch.Tensor.untyped_storage
+_STORAGE_PTR = torch.UntypedStorage.data_ptr
+
+
 def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor]) -> None:
     # The graph treats inputs as independent: a mutation of one would not reach another input
     # sharing its memory. Refuse rather than compute a wrong answer.
+    # The common case first, without a Python loop: every input has a storage of its own (a
+    # compiled foreach optimizer step over 200 parameters mutates 400 inputs; the loop below
+    # took ~1.5 ms of its 2.4 ms call on the H100). Empty tensors may share a null address and
+    # send the call to the exact pass.
+    ptrs = list(map(_STORAGE_PTR, map(_UNTYPED_STORAGE, tensors)))
+    if len(set(ptrs)) == len(ptrs):
+        return
     # One pass over the inputs (a ResNet has hundreds, a third of them mutated batch-norm
     # statistics): the inputs of each storage, then each mutated input's companions.
     owners: dict[int, list[int]] = {}
