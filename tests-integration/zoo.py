@@ -6,13 +6,18 @@ builds each model with random weights (no downloads), runs it eagerly and throug
 ``ember_capture.capture`` on two calls with fresh inputs, and prints, per model, the number of
 graphs and graph breaks ember made, whether the outputs equal eager, and the break reasons
 (``--reasons``). ``--torch`` adds torch.compile's counts (``torch._dynamo.explain``, the
-reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test.
+reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test, and each model
+through ember.compile in inference and a training step (``inference_errors``,
+``training_errors``). ``EMBER_ZOO_DEVICE=cuda`` builds the models there (default: cpu).
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import dataclasses
+import os
+import re
 import time
 import warnings
 
@@ -135,12 +140,53 @@ SPECS = [
 ]
 
 
-def build(spec: Spec):
+DEVICE = os.environ.get("EMBER_ZOO_DEVICE", "cpu")
+
+# Config fields whose value makes a model random in train(): dropout, layer-drop and drop-path
+# probabilities, SpecAugment's masking rates (wav2vec2, HuBERT).
+_RANDOM_FIELDS = re.compile(r"drop|mask_(time|feature)_prob")
+
+
+def _no_randomness(config) -> None:
+    """Sets every random-in-training probability of a config and of its sub-configs to 0."""
+    import transformers
+    for key, value in list(vars(config).items()):
+        if isinstance(value, transformers.PretrainedConfig):
+            _no_randomness(value)
+        elif _RANDOM_FIELDS.search(key) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            setattr(config, key, type(value)(0))
+
+
+def build(spec: Spec, train: bool = False):
+    """The model on DEVICE in eval() mode, or with train=True in train() mode with every dropout
+    probability of its config at 0 (and any nn.Dropout left in eval()), so that a training step is
+    a deterministic function that eager and compiled runs can be compared on."""
     import transformers
     config = getattr(transformers, spec.config)(**spec.kwargs)
     config._attn_implementation = "eager" if spec.name in ("gpt-neo",) else config._attn_implementation
+    if train:
+        _no_randomness(config)
     torch.manual_seed(0)
-    return getattr(transformers, spec.model)(config).eval()
+    model = getattr(transformers, spec.model)(config).to(DEVICE)
+    if not train:
+        return model.eval()
+    model.train()
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
+    return model
+
+
+def inputs(spec: Spec, seed: int, train: bool = False, dtype=torch.float32) -> dict:
+    """The forward kwargs of call `seed`, on DEVICE, floats in `dtype`. For a training step of a
+    model with a language-model head, labels too (the model's loss is then one of its outputs)."""
+    torch.manual_seed(seed)
+    kwargs = spec.inputs()
+    if train and spec.kind == "decoder":
+        kwargs["labels"] = kwargs["input_ids"]
+    elif train and spec.kind == "encoder-decoder":
+        kwargs["labels"] = kwargs["decoder_input_ids"]
+    return {k: v.to(DEVICE, dtype) if v.is_floating_point() else v.to(DEVICE) for k, v in kwargs.items()}
 
 
 def flat_tensors(out) -> list:
@@ -155,6 +201,85 @@ def flat_tensors(out) -> list:
         return [t for layer in getattr(out, "layers", []) for t in flat_tensors(
             [getattr(layer, "keys", None), getattr(layer, "values", None)])]
     return []
+
+
+def loss_of(out) -> torch.Tensor:
+    """A training step's loss: the sum of the mean squares of the float outputs (the model's own
+    loss among them when labels were given), a deterministic function of every output."""
+    return sum(t.square().mean() for t in flat_tensors(out) if t.is_floating_point())
+
+
+def _step(model, fn, kwargs) -> list:
+    """One training step: [loss] + every parameter's gradient (None where it got none)."""
+    model.zero_grad(set_to_none=True)
+    loss = loss_of(fn(**kwargs))
+    loss.backward()
+    return [loss.detach()] + [p.grad for p in model.parameters()]
+
+
+def _worst(got: list, want: list) -> float:
+    """zoo_vision.worst (max |got - want| / max |want| per tensor, tiny tensors against 1e-3 of
+    the largest), where a gradient that is None on one side only is a mismatch."""
+    from zoo_vision import worst
+    if [g is None for g in got] != [w is None for w in want]:
+        return float("inf")
+    pairs = [(g, w) for g, w in zip(got, want) if w is not None]
+    return worst([g.double() for g, _ in pairs], [w.double() for _, w in pairs])
+
+
+@dataclasses.dataclass
+class Check:
+    """One phase of one model through ember.compile, over two calls with fresh inputs: the worst
+    relative error against eager float32 (`error`), and for a training step eager's own float32
+    error and the compiled float32 error, both against eager float64 (`eager_f64`, `compiled_f64`).
+    `graphs`, `breaks`, `recompiles`: capture's counts after both calls."""
+    error: float = 0.0
+    eager_f64: float | None = None
+    compiled_f64: float | None = None
+    graphs: int = 0
+    breaks: list = dataclasses.field(default_factory=list)
+    recompiles: int = 0
+
+    def count(self, compiled) -> "Check":
+        import ember
+        stats = ember.compile_record(compiled).capture
+        self.graphs, self.breaks, self.recompiles = len(stats.graphs), [str(b) for b in stats.breaks], stats.recompiles
+        return self
+
+
+def inference_check(spec: Spec, compile_fn) -> Check:
+    """`compile_fn(model)` against the model in eval() mode, under no_grad."""
+    from zoo_vision import worst
+    model = build(spec)
+    compiled = compile_fn(model)
+    check = Check()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for call in range(2):
+            kwargs = inputs(spec, 100 + call)
+            want, got = flat_tensors(model(**kwargs)), flat_tensors(compiled(**kwargs))
+            check.error = max(check.error, worst(got, want))
+    return check.count(compiled)
+
+
+def training_check(spec: Spec, compile_fn) -> Check:
+    """A training step (build(spec, train=True): dropout off; loss_of the outputs; backward) of
+    `compile_fn(model)` against eager's: the loss and every parameter's gradient, against eager
+    float32 and, with eager's own float32 error beside it, against eager float64."""
+    eager = build(spec, train=True)
+    ref64, mine = copy.deepcopy(eager).double(), copy.deepcopy(eager)
+    compiled = compile_fn(mine)
+    check = Check(eager_f64=0.0, compiled_f64=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for call in range(2):
+            kwargs = inputs(spec, 200 + call, train=True)
+            want, got = _step(eager, eager, kwargs), _step(mine, compiled, kwargs)
+            ref = _step(ref64, ref64, inputs(spec, 200 + call, train=True, dtype=torch.float64))
+            check.error = max(check.error, _worst(got, want))
+            check.eager_f64 = max(check.eager_f64, _worst(want, ref))
+            check.compiled_f64 = max(check.compiled_f64, _worst(got, ref))
+    return check.count(compiled)
 
 
 @dataclasses.dataclass
