@@ -13,7 +13,7 @@ Slow; skipped without transformers. Capture alone in inference runs in every pas
 the other three phases (C++ or Triton compiles, backward) only when slow tests are asked for
 with `-m slow` (or EMBER_ZOO_DEVICE is set): the CI pass runs the whole suite in ten minutes.
 
-Tolerances, float32, on zoo_vision.rel_error (max |compiled - eager| / max |eager| per output or
+Tolerances (zoo.TOL), float32, on zoo_vision.rel_error (max |compiled - eager| / max |eager| per output or
 gradient; gradients nearly zero in eager against 1e-3 of the largest): capture alone runs eager's
 own kernels, 1e-5 (measured: 0 for every model on the CPU); the default backend fuses and
 reorders float32 reductions, 1e-4 in inference (measured at most 7e-7) and 1e-3 in a training
@@ -24,7 +24,6 @@ as close to eager float64 as eager float32 is (at most twice eager's error again
 rule of torch's own accuracy harness): where float32 rounding makes eager itself drift from the
 exact result, two correct float32 programs differ by that much.
 """
-import functools
 import os
 import pathlib
 import re
@@ -33,16 +32,10 @@ import sys
 import pytest
 import torch
 
-import ember
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import zoo  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-TOL = {("eager", "inference"): 1e-5, ("eager", "training"): 1e-5,
-       ("inductor", "inference"): 1e-4, ("inductor", "training"): 1e-3}
-F64_FACTOR = 2.0
 
 # Training steps that torch.compile does not capture in one graph either: the graphs and breaks
 # of torch._dynamo.explain on the same step (transformers 5.23, torch 2.13, 2026-11-24), and the
@@ -58,7 +51,6 @@ NOT_ONE_GRAPH_TRAINING = {
     "wav2vec2": ((3, 2), "as hubert"),
 }
 
-CHECK = {"inference": zoo.inference_check, "training": zoo.training_check}
 SPECS = {s.name: s for s in zoo.SPECS}
 
 
@@ -83,13 +75,8 @@ def test_zoo(name, backend, phase, request):
     if (backend, phase) != ("eager", "inference") and not _asked_for_slow(request.config):
         pytest.skip("runs with -m slow (or EMBER_ZOO_DEVICE set): compiles and backward of 38 models")
     one_graph = phase == "inference" or name not in NOT_ONE_GRAPH_TRAINING
-    compile_fn = functools.partial(ember.compile, backend=backend, fullgraph=one_graph)
-    check = CHECK[phase](SPECS[name], compile_fn)
-    tol = TOL[backend, phase]
-    if check.error > tol and phase == "training":
-        assert check.compiled_f64 <= F64_FACTOR * check.eager_f64, check
-    else:
-        assert check.error <= tol, check
+    check = zoo.run_check(SPECS[name], backend, phase, fullgraph=one_graph)
+    assert zoo.within(check, backend, phase), check
     # One graph (or torch.compile's count), compiled once: the second call with fresh inputs reuses it.
     if one_graph:
         assert (check.graphs, check.breaks, check.recompiles) == (1, [], 0), check

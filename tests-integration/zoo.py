@@ -16,6 +16,7 @@ import argparse
 import collections
 import copy
 import dataclasses
+import functools
 import os
 import re
 import time
@@ -282,6 +283,26 @@ def training_check(spec: Spec, compile_fn) -> Check:
     return check.count(compiled)
 
 
+# (backend, phase) -> tolerance on Check.error; a training step also passes when its float32 error
+# against float64 is at most F64_FACTOR times eager's own (test_zoo_hf.py's docstring says why).
+TOL = {("eager", "inference"): 1e-5, ("eager", "training"): 1e-5,
+       ("inductor", "inference"): 1e-4, ("inductor", "training"): 1e-3}
+F64_FACTOR = 2.0
+CHECKS = {"inference": inference_check, "training": training_check}
+
+
+def within(check: Check, backend: str, phase: str) -> bool:
+    if check.error <= TOL[backend, phase]:
+        return True
+    return phase == "training" and check.compiled_f64 <= F64_FACTOR * check.eager_f64
+
+
+def run_check(spec: Spec, backend: str, phase: str, fullgraph: bool = False) -> Check:
+    import ember
+    ember.reset()
+    return CHECKS[phase](spec, functools.partial(ember.compile, backend=backend, fullgraph=fullgraph))
+
+
 @dataclasses.dataclass
 class Result:
     name: str
@@ -295,6 +316,9 @@ class Result:
     torch_graphs: int | None = None
     torch_breaks: int | None = None
     seconds: float = 0.0
+    checks: dict = dataclasses.field(default_factory=dict)  # (backend, phase) -> Check, or the error
+    torch_train_graphs: int | None = None
+    torch_train_breaks: int | None = None
 
 
 def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
@@ -315,8 +339,7 @@ def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in range(2):
-            torch.manual_seed(100 + call)
-            kwargs = spec.inputs()
+            kwargs = inputs(spec, 100 + call)
             want = flat_tensors(model(**kwargs))
             try:
                 got = flat_tensors(compiled(**kwargs))
@@ -335,14 +358,39 @@ def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
     return res
 
 
-def measure_torch(spec: Spec, res: Result):
+def measure_torch(spec: Spec, res: Result, training: bool = False):
     import torch._dynamo
     torch._dynamo.reset()
     model = build(spec)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = torch._dynamo.explain(model)(**spec.inputs())
+        out = torch._dynamo.explain(model)(**inputs(spec, 1))
     res.torch_graphs, res.torch_breaks = out.graph_count, out.graph_break_count
+    if training:
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = torch._dynamo.explain(build(spec, train=True))(**inputs(spec, 1, train=True))
+        res.torch_train_graphs, res.torch_train_breaks = out.graph_count, out.graph_break_count
+
+
+def measure_checks(spec: Spec, res: Result):
+    """The four checks of test_zoo_hf.py (without fullgraph=True), into res.checks."""
+    for backend in ("eager", "inductor"):
+        for phase in CHECKS:
+            try:
+                res.checks[backend, phase] = run_check(spec, backend, phase)
+            except Exception as e:  # one phase's failure is one cell
+                res.checks[backend, phase] = f"{type(e).__name__}: {e}"[:200]
+
+
+def _cell(res: Result, backend: str, phase: str) -> str:
+    check = res.checks.get((backend, phase))
+    if check is None:
+        return "-"
+    if isinstance(check, str):
+        return "error"
+    return "yes" if within(check, backend, phase) else f"NO ({check.error:.1e})"
 
 
 def short(reason: str) -> str:
@@ -357,6 +405,9 @@ def main():
     p.add_argument("--only", default="", help="comma-separated model names")
     p.add_argument("--reasons", action="store_true", help="print each model's break reasons")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    p.add_argument("--checks", action="store_true",
+                   help="also run test_zoo_hf.py's checks: capture alone and the default backend, in inference "
+                        "and a training step, against eager (with --torch, torch.compile's training graphs too)")
     args = p.parse_args()
     only = set(filter(None, args.only.split(",")))
     results, causes = [], collections.Counter()
@@ -367,9 +418,11 @@ def main():
             res = measure(spec)
         except Exception as e:
             res = Result(spec.name, spec.kind, error=f"build: {type(e).__name__}: {e}"[:200])
+        if args.checks and res.error is None:
+            measure_checks(spec, res)
         if args.torch and res.error is None:
             try:
-                measure_torch(spec, res)
+                measure_torch(spec, res, training=args.checks)
             except Exception as e:
                 res.error = f"torch.compile: {type(e).__name__}: {e}"[:200]
         results.append(res)
@@ -379,6 +432,11 @@ def main():
         print(f"{res.name:12s} {res.kind:16s} graphs {res.graphs:2d} breaks {res.breaks:2d} eager-frames "
               f"{res.fallbacks:2d} equal {res.equal}{tc}  ({res.seconds:.1f}s){'  ERROR ' + res.error if res.error else ''}",
               flush=True)
+        for (backend, phase), check in res.checks.items():
+            detail = check if isinstance(check, str) else (
+                f"error {check.error:.1e} (float64: eager {check.eager_f64 or 0:.1e}, ember {check.compiled_f64 or 0:.1e}) "
+                f"graphs {check.graphs} breaks {len(check.breaks)} recompiles {check.recompiles}")
+            print(f"     {backend:8s} {phase:9s} {_cell(res, backend, phase):14s} {detail}", flush=True)
         if args.reasons:
             for r in res.reasons:
                 print("     ", r[:300])
@@ -386,12 +444,23 @@ def main():
     for cause, n in causes.most_common(40):
         print(f"{n:3d}  {cause}")
     if args.markdown:
-        print("\n| model | kind | ember graphs | ember breaks | equal to eager | torch.compile graphs | breaks |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for r in results:
-            print(f"| {r.name} | {r.kind} | {r.graphs} | {r.breaks} | {'yes' if r.equal else 'NO'} | "
-                  f"{r.torch_graphs if r.torch_graphs is not None else '-'} | "
-                  f"{r.torch_breaks if r.torch_breaks is not None else '-'} |")
+        print(markdown(results))
+
+
+def markdown(results: list) -> str:
+    def n(v):
+        return "-" if v is None else v
+    out = ["| model | kind | ember graphs | ember breaks | equal to eager | torch.compile graphs | breaks | "
+           "default backend: inference | training step: capture alone | default backend | ember graphs | "
+           "torch.compile graphs |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        train = r.checks.get(("eager", "training"))
+        out.append(f"| {r.name} | {r.kind} | {r.graphs} | {r.breaks} | {'yes' if r.equal else 'NO'} | "
+                   f"{n(r.torch_graphs)} | {n(r.torch_breaks)} | {_cell(r, 'inductor', 'inference')} | "
+                   f"{_cell(r, 'eager', 'training')} | {_cell(r, 'inductor', 'training')} | "
+                   f"{train.graphs if isinstance(train, Check) else '-'} | {n(r.torch_train_graphs)} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
