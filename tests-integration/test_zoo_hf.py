@@ -12,6 +12,7 @@ every parameter's gradient compared), on two calls with fresh inputs and no reco
 Slow; skipped without transformers. Capture alone in inference runs in every pass of the suite;
 the other three phases (C++ or Triton compiles, backward) only when slow tests are asked for
 with `-m slow` (or EMBER_ZOO_DEVICE is set): the CI pass runs the whole suite in ten minutes.
+A graph the backend failed on and ran eagerly (a warning without fullgraph=True) fails the test.
 
 Tolerances (zoo.TOL), float32, on zoo_vision.rel_error (max |compiled - eager| / max |eager| per output or
 gradient; gradients nearly zero in eager against 1e-3 of the largest): capture alone runs eager's

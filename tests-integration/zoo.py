@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -233,13 +234,16 @@ class Check:
     """One phase of one model through ember.compile, over two calls with fresh inputs: the worst
     relative error against eager float32 (`error`), and for a training step eager's own float32
     error and the compiled float32 error, both against eager float64 (`eager_f64`, `compiled_f64`).
-    `graphs`, `breaks`, `recompiles`: capture's counts after both calls."""
+    `graphs`, `breaks`, `recompiles`: capture's counts after both calls; `fallbacks`: ember's
+    warnings that a graph ran eagerly because the backend failed on it (without fullgraph=True a
+    failure is a warning, and the eager result would equal eager's)."""
     error: float = 0.0
     eager_f64: float | None = None
     compiled_f64: float | None = None
     graphs: int = 0
     breaks: list = dataclasses.field(default_factory=list)
     recompiles: int = 0
+    fallbacks: list = dataclasses.field(default_factory=list)
 
     def count(self, compiled) -> "Check":
         import ember
@@ -248,14 +252,23 @@ class Check:
         return self
 
 
+@contextlib.contextmanager
+def _fallbacks(check: Check):
+    """Silences warnings, keeping ember's fallback warnings in check.fallbacks."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    check.fallbacks += [str(w.message) for w in caught if str(w.message).startswith("ember:")
+                        and "runs eagerly" in str(w.message)]
+
+
 def inference_check(spec: Spec, compile_fn) -> Check:
     """`compile_fn(model)` against the model in eval() mode, under no_grad."""
     from zoo_vision import worst
     model = build(spec)
     compiled = compile_fn(model)
     check = Check()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with torch.no_grad(), _fallbacks(check):
         for call in range(2):
             kwargs = inputs(spec, 100 + call)
             want, got = flat_tensors(model(**kwargs)), flat_tensors(compiled(**kwargs))
@@ -271,8 +284,7 @@ def training_check(spec: Spec, compile_fn) -> Check:
     ref64, mine = copy.deepcopy(eager).double(), copy.deepcopy(eager)
     compiled = compile_fn(mine)
     check = Check(eager_f64=0.0, compiled_f64=0.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with _fallbacks(check):
         for call in range(2):
             kwargs = inputs(spec, 200 + call, train=True)
             want, got = _step(eager, eager, kwargs), _step(mine, compiled, kwargs)
@@ -292,6 +304,8 @@ CHECKS = {"inference": inference_check, "training": training_check}
 
 
 def within(check: Check, backend: str, phase: str) -> bool:
+    if check.fallbacks:
+        return False
     if check.error <= TOL[backend, phase]:
         return True
     return phase == "training" and check.compiled_f64 <= F64_FACTOR * check.eager_f64
@@ -390,6 +404,8 @@ def _cell(res: Result, backend: str, phase: str) -> str:
         return "-"
     if isinstance(check, str):
         return "error"
+    if check.fallbacks:
+        return "NO (ran eagerly)"
     return "yes" if within(check, backend, phase) else f"NO ({check.error:.1e})"
 
 
