@@ -530,22 +530,11 @@ def check_program(prog: Program, backend: str):
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_composition(name, backend):
-    _known_meta_bug(name, backend)
     check(name, backend)
-
-
-def _known_meta_bug(name, backend):
-    # Found by EMBER_CHECK's output check (ember.checks.check_outputs): ember_prims.abs's fake
-    # kernel promises complex64 for a complex input where torch.abs (its eager kernel) returns
-    # float32; the result is right (the runtime uses the real values), the meta is not.
-    if name == "view_as_complex_then_real" and backend in ("inductor", "triton") \
-            and os.environ.get("EMBER_CHECK") == "1":
-        pytest.xfail("ember_prims.abs: meta['val'] is complex for a complex input (real in torch)")
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_composition_triton_interpreted(name):
-    _known_meta_bug(name, "triton")
     check(name, "triton")
 
 

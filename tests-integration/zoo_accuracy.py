@@ -22,15 +22,6 @@ import torch
 import zoo_vision as Z
 
 
-def step_results(model, fn, spec, device, dtype, seed):
-    model.zero_grad(set_to_none=True)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(Z.BATCH, 3, spec.size, spec.size, generator=g).to(device, dtype)
-    loss = sum(t.square().mean() for t in Z.flat(fn(x)))
-    loss.backward()
-    return [loss.detach()] + [p.grad.detach() for p in model.parameters() if p.grad is not None]
-
-
 def measure(spec, device):
     import ember
     base = Z._quiet(Z.build(spec).train()).to(device)
@@ -42,8 +33,8 @@ def measure(spec, device):
         fn = compile_fn(m)
         err = 0.0
         for call in range(2):
-            want = step_results(ref64, ref64, spec, device, torch.float64, 300 + call)
-            got = step_results(m, fn, spec, device, torch.float32, 300 + call)
+            want = Z.step_results(ref64, ref64, spec, device, torch.float64, 300 + call)
+            got = Z.step_results(m, fn, spec, device, torch.float32, 300 + call)
             err = max(err, Z.worst([t.double() for t in got], want))
         errors[label] = err
     errors["ember/eager"] = errors["ember"] / errors["eager"] if errors["eager"] else float("inf")

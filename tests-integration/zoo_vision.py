@@ -152,6 +152,35 @@ def training_error(spec, model, compile_fn, device) -> float:
     return err
 
 
+def step_results(model, fn, spec: Spec, device, dtype, seed: int) -> list:
+    """One training step of `fn` (over `model`'s parameters) on `dtype` images: the loss and
+    every gradient."""
+    model.zero_grad(set_to_none=True)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(BATCH, 3, spec.size, spec.size, generator=g).to(device, dtype)
+    loss = sum(t.square().mean() for t in flat(fn(x)))
+    loss.backward()
+    return [loss.detach()] + [p.grad.detach() for p in model.parameters() if p.grad is not None]
+
+
+def errors_against_float64(spec: Spec, model, compile_fn, device) -> tuple[float, float]:
+    """(compiled float32 error, eager float32 error), each the worst relative error of the loss
+    and every gradient against eager float64, over two training steps on fresh inputs
+    (Note [float64 reference])."""
+    base = _quiet(copy.deepcopy(model).train())
+    ref64 = copy.deepcopy(base).double()
+    errors = []
+    for fn_of in (compile_fn, lambda m: m):
+        m = copy.deepcopy(base).float()
+        fn, err = fn_of(m), 0.0
+        for call in range(2):
+            want = step_results(ref64, ref64, spec, device, torch.float64, 300 + call)
+            got = step_results(m, fn, spec, device, torch.float32, 300 + call)
+            err = max(err, worst([t.double() for t in got], want))
+        errors.append(err)
+    return errors[0], errors[1]
+
+
 def measure(spec: Spec, device: str, with_torch: bool) -> dict:
     import ember
     import ember_capture
@@ -188,6 +217,13 @@ def measure(spec: Spec, device: str, with_torch: bool) -> dict:
             row[key] = None
             row[key + "_error"] = f"{type(e).__name__}: {e}"[:300]
         row[key + "_s"] = round(time.perf_counter() - t, 1)
+    if DTYPE == torch.float32 and row.get("inductor_training") is not None and not ok(row, "inductor_training"):
+        ember.reset()  # Note [float64 reference]: the same step, each float32 program against float64
+        try:
+            row["inductor_training_f64"], row["eager_training_f64"] = errors_against_float64(
+                spec, model, ember.compile, device)
+        except Exception as e:
+            row["inductor_training_f64_error"] = f"{type(e).__name__}: {e}"[:300]
     if with_torch:
         try:
             import torch._dynamo as dynamo
@@ -205,9 +241,23 @@ def measure(spec: Spec, device: str, with_torch: bool) -> dict:
 # kernels; the inductor reorders float32 reductions and fuses, so it gets more room.
 TOL = {"eager_inference": 1e-4, "eager_training": 1e-3, "inductor_inference": 1e-3, "inductor_training": 1e-2}
 
+# Note [float64 reference]: a float32 training step of a deep batch-norm network over a batch of
+# 2 is ill-conditioned: two correct float32 programs (eager's, a compiler's: another reduction
+# order, one-pass batch statistics) differ from each other by about as much as each differs
+# from float64 (docs/capture.md, "torchvision and timm models"; torch's own accuracy harness
+# asks the same question). So a default-backend training row that misses TOL against eager
+# float32 is measured again against eager float64, and passes when ember's float32 error is
+# within F64_FACTOR of eager's own float32 error (or within TOL). A wrong gradient is off by
+# far more than either.
+F64_FACTOR = 3.0
+
 
 def ok(row: dict, key: str) -> bool:
-    return row.get(key) is not None and row[key] <= TOL[key]
+    if row.get(key) is not None and row[key] <= TOL[key]:
+        return True
+    mine, eagers = row.get(key + "_f64"), row.get("eager_training_f64")
+    return (key == "inductor_training" and mine is not None and eagers is not None
+            and mine <= max(TOL[key], F64_FACTOR * eagers))
 
 
 def _run_one(name, device, with_torch, timeout) -> dict:
@@ -229,7 +279,11 @@ def markdown(rows: list) -> str:
     def cell(r, key):
         if r.get(key) is None:
             return "error"
-        return "yes" if ok(r, key) else f"NO ({r[key]:.1e})"
+        if r[key] <= TOL[key]:
+            return "yes"
+        if ok(r, key):  # Note [float64 reference]
+            return f"yes (f64: {r[key + '_f64']:.1e}, eager {r['eager_training_f64']:.1e})"
+        return f"NO ({r[key]:.1e})"
     out = ["| model | library | ember graphs | ember breaks | fullgraph | torch.compile graphs | breaks | "
            "capture alone: inference | training | default backend: inference | training |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train-step", default="model", choices=["model", "whole"],
                    help="train phase: compile the model (default; loss and SGD step eager) or the "
                         "whole step (zero_grad, forward, loss, backward, SGD step) for both compilers")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"],
+                   help="the training step's optimizer (default: SGD with momentum)")
     p.add_argument("--phases", default="infer,train",
                    help="infer, train or both (default: both; train = forward, loss, backward, SGD step)")
     p.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
@@ -101,7 +103,7 @@ def options_from(args: argparse.Namespace) -> Options:
     budget = args.budget if args.budget is not None else (QUICK_BUDGET_S if args.quick else None)
     budget = budget or None  # 0: no budget
     return Options(models=models, device=args.device, dtype=args.dtype, phases=phases,
-                   backends=_split(args.backends), mode=args.mode, train_step=args.train_step, torch_compile=args.torch_compile,
+                   backends=_split(args.backends), mode=args.mode, train_step=args.train_step, optimizer=args.optimizer, torch_compile=args.torch_compile,
                    torch_backend=args.torch_backend, run=run, seed=args.seed,
                    variant_timeout=args.variant_timeout or VARIANT_TIMEOUT.get(args.suite, 600.0), model_timeout=args.model_timeout,
                    budget=budget, tf32=args.tf32, cold_cache=args.cold_cache,
@@ -150,7 +152,7 @@ def collect_meta(args: argparse.Namespace, opts: Options, argv: list[str]) -> di
         "python": platform.python_version(),
         **{k: v for k, v in versions.items()},
         "git": (commit + (" (dirty)" if dirty else "")) if commit else None,
-        "dtype": opts.dtype, "mode": opts.mode or "default", "train_step": opts.train_step, "backends": ",".join(opts.backends),
+        "dtype": opts.dtype, "mode": opts.mode or "default", "train_step": opts.train_step, "optimizer": opts.optimizer, "backends": ",".join(opts.backends),
         "torch_compile_backend": opts.torch_backend if opts.torch_compile else None,
         "run": asdict(opts.run), "budget_s": opts.budget,
     }

@@ -50,6 +50,7 @@ class Options:
     cold_cache: bool = True
     warm_cache: bool = False  # each model again, in a new process on the caches its first run filled
     train_step: str = "model"  # "whole": the compilers get the whole training step (issue 17)
+    optimizer: str = "sgd"  # the training step's optimizer: worker.OPTIMIZERS
 
     def variants(self) -> list[dict]:
         vs = [{"name": "eager", "kind": "eager"}]
@@ -227,7 +228,7 @@ def run_model(name: str, opts: Options, work_dir: Path, env: dict, deadline: flo
 def _run_worker(name, opts, work_dir, env, deadline, results, progress, log_path, events_path, attempt) -> dict:
     spec = {
         "model": name, "device": opts.device, "dtype": opts.dtype, "phases": list(opts.phases),
-        "variants": opts.variants(), "mode": opts.mode, "train_step": opts.train_step, "run": asdict(opts.run), "seed": opts.seed,
+        "variants": opts.variants(), "mode": opts.mode, "train_step": opts.train_step, "optimizer": opts.optimizer, "run": asdict(opts.run), "seed": opts.seed,
         "variant_timeout": opts.variant_timeout, "tf32": opts.tf32,
         "deadline": None if deadline is None else deadline - 5.0,
         "skip": [list(k) for k in results], "events": str(events_path),

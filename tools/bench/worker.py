@@ -102,6 +102,12 @@ def _compiler(variant: dict, mode: str | None) -> Callable[[Callable], Callable]
 
 # --------------------------------------------------------------------------- one phase, one variant
 
+OPTIMIZERS = {
+    "sgd": lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=1e-3),
+}
+
+
 class Phase:
     """Everything shared by the variants of one phase: the batches and the eager reference."""
 
@@ -116,6 +122,7 @@ class Phase:
             self.batches.append(workload.make_batch(gen, phase))
         self.reference: tuple[list, list] | None = None
         self.whole = False  # set per variant: the step function is the whole training step
+        self.optimizer_name = "sgd"  # a key of OPTIMIZERS
         self._ref64: tuple[list, list] | bool | None = None
 
     def reset(self) -> None:
@@ -210,8 +217,9 @@ class Phase:
     def optimizer(self):
         if self.phase != "train":
             return None
-        # SGD with momentum: a cheap, stateful step, run eagerly for every variant alike.
-        return torch.optim.SGD(self.params(), lr=1e-3, momentum=0.9)
+        # --optimizer: SGD with momentum (default: a cheap, stateful step) or AdamW; run eagerly for
+        # every variant alike, or compiled with the step under --train-step whole.
+        return OPTIMIZERS[self.optimizer_name](self.params())
 
     def compute_reference(self) -> None:
         self.reset()
@@ -342,6 +350,7 @@ def run(spec: dict) -> None:
         if not variants:
             continue
         ph = Phase(workload, initial_state, phase, device, cfg, spec["seed"])
+        ph.optimizer_name = spec.get("optimizer", "sgd")
         ref = _run_guarded(limit.next(_weight(phase, None), todo),
                            lambda: (ph.compute_reference(), {"status": "ok"})[1])
         for v in variants:

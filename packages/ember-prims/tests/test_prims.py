@@ -108,3 +108,16 @@ def test_meta_tensors():
     x = torch.empty(2, 3, device="meta")
     assert P.sum(P.exp(x), [1]).shape == (2,)
     assert P.broadcast_in_dim(x, [4, 2, 3], [1, 2]).device.type == "meta"
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_abs_of_complex_is_real_in_fake_and_reference(dtype):
+    """torch.abs of a complex tensor is real; the fake kernel promised a complex result, which
+    EMBER_CHECK's output check caught (tests-integration/test_views_mutation.py)."""
+    x = torch.randn(3, 2, dtype=dtype)
+    op = PRIMS["abs"].op
+    ref = op(x)
+    with FakeTensorMode() as mode:
+        fake = op(mode.from_tensor(x))
+    assert ref.dtype == fake.dtype == dtype.to_real()
+    torch.testing.assert_close(ref, torch.abs(x))

@@ -4,6 +4,7 @@ A table maps a Python type to its wrapper; lookup walks the type's MRO.
 """
 from __future__ import annotations
 
+import re
 import types
 
 import torch
@@ -11,9 +12,10 @@ from ember_symbolic import is_symbolic
 
 from .config import Unsupported
 from .guards import MODULE_HOOKS
+from .resume import STACK_PREFIX
 from .tables import registrar
 from .codegen import GradModeExit
-from .variables import ConstVar, DictVar, ExitVar, ListVar, ObjVar, SetVar, TupleVar
+from .variables import ConstVar, DictVar, ExitVar, IterVar, ListVar, ObjVar, SetVar, TupleVar
 
 _WRAPPERS = {}
 wrapper = registrar(_WRAPPERS)
@@ -184,6 +186,57 @@ def _read_from(tr, source: str, owner) -> bool:
         return tr.eval_source(source) is owner
     except Exception:  # noqa: BLE001 - a source that does not evaluate: guard by identity
         return False
+
+
+# Note [Iterators from the inputs]: a list or tuple iterator that user code passes in (an
+# argument, an attribute, a global) is modelled over its sequence, read through `__reduce__`
+# (`(iter, (seq,), position)`) without advancing it, so a loop over it is traced, not run
+# eagerly. Guards: the type, the position, and the sequence as any input list or tuple. The
+# iterator is the same object after the graph, its position written back (`__setstate__`)
+# before anything else sees it, as an input list's contents are (Note [Mutated input lists]).
+# A loop's iterator on a resume function's stack stays opaque (Note [Breaks in loops]): modelled,
+# the rest of the loop would be unrolled from each position, one compile per position, and a
+# loop that breaks on every iteration would reach the recompile limit; opaque, its FOR_ITER runs
+# natively and one compile of each resume function serves every iteration.
+_SEQ_ITERATORS = (type(iter([])), type(iter(())))
+
+
+def _on_resume_stack(tr, source: str) -> bool:
+    """Whether `source` is an argument of a resume function that carries its value stack."""
+    slot = re.fullmatch(r"L\[(\d+)\]", source)
+    names = tr.code.co_varnames
+    return slot is not None and int(slot[1]) < len(names) and names[int(slot[1])].startswith(STACK_PREFIX)
+
+
+def iterator_position(it) -> int:
+    """A list or tuple iterator's position, -1 once exhausted (it then drops its sequence)."""
+    state = it.__reduce__()
+    return state[2] if len(state) > 2 else -1
+
+
+def iterator_sequence(it):
+    return it.__reduce__()[1][0]
+
+
+@wrapper(*_SEQ_ITERATORS)
+def _wrap_seq_iterator(tr, value, source, name):
+    if _on_resume_stack(tr, source):  # a loop's iterator at a break: opaque
+        return _wrap_object(tr, value, source, name)
+    pos = iterator_position(value)
+    tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and {tr.ns.ref(iterator_position)}(X) == {pos}",
+                  f"{source}: a {type(value).__name__} at position {pos}")
+    if pos < 0:
+        return IterVar([], py_type=type(value))
+    seq = wrap(tr, iterator_sequence(value), f"{tr.ns.ref(iterator_sequence)}({source})", f"{name}_seq")
+    if not isinstance(seq, (ListVar, TupleVar)):  # a list subclass, ...: opaque, as before
+        return _wrap_object(tr, value, source, name)
+    it = IterVar(seq.items, live=True, py_type=type(value))
+    it.pos = it.start = pos
+    it.source = source
+    if isinstance(seq, ListVar):
+        it.over = seq  # sees appends made in the loop, as a list iterator does
+    tr.input_iterators.append(it)
+    return it
 
 
 @wrapper(GradModeExit)

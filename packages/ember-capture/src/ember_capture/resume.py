@@ -42,13 +42,16 @@ def _cell_in_pair(code, oparg: int, freevars: tuple) -> bool:
     return _names_cell(code, oparg >> 4, freevars) or _names_cell(code, oparg & 15, freevars)
 
 
+STACK_PREFIX = "__stack"  # a resume function's arguments that carry the value stack
+
+
 class CannotResume(Exception):
     pass
 
 
 def resume_code(code: types.CodeType, target: int, null_mask: tuple, unbound: tuple) -> types.CodeType:
     varnames = code.co_varnames
-    prefix = "__stack"
+    prefix = STACK_PREFIX
     while any(n.startswith(prefix) for n in varnames):
         prefix += "_"
     stack_names = tuple(f"{prefix}{i}" for i, is_null in enumerate(null_mask) if not is_null)

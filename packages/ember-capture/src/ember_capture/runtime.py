@@ -301,6 +301,8 @@ class FrameState:
                        shapes.env.sources)
         # Note [Mutated input lists]: written back first, so that every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
+        # Note [Iterators from the inputs]: the same iterator, at the position the trace left it
+        effects += [f"{it.source}.__setstate__({it.pos})" for it in tr.input_iterators if it.pos != it.start]
         effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.

@@ -52,6 +52,7 @@ class Tracer:
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
         self.mutated_lists: dict = {}  # id(ListVar) -> ListVar: Note [Mutated input lists]
+        self.input_iterators: list = []  # IterVars of input iterators: Note [Iterators from the inputs]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell

@@ -102,9 +102,12 @@ def lookup(name: str) -> BackendEntry:
     return entry
 
 
-def build_compiler(backend: str | Callable, settings: Settings, record: CompileRecord | None = None) -> CompilerFn:
+def build_compiler(backend: str | Callable, settings: Settings, record: CompileRecord | None = None,
+                   from_capture: bool = True) -> CompilerFn:
     """The compiler that capture will call for each graph, with the facade's fallback around it;
-    what it does is added to `record` (Note [compile record])."""
+    what it does is added to `record` (Note [compile record]). `from_capture=False`: the graphs
+    come from elsewhere (torch's compiler through the entry points below, a hand-built graph), so
+    the capture -> backend boundary check (interface 1) does not apply to them."""
     if callable(backend):
         if settings.options:
             raise InvalidArgument("ember.compile: options and mode apply to named backends that take "
@@ -116,10 +119,11 @@ def build_compiler(backend: str | Callable, settings: Settings, record: CompileR
             raise InvalidArgument(f"ember.compile: backend {backend!r} takes no options or mode; "
                                   f"backends that do: {sorted(n for n, e in _REGISTRY.items() if e.takes_options)}")
         compiler = entry.build(settings)
-    return _with_fallback(compiler, settings, record if record is not None else CompileRecord())
+    return _with_fallback(compiler, settings, record if record is not None else CompileRecord(), from_capture)
 
 
-def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileRecord) -> CompilerFn:
+def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileRecord,
+                   from_capture: bool = True) -> CompilerFn:
     # Note [one failure path] (fallback.py): a backend that cannot compile a graph must not lose
     # the user's program. Without fullgraph the graph runs as captured (eagerly, by torch), with
     # one warning at the user's line; with fullgraph=True the failure is raised. An
@@ -131,7 +135,7 @@ def _with_fallback(compiler: CompilerFn, settings: Settings, record: CompileReco
         compiler = dataclasses.replace(compiler, show_graphs=True)
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        if settings.check:
+        if settings.check and from_capture:
             check_captured(gm, example_inputs)
         graph = record.new_graph(gm)
         fallback = Fallback(settings.backend_name, settings.fullgraph, site_of(gm))
@@ -367,7 +371,7 @@ _add(BackendEntry("cudagraphs", build=lambda s: AotComposition(_eager_compiler, 
 
 def _entry_point(name: str, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     settings = make_settings(backend_name=name, fullgraph=False, dynamic=None, mode=None, options=None)
-    return build_compiler(name, settings)(gm, example_inputs)
+    return build_compiler(name, settings, from_capture=False)(gm, example_inputs)
 
 
 def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

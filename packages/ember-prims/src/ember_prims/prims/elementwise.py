@@ -25,7 +25,11 @@ def _unary(name, fn, result_dtype="same", doc=""):
         return fresh(fn(a), a)
 
     def fake(a):
-        return empty(a, a.shape, torch.bool if result_dtype == "bool" else a.dtype)
+        if result_dtype == "bool":
+            return empty(a, a.shape, torch.bool)
+        if name in _COMPLEX_TO_REAL and a.dtype.is_complex:  # torch.abs(complex64) is float32
+            return empty(a, a.shape, a.dtype.to_real())
+        return empty(a, a.shape, a.dtype)
 
     defprim(f"{name}(Tensor a) -> Tensor", UNARY, reference, fake, result_dtype=result_dtype,
             doc=doc or f"as torch.{fn.__name__}")
@@ -43,6 +47,8 @@ def _binary(name, fn, result_dtype="same", doc=""):
     defprim(f"{name}(Tensor a, Tensor b) -> Tensor", BINARY, reference, fake, result_dtype=result_dtype,
             doc=doc or f"as torch.{fn.__name__}")
 
+
+_COMPLEX_TO_REAL = {"abs"}  # unary math whose result is real for a complex operand, as in torch
 
 UNARY_MATH = {
     "abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
