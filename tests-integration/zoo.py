@@ -7,8 +7,8 @@ builds each model with random weights (no downloads), runs it eagerly and throug
 graphs and graph breaks ember made, whether the outputs equal eager, and the break reasons
 (``--reasons``). ``--torch`` adds torch.compile's counts (``torch._dynamo.explain``, the
 reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test, and each model
-through ember.compile in inference and a training step (``inference_errors``,
-``training_errors``). ``EMBER_ZOO_DEVICE=cuda`` builds the models there (default: cpu).
+through ember.compile in inference and a training step (``inference_check``,
+``training_check``). ``EMBER_ZOO_DEVICE=cuda`` builds the models there (default: cpu).
 """
 from __future__ import annotations
 
