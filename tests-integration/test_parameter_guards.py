@@ -75,9 +75,23 @@ def _config_value_type(m):
     m.scale = 2  # equal to 2.0, but an int: the type guard tells
 
 
+def _data_dtype(m):
+    for p in m.parameters():  # each tensor object converted in place
+        p.data = p.data.to(torch.float64)
+
+
+def _requires_grad_of_a_norm_weight(m):
+    m.norm.weight.requires_grad_(False)  # one parameter, deep in the guards' list
+
+
+def _data_strides(m):
+    m.lin.weight.data = torch.randn(8, 8).t()  # same shape and dtype, transposed
+
+
 CHANGES = {f.__name__.lstrip("_"): f for f in (
     _data_shape, _dtype, _requires_grad, _device, _swapped_submodule, _replaced_parameter,
-    _transposed_in_place, _set_in_place, _config_value, _config_tuple, _config_value_type)}
+    _transposed_in_place, _set_in_place, _config_value, _config_tuple, _config_value_type,
+    _data_dtype, _requires_grad_of_a_norm_weight, _data_strides)}
 
 
 def _input(m):

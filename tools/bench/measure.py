@@ -176,14 +176,25 @@ def steady_malloc() -> None:
 
 def peak_memory_mb(device: torch.device, run: Callable[[], Any]) -> float | None:
     """Peak memory while `run()` executes, in MiB (see the module docstring for what it means)."""
+    return peak_memory(device, run)[0]
+
+
+def peak_memory(device: torch.device, run: Callable[[], Any]) -> tuple[float | None, float | None]:
+    """(peak allocated, peak reserved) MiB while `run()` executes; reserved only on CUDA.
+
+    Reserved memory is what the caching allocator holds from the driver, CUDA-graph pools
+    included: it counts the same things for every variant, while torch.compile's CUDA-graph
+    outputs live in its pools outside the *allocated* count. Blocks cached but unused before
+    the calls are returned first (`empty_cache`), so the figure is the variant's own."""
     if device.type == "cuda":
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
         run()
         torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() / 2**20
+        return torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20
     if not os.path.exists("/proc/self/statm"):
-        return None
+        return None, None
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
@@ -195,7 +206,7 @@ def peak_memory_mb(device: torch.device, run: Callable[[], Any]) -> float | None
     finally:
         if libc is not None:
             libc.mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD)
-    return max(0, sampler.peak - base) / 2**20
+    return max(0, sampler.peak - base) / 2**20, None
 
 
 # --------------------------------------------------------------------------- comparison

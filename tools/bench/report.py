@@ -19,6 +19,7 @@ COLUMNS = [
     ("ember_warm_s", "ember warm 1st s", ">"), ("tc_warm_s", "tc warm 1st s", ">"),
     ("ember_err", "ember err", ">"), ("tc_err", "tc err", ">"),
     ("eager_mb", "eager MB", ">"), ("ember_mb", "ember MB", ">"), ("tc_mb", "tc MB", ">"),
+    ("eager_res_mb", "eager res MB", ">"), ("ember_res_mb", "ember res MB", ">"), ("tc_res_mb", "tc res MB", ">"),
     ("notes", "notes", "<"),
 ]
 TC = "torch.compile"
@@ -103,6 +104,8 @@ def build_rows(records: list[dict], variants: list[str]) -> list[dict]:
                     "ember_err": ember_err, "ember_within_tolerance": ember_within,
                     "tc_err": tc_err, "tc_within_tolerance": tc_within,
                     "eager_mb": _ok(eager, "peak_mb"), "ember_mb": _ok(em, "peak_mb"), "tc_mb": _ok(tc, "peak_mb"),
+                    "eager_res_mb": _ok(eager, "reserved_mb"), "ember_res_mb": _ok(em, "reserved_mb"),
+                    "tc_res_mb": _ok(tc, "reserved_mb"),
                     "ember_status": em.get("status") if em else None, "tc_status": tc.get("status") if tc else None,
                     "notes": "; ".join(n for n, _ in notes), "notes_short": "; ".join(n for _, n in notes),
                 })
@@ -163,7 +166,9 @@ def cells(row: dict) -> dict[str, str]:
         "ember_err": fmt_err(row.get("ember_err"), row.get("ember_within_tolerance", True)),
         "tc_err": fmt_err(row.get("tc_err"), row.get("tc_within_tolerance", True)),
         "eager_mb": fmt_mb(row.get("eager_mb")), "ember_mb": fmt_mb(row.get("ember_mb")),
-        "tc_mb": fmt_mb(row.get("tc_mb")), "notes": row.get("notes", ""),
+        "tc_mb": fmt_mb(row.get("tc_mb")), "eager_res_mb": fmt_mb(row.get("eager_res_mb")),
+        "ember_res_mb": fmt_mb(row.get("ember_res_mb")), "tc_res_mb": fmt_mb(row.get("tc_res_mb")),
+        "notes": row.get("notes", ""),
         "notes_short": row.get("notes_short", row.get("notes", "")),
     }
 
@@ -236,7 +241,8 @@ outputs (and, for train, the loss and every gradient after one step); `!` marks 
 tolerance (float32 1e-3, bfloat16 3e-2, float16 1e-2; gradients 10x) that is also worse than
 eager's own error against a float64 run ("ok vs float64" in the notes when it is not); `MB`: peak
 memory (CUDA: max_memory_allocated, absolute; CPU: peak RSS of one call above the pre-call
-baseline). Details: tools/bench/README.md."""
+baseline); `res MB` (CUDA): peak max_memory_reserved, what the allocator holds from the driver,
+CUDA-graph pools included, comparable across compilers. Details: tools/bench/README.md."""
 
 
 def markdown(meta: dict, rows: list[dict], gms: list[dict], png_name: str | None) -> str:

@@ -252,7 +252,7 @@ def measure_variant(ph: Phase, variant: dict, mode: str | None, timer: Timer, cf
                 for i in range(cfg.memory_calls):
                     mem_step(i)  # outputs not kept: the peak is one call's
 
-            peak = measure.peak_memory_mb(timer.device, memory_calls)
+            peak, reserved = measure.peak_memory(timer.device, memory_calls)
         finally:
             ph.whole = False
     ref_outs, ref_grads = ph.reference
@@ -274,7 +274,7 @@ def measure_variant(ph: Phase, variant: dict, mode: str | None, timer: Timer, cf
         "eager_paired_ms": None if timing.baseline_median_s is None else timing.baseline_median_s * 1e3,
         "max_rel_err": err, "grad_max_rel_err": grad_err, "tolerance": tol,
         "grad_tolerance": grad_tol if ph.phase == "train" else None, "within_tolerance": within,
-        "accuracy_note": accuracy, "peak_mb": peak,
+        "accuracy_note": accuracy, "peak_mb": peak, "reserved_mb": reserved,
     }
 
 

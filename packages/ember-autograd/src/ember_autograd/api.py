@@ -16,7 +16,7 @@ from ember_autograd.config import AotConfig
 from ember_autograd.errors import AotError, AotTraceError, ErrorKind
 from ember_autograd.joint import Signature, Traced, symbolic_inputs, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
-from ember_autograd.runtime import InferenceRunner, TrainingRunner
+from ember_autograd.runtime import InferenceRunner, RequiresGradChanged, TrainingRunner
 from ember_autograd.verify import verify_functional
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
@@ -61,6 +61,7 @@ class AotFunction:
         self.fw_compiler, self.bw_compiler = fw_compiler, bw_compiler
         self.decompositions, self.partition, self.config = decompositions, partition, config
         self._runners: dict = {}
+        self._last_training: tuple | None = None  # (autocast state, TrainingRunner)
         self._warned_aliasing = False
         self.symbolic = symbolic_inputs(gm)  # Note [symbolic traces] (joint.py)
         self.inference: CompiledArtifacts | None = None
@@ -72,9 +73,16 @@ class AotFunction:
         return self.training or self.inference
 
     def __call__(self, *args):
-        runner = self._runner(args)
         try:
-            return runner(args)
+            # Note [speculative requires-grad key]: in grad mode, the training runner of the
+            # last call first, which checks the key itself, for free.
+            last = self._last_training if torch.is_grad_enabled() else None
+            if last is not None and last[0] == _autocast_state():
+                try:
+                    return last[1](args, speculative=True)
+                except RequiresGradChanged:
+                    pass
+            return self._runner(args)(args)
         except AotError as e:
             # The graphs treat inputs as independent: a call whose mutated input shares memory
             # with another input (a view and its base, passed across a graph break) runs the
@@ -96,6 +104,7 @@ class AotFunction:
         if runner is None:
             runner = self._compile_training(args) if needs_grad else self._compile_inference(args)
             self._runners[key] = runner
+        self._last_training = (key[1], runner) if isinstance(runner, TrainingRunner) else None
         return runner
 
     def _compile_inference(self, args) -> InferenceRunner:
@@ -161,7 +170,8 @@ class AotFunction:
         if self.symbolic:  # Note [symbolic backward]
             with _timed(timings, "bw_compile"):
                 compiled_backward = self.bw_compiler(backward, _example_inputs(backward))
-        return TrainingRunner(sig, forward, compile_backward, timings,
+        requires_grad = tuple(getattr(args[i], "requires_grad", False) for i in sig.tensor_inputs + sig.sym_inputs)
+        return TrainingRunner(sig, forward, compile_backward, timings, requires_grad,
                               len(getattr(part, "saved_symbols", ())), compiled_backward)
 
     def _cache(self):
@@ -221,6 +231,16 @@ def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:
         (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs))
 
 
+# Note [speculative requires-grad key]: which graphs a call runs depends on which inputs require
+# grad (and on grad mode and autocast). Reading `requires_grad` of a model's ~300 inputs on every
+# call costs about 25 us, yet the C++ `autograd.Function.apply` reads them anyway, into
+# `ctx.needs_input_grad`, before it calls the forward. So in grad mode a call goes straight to
+# the training runner of the last call (same autocast state), whose forward compares
+# `ctx.needs_input_grad` with the pattern it was traced for, first thing, and raises
+# `RequiresGradChanged` on a difference, before anything ran or was recorded: the call then
+# computes the key itself and picks (or compiles) the runner it names. Exact, since
+# `needs_input_grad` is `requires_grad` of each tensor input (False for the int ones) and the
+# specialized numbers are not tensors.
 _REQUIRES_GRAD = itertools.repeat("requires_grad")
 _FALSE = itertools.repeat(False)
 

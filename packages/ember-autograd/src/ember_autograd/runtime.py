@@ -220,8 +220,12 @@ class TrainingRunner:
     (a symbolic graph compiles it with the forward)."""
 
     def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
-                 timings: dict, num_saved_symbols: int = 0, backward: Callable | None = None):
+                 timings: dict, requires_grad: tuple[bool, ...], num_saved_symbols: int = 0,
+                 backward: Callable | None = None):
         self.sig = sig
+        # Note [speculative requires-grad key] (api.py): `ctx.needs_input_grad` of a call this
+        # runner's graphs fit (the leading False: the apply's first argument, this tuple or None)
+        self.needs_input_grad = (False, *requires_grad)
         self.forward = forward
         self.num_saved_symbols = num_saved_symbols
         self._compile_backward = compile_backward
@@ -239,9 +243,11 @@ class TrainingRunner:
             self._timings["bw_compile"] = time.perf_counter() - start
         return self._backward
 
-    def __call__(self, args):
+    def __call__(self, args, speculative: bool = False):
+        """speculative: the inputs' requires-grad pattern was not checked; the forward checks it
+        and raises `RequiresGradChanged` if it is not this runner's."""
         tensors = tensor_args(self.sig, args)
-        outs = self.apply(*tensors)
+        outs = self.apply(self.needs_input_grad if speculative else None, *tensors)
         n = self.sig.num_graph_outputs
         if not applies_mutations(self.forward):
             replay_mutations(self.sig, tensors, outs[n:])
@@ -258,21 +264,26 @@ _transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _direct_apply(function: type, num_tensors: int | None = None) -> Callable:
-    """num_tensors: given when the inputs end with ints (symbolic int inputs), which are passed
-    as they are."""
+    """apply(expected, *inputs); expected is passed as it is (a tuple or None). num_tensors:
+    given when the inputs end with ints (symbolic int inputs), which are passed as they are."""
     c_apply = super(torch.autograd.Function, function).apply
     python_apply = function.apply
 
-    def apply(*tensors):
+    def apply(expected, *tensors):
         if _transforms_active():
-            return python_apply(*tensors)
-        return c_apply(*map(_unwrap_if_dead, tensors))
+            return python_apply(expected, *tensors)
+        return c_apply(expected, *map(_unwrap_if_dead, tensors))
 
-    def apply_with_ints(*inputs):
+    def apply_with_ints(expected, *inputs):
         if _transforms_active():
-            return python_apply(*inputs)
-        return c_apply(*map(_unwrap_if_dead, inputs[:num_tensors]), *inputs[num_tensors:])
+            return python_apply(expected, *inputs)
+        return c_apply(expected, *map(_unwrap_if_dead, inputs[:num_tensors]), *inputs[num_tensors:])
     return apply if num_tensors is None else apply_with_ints
+
+
+class RequiresGradChanged(Exception):
+    """A speculative call's inputs do not require grad as its runner's graphs were traced for
+    (Note [speculative requires-grad key], api.py)."""
 
 
 def _make_function(runner: TrainingRunner):
@@ -282,10 +293,14 @@ def _make_function(runner: TrainingRunner):
     copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
     n_symbols = runner.num_saved_symbols
     n_inputs = len(sig.tensor_inputs) + len(sig.sym_inputs)
+    # the backward's results -> the apply's inputs' gradients (None first, for `expected`)
+    scatter = _scatterer(sig.grad_inputs, n_inputs)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, *tensors):
+        def forward(ctx, expected, *tensors):
+            if expected is not None and ctx.needs_input_grad != expected:
+                raise RequiresGradChanged()
             outs = call_compiled(runner.forward, list(tensors))
             fw_outs, saved = outs[:n_fw], outs[n_fw:len(outs) - n_symbols]
             ctx.saved_symbols = outs[len(outs) - n_symbols:]
@@ -312,10 +327,16 @@ def _make_function(runner: TrainingRunner):
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
             inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
-            result = call_compiled(runner.backward_for(inputs), inputs)
-            out: list = [None] * n_inputs
-            for k, g in zip(sig.grad_inputs, result):
-                out[k] = g
-            return tuple(out)
+            return scatter(call_compiled(runner.backward_for(inputs), inputs))
 
     return CompiledFunction
+
+
+def _scatterer(positions: tuple[int, ...], n_inputs: int) -> Callable[[list], tuple]:
+    """results -> (None, *grads), the gradient of input `positions[j]` being `results[j]` and the
+    others' None, in one C-level `map` (a model has ~300 parameters)."""
+    if tuple(positions) == tuple(range(n_inputs)):
+        return lambda results: (None, *results)
+    where = {k: j for j, k in enumerate(positions)}
+    index = [len(positions)] + [where.get(k, len(positions)) for k in range(n_inputs)]  # the padded None
+    return lambda results: tuple(map([*results, None].__getitem__, index))

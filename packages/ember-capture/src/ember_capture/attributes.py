@@ -112,6 +112,8 @@ def generic_getattr(fr, o: ObjVar, name: str):
     if raw is not _ABSENT and _is_data_descriptor(raw):
         return bind_class_attr(fr, o, raw, name)
     d = instance_dict(value)
+    if d is not None:  # `vars(obj)[name] = v` earlier in the trace: not written yet
+        tr.check_native(d, f"reading attribute {name!r}", refers=False)
     if d is not None and name in d:
         return wrap(tr, d[name], attr_source(o.source, name), name)
     if raw is not _ABSENT:
@@ -131,6 +133,8 @@ def generic_getattr(fr, o: ObjVar, name: str):
 def _native(fr, o: ObjVar, name):
     """Read natively; the guard re-reads it through `o`'s source (an object held by reference
     without a source is read once, as its other attributes are)."""
+    if name != "__dict__":  # the instance dict itself is the same object, modelled (Note [Mutated input dicts])
+        fr.tr.check_native(o.value, f"reading attribute {name!r}")
     try:
         value = getattr(o.value, name)
     except AttributeError:
@@ -183,6 +187,8 @@ def module_store_attr(fr, o: ObjVar, name: str):
     m = o.value
     for store in _MODULE_STORES:
         d = m.__dict__.get(store)
+        if d is not None:  # Note [Mutated input dicts]
+            fr.tr.check_native(d, f"reading module attribute {name!r}", refers=False)
         if d is not None and name in d:
             return wrap(fr.tr, d[name], None if o.source is None else f"{o.source}.{store}[{name!r}]", name)
     raise Unsupported("unsupported_attr", f"{type(m).__name__} object has no attribute {name!r}")

@@ -4,6 +4,8 @@ A table maps a Python type to its wrapper; lookup walks the type's MRO.
 """
 from __future__ import annotations
 
+import collections
+import gc
 import re
 import types
 
@@ -15,7 +17,7 @@ from .guards import MODULE_HOOKS
 from .resume import STACK_PREFIX
 from .tables import registrar
 from .codegen import GradModeExit
-from .variables import ConstVar, DictVar, ExitVar, IterVar, ListVar, ObjVar, SetVar, TupleVar
+from .variables import ConstVar, DictVar, DictViewVar, ExitVar, IterVar, ListVar, ObjVar, SetVar, TupleVar
 
 _WRAPPERS = {}
 wrapper = registrar(_WRAPPERS)
@@ -36,21 +38,25 @@ def wrap(tr, value, source, name="input"):
     """
     if source is None and not isinstance(value, _CONST_TYPES):
         source = tr.ns.ref(value)
-    if type(value) in _CONTAINERS:
+    if isinstance(value, _CONTAINERS):
         seen = tr.containers.get(id(value))
         if seen is not None and seen[0] is value:
             # One container read through two sources (`A is B`) is one symbolic value.
             if seen[1].source != source:
                 tr.guards.add(source, f"X is {seen[1].source}", f"{source} is {seen[1].source}")
             return seen[1]
-        var = _WRAPPERS[type(value)](tr, value, source, name)
+        var = _wrapper_for(type(value))(tr, value, source, name)
         tr.containers[id(value)] = (value, var)
         return var
-    for t in type(value).__mro__:
+    return _wrapper_for(type(value))(tr, value, source, name)
+
+
+def _wrapper_for(cls):
+    for t in cls.__mro__:
         fn = _WRAPPERS.get(t)
         if fn is not None:
-            return fn(tr, value, source, name)
-    return _wrap_object(tr, value, source, name)
+            return fn
+    return _wrap_object
 
 
 @wrapper(torch.Tensor)
@@ -109,14 +115,70 @@ def _wrap_tuple(tr, value, source, name):
     return TupleVar(items, source, cls=cls, fields=field_map)
 
 
+# Note [Mutated input dicts]: what a user subclass of dict must not define for its instances
+# to be modelled as dicts (their changes written back through the inherited C methods): dict's
+# methods, but not how an instance is made or printed, which the model does not use.
+_DICT_PROTOCOL = ((frozenset(dict.__dict__) | {"__missing__", "__getattr__", "__setattr__", "__bool__", "__slots__"})
+                  - {"__doc__", "__init__", "__new__", "__repr__", "__sizeof__", "__class_getitem__"})
+_DICT_CLASSES = (dict, collections.OrderedDict, collections.defaultdict)
+
+
 @wrapper(dict)
 def _wrap_dict(tr, value, source, name):
-    if type(value) is not dict or not all(isinstance(k, (str, int)) for k in value):
+    """A dict, OrderedDict, defaultdict or a user subclass of dict that overrides none of its
+    methods, with str or int keys: a DictVar, guarded by its class and its keys in order (its
+    values by their own sources). Any other mapping is a real object."""
+    cls = type(value)
+    if not _modelled_dict_class(tr, cls, value) or not all(isinstance(k, (str, int)) for k in value):
         return _wrap_object(tr, value, source, name)
     if source is not None:
-        tr.guards.add(source, f"type(X) is dict and list(X) == {list(value)!r}")
+        kind = "dict" if cls is dict else tr.ns.ref(cls)
+        tr.guards.add(source, f"type(X) is {kind} and list(X) == {list(value)!r}")
+        if cls not in _DICT_CLASSES and hasattr(value, "__dict__"):
+            tr.guards.add(source, "not X.__dict__", f"{source} has no instance attributes")
     items = {k: wrap(tr, v, _item(source, k), f"{name}_{k}") for k, v in value.items()}
-    return DictVar(items, source)
+    var = DictVar(items, source, cls=cls)
+    if cls is collections.defaultdict:
+        var.default_factory = wrap(tr, value.default_factory, f"{source}.default_factory", "default_factory")
+    return var
+
+
+def _modelled_dict_class(tr, cls, value) -> bool:
+    if cls in _DICT_CLASSES:
+        return True
+    mro = cls.__mro__
+    if mro[-2:] != (dict, object) or type(cls) is not type:
+        return False  # a subclass of OrderedDict or defaultdict, or with a metaclass: a real object
+    own = mro[:-2]
+    if any(not _DICT_PROTOCOL.isdisjoint(k.__dict__) for k in own) or getattr(value, "__dict__", None):
+        return False
+    for k in own:  # a method added to the class later recompiles
+        tr.guards.add(f"{tr.ns.ref(k)}.__dict__", f"X.keys().isdisjoint({tr.ns.ref(_DICT_PROTOCOL)})",
+                      f"{k.__qualname__} overrides no method of dict")
+    return True
+
+
+def viewed_mapping(view):
+    """The dict that a view (``d.keys()``, ``od.items()``) reads."""
+    return next(r for r in gc.get_referents(view) if isinstance(r, dict))
+
+
+_VIEW_KINDS = {type(getattr(d, kind)()): kind for d in ({}, collections.OrderedDict())
+               for kind in ("keys", "values", "items")}
+
+
+@wrapper(*_VIEW_KINDS)
+def _wrap_view(tr, value, source, name):
+    """A view of a dict read from the inputs: a DictViewVar of the dict it reads (wrapped through
+    ``viewed_mapping(view)``), so that it sees the trace's changes to that dict (Note [Mutated
+    input dicts])."""
+    if type(value) not in _VIEW_KINDS:
+        return _wrap_object(tr, value, source, name)
+    tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))}")
+    d = wrap(tr, viewed_mapping(value), f"{tr.ns.ref(viewed_mapping)}({source})", f"{name}_mapping")
+    if not isinstance(d, DictVar):
+        return _wrap_object(tr, value, source, name)
+    return DictViewVar(d, _VIEW_KINDS[type(value)])
 
 
 @wrapper(set, frozenset)

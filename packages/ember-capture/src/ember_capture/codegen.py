@@ -17,6 +17,7 @@ the graph outputs, constants and sources::
 """
 from __future__ import annotations
 
+import collections
 import types
 
 import torch
@@ -76,20 +77,32 @@ class Rebuilder:
         self.has_graph = has_graph
         self.prelude: list[str] = []  # statements binding mutable values built once
         self._temps: dict[int, str] = {}
-        self.mutated = set(mutated)  # ids of input lists the trace changed
+        self._reads: dict[str, str] = {}  # source -> the name it is bound to
+        self.mutated = set(mutated)  # ids of input lists and dicts the trace changed
+
+    def read(self, source: str) -> str:
+        """The value ``source`` names at entry. An entry that writes containers back binds it
+        before the first write-back (``del d[k]`` would change what ``d[k]`` reads later)."""
+        if not self.mutated:
+            return source
+        name = self._reads.get(source)
+        if name is None:
+            name = self._reads[source] = f"__r{len(self._reads)}"
+            self.prelude.append(f"{name} = {source}")
+        return name
 
     def expr(self, v: Var) -> str:
         if type(v) is LazyVar:  # Note [Lazy locals]: unused by the trace, the same object
             if v.var is None:
-                return v.source
+                return self.read(v.source)
             v = v.var
         if isinstance(v, (ListVar, TupleVar, DictVar, SetVar)) and v.source is not None:
-            # A container from the inputs is not mutated by a trace (that is a break), except a
-            # list written back after the graph (Note [Mutated input lists]): either way the
-            # real object equals it: pass the object itself, keeping its identity (a mutated one
-            # read from its source once).
+            # A container from the inputs is not changed by a trace (that is a break), except a
+            # list or a dict written back after the graph (Note [Mutated input lists], Note
+            # [Mutated input dicts]): either way the real object equals it: pass the object
+            # itself, keeping its identity (a mutated one read from its source once).
             if id(v) not in self.mutated:
-                return v.source
+                return self.read(v.source)
             name = self._temps.get(id(v))
             if name is None:
                 name = self._temps[id(v)] = f"__t{len(self._temps)}"
@@ -98,7 +111,7 @@ class Rebuilder:
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
         if isinstance(v, IterVar) and getattr(v, "source", None) is not None:
-            return v.source  # Note [Iterators from the inputs]: the same object, its position written back
+            return self.read(v.source)  # Note [Iterators from the inputs]: the same object, its position written back
         if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar, IterVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.
             name = self._temps.get(id(v))
@@ -112,11 +125,36 @@ class Rebuilder:
         """A new list of ``v``'s current items (the contents of a mutated input list)."""
         return "[" + "".join(self.expr(i) + ", " for i in v.items) + "]"
 
+    def dict_writeback(self, v: DictVar, before: dict) -> list[str]:
+        """Statements that turn the dict ``v`` read from the inputs, whose items were ``before``,
+        into its current items in place (Note [Mutated input dicts]). The longest prefix of the
+        new keys that keeps their old order stays; every other old key is deleted, and the
+        keys after that prefix are set in order, so the keys end in the new order (a key
+        deleted and set again, or moved to the end, comes last), as eager's did."""
+        target = self.expr(v)
+        old, new = list(before), list(v.items)
+        at = {k: i for i, k in enumerate(old)}
+        kept, last = 0, -1
+        for k in new:
+            if k not in at or at[k] < last:
+                break
+            kept, last = kept + 1, at[k]
+        stay = set(new[:kept])
+        lines = [f"del {target}[{self._key(k)}]" for k in old if k not in stay]
+        lines += [f"{target}[{self._key(k)}] = {self.expr(v.items[k])}" for i, k in enumerate(new)
+                  if i >= kept or v.items[k] is not before[k]]
+        return lines
+
+    def _key(self, k) -> str:
+        if type(k) in _LITERALS and (type(k) is not float or k == k):
+            return repr(k)
+        return self.ns.ref(k)
+
     def _expr(self, v: Var) -> str:
         if isinstance(v, TensorVar):
             if self.has_graph:
                 return f"__o[{self.output_index[v.node]}]"
-            return v.source
+            return self.read(v.source)
         if isinstance(v, ConstVar):
             if has_sym(v.value):  # Note [Dynamic shapes in capture]: computed from the inputs
                 try:
@@ -127,7 +165,7 @@ class Rebuilder:
                 return repr(v.value)
             return self.ns.ref(v.value)
         if isinstance(v, ObjVar):
-            return v.source if v.source is not None else self.ns.ref(v.value)
+            return self.read(v.source) if v.source is not None else self.ns.ref(v.value)
         if isinstance(v, ListVar):
             return self.items_expr(v)
         if isinstance(v, TupleVar):
@@ -142,7 +180,10 @@ class Rebuilder:
             factory = getattr(v, "default_factory", None)
             if factory is not None:
                 return f"{self.ns.ref(v.cls)}({self.expr(factory)}, {literal})"
-            return literal
+            if v.cls in (dict, collections.OrderedDict):
+                return literal if v.cls is dict else f"{self.ns.ref(v.cls)}({literal})"
+            # a subclass of dict: made without its own __init__, its items set by dict's methods
+            return f"{self.ns.ref(_new_object)}({self.ns.ref(v.cls)}, {{}}, {self.ns.ref(dict)}, {literal})"
         if isinstance(v, SetVar):
             return "{" + "".join(self.expr(i) + ", " for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, DictViewVar):
@@ -174,6 +215,11 @@ class Rebuilder:
         if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
             if v.pull is not None:
                 raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
+            if v.check is not None and v.check() is not None:  # its next() raises: run the frame eagerly
+                raise CannotRebuild("an iterator over a dict that changed size")
+            over_dict = getattr(v, "over_dict", None)
+            if over_dict is not None:  # a real dict iterator: its native next() sees later changes
+                return f"{self.ns.ref(_dict_iterator)}({self.expr(over_dict)}, {v.pos})"
             over = getattr(v, "over", None)
             if over is not None:  # a list iterator sees the list's later appends
                 return f"{self.ns.ref(_list_iterator)}({self.expr(over)}, {v.pos})"
@@ -226,6 +272,13 @@ def _new_object(cls, attrs, base=None, contents=None):
             base.extend(obj, contents)
     obj.__dict__.update(attrs)
     return obj
+
+
+def _dict_iterator(d, pos: int):
+    it = iter(d)
+    for _ in range(pos):
+        next(it)
+    return it
 
 
 def _list_iterator(items: list, pos: int):

@@ -49,6 +49,7 @@ def call_container_method(fr, descr, args: list, kwargs: dict) -> Var:
 def _native_read(fr, descr, receiver: ObjVar, rest: list) -> Var:
     tr = fr.tr
     values = [a.value for a in rest]
+    tr.check_native(receiver.value, descr.__qualname__)  # Note [Mutated input dicts]
     try:
         result = descr(receiver.value, *values)
     except Exception as e:  # the eager code raises here too: let it, eagerly

@@ -16,7 +16,8 @@ from .lazy import LazyVar
 from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, describe, getitem, setitem, unpack
 from .tables import TypeTable
 from .semantics import (
-    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_items, truthy,
+    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_dict, mutable_items,
+    truthy,
 )
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -155,6 +156,7 @@ def _registry_contains(fr, m: ObjVar, key: ConstVar) -> bool:
     call (`key in X`, `X[key] is value`), so a registry changed later recompiles."""
     k = key.value
     hash(k)
+    fr.tr.check_native(m.value, f"`in` on a {type(m.value).__name__}")  # Note [Mutated input dicts]
     result = k in m.value
     fr.tr.guards.add(m.source, f"({fr.tr.ns.ref(k)} in X) is {result}", f"({k!r} in {m.source}) is {result}")
     return result
@@ -277,9 +279,7 @@ def _list_setitem(fr, obj: ListVar, key, value):
 
 @SETITEM.rule(DictVar)
 def _dict_setitem(fr, obj: DictVar, key, value):
-    if obj.source is not None:  # a dict from the inputs is never changed by a trace
-        return SETITEM.refusal(fr, obj, key, value)
-    obj.items[const_key(key)] = value
+    mutable_dict(fr, obj).items[const_key(key)] = value
 
 
 SETITEM.rule(NewObjVar)(lambda fr, obj, key, value: _user_protocol(fr, obj, "__setitem__", [key, value]))
@@ -292,9 +292,10 @@ def _list_delitem(fr, obj: ListVar, key):
 
 @DELITEM.rule(DictVar)
 def _dict_delitem(fr, obj: DictVar, key):
-    if obj.source is not None:
-        return DELITEM.refusal(fr, obj, key)
-    del obj.items[const_key(key)]
+    k = const_key(key)
+    if k not in obj.items:  # keys are guarded
+        raise TracedRaise(KeyError(k))
+    del mutable_dict(fr, obj).items[k]
 
 
 DELITEM.rule(NewObjVar)(lambda fr, obj, key: _user_protocol(fr, obj, "__delitem__", [key]))

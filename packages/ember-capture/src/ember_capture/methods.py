@@ -2,22 +2,25 @@
 ``d.items()``): the value protocol's METHOD table (Note [Value protocol]), and for each builtin
 container a table keyed by method name.
 
-A container from the inputs is never changed by a trace except a list (Note [Mutated input
-lists]): a dict's or set's changing methods on one are a graph break.
+A list or a dict from the inputs changed by a trace is written back after the graph (Note
+[Mutated input lists], Note [Mutated input dicts]); a set's changing methods on one are a
+graph break.
 """
 from __future__ import annotations
 
 import collections
+import types
 
 import torch
 
+from .attributes import CONTAINER_TYPES, class_lookup
 from .config import Unsupported
 from .frame import TracedRaise
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CALL, METHOD, call, call_method, getitem
-from .semantics import concrete, concrete_value, const_key, const_value, dedupe, from_python, getattr_var, \
-    mutable_items, unpack
+from .semantics import concrete, concrete_value, const_key, const_value, copy_dict, dedupe, dict_pairs, from_python, \
+    getattr_var, mutable_dict, mutable_items, unpack
 from .tables import registrar
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -131,10 +134,20 @@ def _set_add(fr, s, args, kwargs):
     s.items = dedupe(s.items + [args[0]])
 
 
-# -- dict: its changing methods act on dicts the trace built -----------------------------
+# -- dict: a dict from the inputs is changed and written back (Note [Mutated input dicts]) --
 DICT_READS, DICT_WRITES = {}, {}
 _dict_read, _dict_write = registrar(DICT_READS), registrar(DICT_WRITES)
-METHOD.rule(DictVar)(_by_name("dict", DICT_READS, DICT_WRITES, _refuse_input("dict")))
+_dict_by_name = _by_name("dict", DICT_READS, DICT_WRITES, lambda fr, d, name: mutable_dict(fr, d))
+
+
+@METHOD.rule(DictVar)
+def _dict_method(fr, d, name, args, kwargs):
+    if d.cls not in CONTAINER_TYPES and name not in DICT_READS and name not in DICT_WRITES:
+        raw = class_lookup(fr.tr, d.cls, name)  # a user subclass's own method (guarded)
+        if isinstance(raw, types.FunctionType):
+            return call(fr, BoundVar(ObjVar(raw), d), args, kwargs)
+    return _dict_by_name(fr, d, name, args, kwargs)
+
 
 
 def _view(kind):
@@ -145,7 +158,7 @@ for _kind in ("items", "keys", "values"):
     DICT_READS[_kind] = _view(_kind)
 _dict_read("get")(lambda fr, d, args, kwargs: d.items.get(const_value(args[0]),
                                                            args[1] if len(args) > 1 else ConstVar(None)))
-_dict_read("copy")(lambda fr, d, args, kwargs: DictVar(d.items))
+_dict_read("copy")(lambda fr, d, args, kwargs: copy_dict(d))
 @_dict_write("pop")
 def _dict_pop(fr, d, args, kwargs):
     key = const_value(args[0])
@@ -162,7 +175,7 @@ _dict_write("setdefault")(lambda fr, d, args, kwargs: d.items.setdefault(
 @_dict_write("update")
 def _update(fr, d, args, kwargs):
     if args:
-        d.items.update(args[0].items)
+        d.items.update(dict_pairs(fr, args[0]))
     d.items.update(kwargs)
 
 

@@ -92,6 +92,7 @@ def load_global(fr, name) -> Var:
     if overlay is not None:
         return overlay
     g = fr.globals
+    tr.check_native(g, f"reading global {name!r}", refers=False)  # Note [Mutated input dicts]: `mod.__dict__[k] = v`
     if name in g:
         return wrap(tr, g[name], f"{tr.globals_ref(g)}[{name!r}]", name)
     if hasattr(builtins, name):

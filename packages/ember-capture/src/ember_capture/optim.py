@@ -209,6 +209,7 @@ class _ShadowState(dict):
 def _state_of(tr, opt, p, s_src):
     """The fakes of ``opt.state[p]``, or None where the step will create it (guarded)."""
     state = opt.state.get(p)
+    tr.check_native(state, "optimizer.step()", refers=False)  # Note [Mutated input dicts]
     if not state:
         tr.guards.add(s_src, "not X", f"{s_src} is empty")
         return None
@@ -284,6 +285,8 @@ def _groups(tr, opt_var):
     groups = opt_var.value.param_groups
     if type(groups) is not list or not all(type(g) is dict for g in groups):
         raise Unsupported("unsupported_value", "optimizer param_groups that are not a list of dicts")
+    for g in [opt_var.value.defaults] + groups:  # read natively: a change earlier in the trace is a break
+        tr.check_native(g, "the optimizer's step", refers=False)  # Note [Mutated input dicts]
     tr.guards.add(f"{src}.param_groups", f"type(X) is list and len(X) == {len(groups)}")
     for gi, g in enumerate(groups):
         params = g.get("params")

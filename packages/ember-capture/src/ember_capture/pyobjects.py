@@ -109,6 +109,7 @@ def instance_attrs(fr, o: ObjVar) -> dict:
     """The instance dict of a real object, each value wrapped (and guarded) through
     ``X.__dict__[name]``; its keys are guarded in order."""
     tr, d = fr.tr, instance_dict(o.value)
+    tr.check_native(d, "vars()", refers=False)  # Note [Mutated input dicts]
     source = o.source if o.source is not None else tr.ns.ref(o.value)
     tr.guards.add(source, f"list(X.__dict__) == {list(d)!r}", f"{source}.__dict__ has the keys {list(d)}")
     return {k: tr.attr_writes.get((id(o.value), k)) or wrap(tr, val, f"{source}.__dict__[{k!r}]", k)

@@ -54,6 +54,7 @@ def _obj_len(fr, v: ObjVar):
     if isinstance(v.value, torch.nn.Module):
         return ConstVar(len(v.value))
     if v.source is not None and not isinstance(v.value, STABLE_TEXT):
+        fr.tr.check_native(v.value, "len()")  # Note [Mutated input dicts]
         n = len(v.value)  # asked natively, and asked again by a guard on each call
         fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
         return ConstVar(n)
@@ -74,7 +75,7 @@ TYPE.rule(TupleVar, NewObjVar)(lambda v: v.cls)
 TYPE.rule(DictViewVar)(lambda v: type(getattr({}, v.kind)()))
 TYPE.rule(IterVar)(lambda v: v.py_type)
 TYPE.rule(ListVar)(lambda v: list)
-TYPE.rule(DictVar)(lambda v: dict)
+TYPE.rule(DictVar)(lambda v: v.cls)
 TYPE.rule(SetVar)(lambda v: set)
 TYPE.rule(FunctionVar)(lambda v: types.FunctionType)
 TYPE.rule(BoundVar)(lambda v: types.MethodType)
@@ -99,6 +100,7 @@ HASATTR.refuse(*_UNTYPED)
 
 @HASATTR.rule(ObjVar)
 def _obj_hasattr(fr, obj: ObjVar, name) -> bool:
+    fr.tr.check_native(obj.value, "hasattr()")  # its instance dict changed earlier (Note [Mutated input dicts])
     found = hasattr(obj.value, name)
     if obj.source is None:
         return found

@@ -272,6 +272,7 @@ class FrameState:
             roots = list(fr.stack) + list(fr.locals.values()) + list(fr.cells.values())
         side_values = [v for _, _, v in tr.attr_write_list] + [v for _, _, v in tr.global_write_list]
         side_values += [a for _, args in tr.call_effects for a in args] + list(tr.mutated_lists.values())
+        side_values += [change.var for change in tr.mutated_dicts.values()]
         outputs = list(collect_tensors(roots + side_values, {}).values())
         has_graph = tr.graph.n_ops > 0
         compiled = None
@@ -297,12 +298,14 @@ class FrameState:
                 exc._ember_from_backend = True  # not capture's bug (Note [internal errors])
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
-        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph, tr.mutated_lists,
-                       shapes.env.sources)
-        # Note [Mutated input lists]: written back first, so that every later reader sees them
+        rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph,
+                       list(tr.mutated_lists) + list(tr.mutated_dicts), shapes.env.sources)
+        # Note [Mutated input lists], Note [Mutated input dicts]: written back first, so that
+        # every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
+        effects += [line for change in tr.mutated_dicts.values() for line in rb.dict_writeback(change.var, change.before)]
         # Note [Iterators from the inputs]: the same iterator, at the position the trace left it
-        effects += [f"{it.source}.__setstate__({it.pos})" for it in tr.input_iterators if it.pos != it.start]
+        effects += [f"{rb.read(it.source)}.__setstate__({it.pos})" for it in tr.input_iterators if it.pos != it.start]
         effects += [f"_setattr({rb.expr(obj)}, {name!r}, {rb.expr(v)})" for obj, name, v in tr.attr_write_list]
         if plan.kind == "break" and tr.graph.grad_enabled != torch.is_grad_enabled():
             # A break inside a grad-mode block: the native part and the resume run in that mode.

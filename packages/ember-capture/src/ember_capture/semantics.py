@@ -15,6 +15,7 @@ import torch
 from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
+from .frame import TracedRaise
 from .library import inlinable_file
 from .graph import SliceParts
 from .lazy import LazyVar
@@ -95,7 +96,7 @@ CONST_VALUE.refuse(NullVar, DictVar, IterVar, CellVar, FunctionVar, BoundVar, Me
 
 
 _MUTABLE_DATA = (list, dict, set, bytearray, collections.deque, collections.abc.MutableSequence,
-                 collections.abc.MutableMapping, collections.abc.MutableSet)
+                 collections.abc.MutableMapping, collections.abc.MutableSet, collections.abc.MappingView)
 
 
 def is_data_object(value) -> bool:
@@ -142,6 +143,31 @@ def dedupe(items):
             seen.add(k)
             out.append(i)
     return out
+
+
+def mutable_dict(fr, d: DictVar) -> DictVar:
+    """``d``, about to be changed: a dict from the inputs is written back after the graph
+    (Note [Mutated input dicts])."""
+    if d.source is not None:
+        fr.tr.mark_dict_mutated(d)
+    return d
+
+
+def copy_dict(d: DictVar) -> DictVar:
+    """``d.copy()``: of its own class for an OrderedDict or a defaultdict (with its factory), a
+    plain dict for a subclass of dict (as ``dict.copy`` makes)."""
+    out = DictVar(d.items, cls=d.cls if d.cls in (collections.OrderedDict, collections.defaultdict) else dict)
+    if d.cls is collections.defaultdict:
+        out.default_factory = d.default_factory
+    return out
+
+
+def dict_pairs(fr, src: Var) -> list:
+    """The (key, value) pairs of ``dict(src)`` / ``d.update(src)``: a dict's items, or the
+    pairs an iterable yields."""
+    if isinstance(src, DictVar):
+        return list(src.items.items())
+    return [(const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
 
 
 def mutable_items(fr, v: Var) -> list:
@@ -239,6 +265,8 @@ REAL_ATTRS = TypeTable()
 @REAL_ATTRS.register(types.ModuleType)
 def _module_attr(fr, o: ObjVar, name):
     tr, value = fr.tr, o.value
+    if name != "__dict__":  # `mod.__dict__[k] = v` earlier in the trace (Note [Mutated input dicts])
+        tr.check_native(value.__dict__, f"reading attribute {name!r} of a module", refers=False)
     attr = getattr(value, name)
     if is_stable_module(value):
         if isinstance(attr, (bool, int, float, str)):  # a flag (torch.backends.cudnn.deterministic): guarded
@@ -389,9 +417,7 @@ def _c_init(fr, c, *args):
 
 def _dict_init(fr, c: DictVar, src=None):
     if src is not None:
-        pairs = src.items.items() if type(src) is DictVar else [
-            (const_key(k), v) for k, v in (unpack(fr, p) for p in unpack(fr, src))]
-        for k, v in pairs:
+        for k, v in dict_pairs(fr, src):
             c.items[k] = v
 
 
@@ -454,6 +480,19 @@ def _list_binary(fr, fn, a, b):
 
 
 BINARY.rule(TupleVar)(lambda fr, fn, a, b: _concat_or_repeat(fr, TupleVar, fn, a, b))
+
+
+@BINARY.rule(DictVar)
+def _dict_binary(fr, fn, a, b):
+    """``a | b`` (a new dict) and ``a |= b`` (in place; b may be any iterable of pairs)."""
+    if fn is operator.ior:
+        mutable_dict(fr, a).items.update(dict_pairs(fr, b))
+        return a
+    if fn is operator.or_ and isinstance(b, DictVar):
+        out = copy_dict(a)
+        out.items.update(b.items)
+        return out
+    return NotImplemented
 
 
 def _concat_or_repeat(fr, kind, fn, a, b):
@@ -582,6 +621,23 @@ def iterate(fr, v: Var) -> IterVar:
 
 ITER.rule(Var)(lambda fr, v: IterVar(unpack(fr, v)))  # other kinds: over their items (UNPACK refuses some)
 ITER.rule(IterVar)(lambda fr, v: v)
+
+
+@ITER.rule(DictVar, DictViewVar)
+def _dict_iter(fr, v):
+    """An iterator over a dict or a view of it: its items when made; like Python's, each next()
+    raises RuntimeError once the dict changed size (a loop that adds keys to the dict it walks)."""
+    d = v if isinstance(v, DictVar) else v.dict
+    it = IterVar(unpack(fr, v), py_type=type(iter({})))
+    size = len(d.items)
+
+    def check():
+        if len(d.items) != size:
+            return TracedRaise(RuntimeError("dictionary changed size during iteration"))
+        return None
+    it.check = check
+    it.over_dict = v  # rebuilt at a break as a real iterator over the real dict (or view)
+    return it
 
 
 @ITER.rule(ListVar)

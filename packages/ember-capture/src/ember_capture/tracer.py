@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 from . import calls
 from . import ops_basic, ops_build, ops_call, ops_flow, ops_313  # noqa: F401  (fill the opcode tables)
@@ -16,6 +17,16 @@ from .sizes import ShapePolicy
 from .library import inlinable_file
 from .guards import Guards, Namespace
 from .variables import DictVar, ListVar, ObjVar, Var
+
+
+@dataclasses.dataclass
+class DictChange:
+    """A dict from the inputs changed by the trace: its DictVar, its items before the first
+    change, and the real object (Note [Mutated input dicts])."""
+
+    var: DictVar
+    before: dict
+    real: object
 
 
 @dataclasses.dataclass
@@ -52,6 +63,7 @@ class Tracer:
         self.global_writes: dict = {}
         self.global_write_list: list = []  # (globals dict, name, value Var)
         self.mutated_lists: dict = {}  # id(ListVar) -> ListVar: Note [Mutated input lists]
+        self.mutated_dicts: dict = {}  # id(DictVar) -> DictChange: Note [Mutated input dicts]
         self.input_iterators: list = []  # IterVars of input iterators: Note [Iterators from the inputs]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.root: Frame | None = None
@@ -92,6 +104,42 @@ class Tracer:
         (``L[k][:] = [...]``), before anything else sees it: a later native call, a resume
         function or the caller. Its identity and its other references are kept."""
         self.mutated_lists.setdefault(id(var), var)
+
+    def mark_dict_mutated(self, var: DictVar):
+        """Note [Mutated input dicts]: a dict from the inputs (an argument, a module's cache, a
+        global, a closure's, or the dict under a view read from the inputs) is changed
+        symbolically: its items before the first change are kept here, and after the graph the
+        difference is written into the same object (``del d[k]``, ``d[k] = v``), before anything
+        else sees it, in an order that leaves its keys in eager's order (a key deleted and set
+        again moves to the end; ``codegen.Rebuilder.dict_writeback``). Its identity and its
+        other references are kept. Plain dicts, OrderedDicts, defaultdicts and user subclasses
+        of dict that override none of its item methods are modelled (``builder._wrap_dict``); any
+        other mapping stays a real object, whose changes are graph breaks.
+
+        Until the write-back the real dict is stale, so native code must not read it while
+        tracing. The trace never hands a DictVar to native code: it has no constant value, so
+        ``str(d)``, ``json.dumps(d)`` or any library call with it is a graph break, and at a
+        break the write-back runs before the native part and the resume function. A view of
+        it read from the inputs is a DictViewVar of the same DictVar (``builder._wrap_view``).
+        The places that read a real object natively (``len``, ``in`` and items of a Mapping,
+        an attribute read through a foreign ``__getattribute__``, a container's C method on a
+        real object) ask ``check_native`` first, which refuses an object that is, or directly
+        refers to, a dict with pending changes (a ``types.MappingProxyType`` of it, an
+        iterator over it). Sources are read as they were at entry: the entry binds every one
+        it uses before the first write-back. Guards are unchanged: they check, at entry, the
+        contents the trace read, so a call that finds the dict changed (a cache filled by the
+        previous call) recompiles once."""
+        if id(var) not in self.mutated_dicts:
+            self.mutated_dicts[id(var)] = DictChange(var, dict(var.items), self.eval_source(var.source))
+
+    def check_native(self, value, what: str, refers: bool = True):
+        """Refuse (a graph break) a native read of ``value`` while a dict it is, or (``refers``)
+        directly refers to, has changes not written back yet (Note [Mutated input dicts])."""
+        if not self.mutated_dicts:
+            return
+        pending = {id(change.real) for change in self.mutated_dicts.values()}
+        if id(value) in pending or (refers and any(id(r) in pending for r in gc.get_referents(value))):
+            raise Unsupported("side_effect", f"{what} would read natively a dict that the traced code changed")
 
     def record_attr_write(self, obj: ObjVar, name: str, value: Var):
         self.attr_writes[(id(obj.value), name)] = value

@@ -119,9 +119,13 @@ class IterVar(Var):
         self.pos = 0
         self.pull = pull
         self.py_type = py_type  # what type() says: list_iterator, generator, map, zip, ...
+        self.check = None  # before each next(): the error it raises (a dict iterator's, its dict changed size), or None
 
     def more(self) -> bool:
         """Whether a next item exists (producing it if needed)."""
+        error = self.check() if self.check is not None else None
+        if error is not None:
+            raise error
         while self.pos >= len(self.items) and self.pull is not None:
             if not self.pull(self):
                 self.pull = None

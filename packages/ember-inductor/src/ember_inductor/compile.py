@@ -17,6 +17,7 @@ from ember_inductor.kernel import format_kernel
 from ember_inductor.codegen.common import KernelSource, choose_backend, get_backend
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
+from ember_inductor.horizontal import plan_combos
 from ember_inductor.inplace import plan_in_place, rewrite_spec
 from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
@@ -221,20 +222,31 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                 for a in ps.allocs:
                     a.alias = in_place.get(a.name)
         sources = [get_backend(b).render(s, options) for s, b in zip(specs, kernel_backends)]
+        # independent Triton kernels launched together (Note [horizontal fusion])
+        backend_of, by_name = {s.name: b for s, b in zip(sources, kernel_backends)}, {s.name: s for s in sources}
+        combos = plan_combos(planned, names, by_name,
+                             lambda s: get_backend(backend_of[s.name]).combinable(s)) if options.combo_kernels else []
+        combo_sources = [get_backend(backend_of[c.at]).render_combo(f"combo{i}", [by_name[n] for n in c.parts])
+                         for i, c in enumerate(combos)]
+        in_combo = {n for c in combos for n in c.parts}
+        launched = [(s, b) for s, b in zip(sources, kernel_backends) if s.name not in in_combo]
+        launched += [(src, backend_of[c.at]) for src, c in zip(combo_sources, combos)]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
         launchers = {}
         for b in dict.fromkeys(kernel_backends):
-            mine = [src for src, kb in zip(sources, kernel_backends) if kb == b]
+            mine = [src for src, kb in launched if kb == b]
             launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
-        call_args = {s.name: (s.origins, [a.name for a in s.args], list(s.sizevars)) for s in specs}
+        call_args = {s.name: (s.origins, [a.name for a in s.args], list(s.sizevars))
+                     for s in specs + [c.kernel for c in combo_sources]}
         at_storage_start = backend_name == "triton" or "triton" in kernel_backends  # Note [input offsets]
-        source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args, at_storage_start)
+        source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args, at_storage_start,
+                                             dict(zip((c.name for c in combo_sources), combos)))
         exec(compile(source, "<ember_inductor wrapper>", "exec"), namespace)  # noqa: S102
     # a symbolic input's layout is checked by the wrapper, against its bound sizes (wrapper.py)
     layouts = [(tuple(x.shape), tuple(x.stride()), at_storage_start)
                if isinstance(x, torch.Tensor) and not (isinstance(b, InputBuffer) and b.is_symbolic) else None
                for x, b in zip(example_inputs, lowered.inputs)]
-    compiled = CompiledGraph(namespace["call"], source, sources, lowered.format(), t,
+    compiled = CompiledGraph(namespace["call"], source, [s for s, _ in launched], lowered.format(), t,
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
     compiled.written_in_place = sorted(positions[name] for name in in_place.values())

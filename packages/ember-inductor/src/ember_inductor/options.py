@@ -36,6 +36,7 @@ class InductorOptions:
     cudagraphs: bool = False           # triton: replay the wrapper as a CUDA graph
     debug_verify: bool = False         # check the input graph against the spec (verify.py)
     max_fusion_size: int = 64          # most graph nodes fused into one kernel
+    combo_kernels: bool = True         # triton: independent kernels share one launch (horizontal.py)
     logs: frozenset = field(default_factory=frozenset)  # e.g. {"output_code"}; see LOG_KINDS
     cpp_compiler: str = "g++"
     cpp_flags: tuple = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")

@@ -79,11 +79,19 @@ class WrapperWriter:
 
 
 def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, origins: dict,
-                     at_storage_start: bool = False):
+                     at_storage_start: bool = False, combos: dict | None = None):
     """-> (source, namespace). kernel_names: id(group) -> name; launchers: name -> callable;
     origins: name -> (graph nodes, buffer arguments, size arguments). at_storage_start: symbolic
-    inputs must start their storage (Note [input offsets] in compile.py)."""
+    inputs must start their storage (Note [input offsets] in compile.py). combos: combo kernel
+    name -> its horizontal.Combo (Note [horizontal fusion]): it is called where its part `at`
+    was, after every part's allocations; the frees of the parts up to `at` follow the call, a
+    later part's stay where they were."""
     w = WrapperWriter()
+    combo_at = {c.at: (name, c.parts) for name, c in (combos or {}).items()}
+    in_combo = {n for c in (combos or {}).values() for n in c.parts}
+    planned_of = {kernel_names[id(ps.step)]: ps for ps in planned if isinstance(ps.step, KernelGroup)}
+    position = {name: i for i, name in enumerate(kernel_names[id(ps.step)] for ps in planned
+                                                 if isinstance(ps.step, KernelGroup))}
     names = [b.name if isinstance(b, InputBuffer) else f"arg{i}" for i, b in enumerate(lowered.inputs)]
     if names:
         w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
@@ -96,30 +104,24 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         w.base_layout[c.name] = c.layout
     w.namespace.update(launchers)
     for ps in planned:
-        for a in ps.allocs:
-            w.base_layout[a.name] = (a.sizes, a.strides, 0)
-            if a.alias:  # Note [mutated inputs written in place]: the kernel writes the input
-                w.emit(f"{a.name} = {a.alias}")
-            elif a.reuse:
-                w.emit(f"{a.name} = {a.reuse}.as_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, 0); "
-                       f"del {a.reuse}")
-            else:
-                dev = w.const("dev", a.device)
-                w.emit(f"{a.name} = empty_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, dtype={a.dtype}, "
-                       f"device={dev})")
         step = ps.step
-        if isinstance(step, KernelGroup):
-            name = kernel_names[id(step)]
-            spec_args, size_args = origins[name][1], [str(v) for v in origins[name][2]]
-            w.used.update(origins[name][2])
-            c_fn = getattr(launchers[name], "c_function", None)
-            if c_fn is not None:  # a C entry point: pass data pointers, skip the Python launcher
-                w.namespace[f"{name}_c"] = c_fn
-                ptrs = ", ".join([f"{a}.data_ptr()" for a in spec_args] + size_args)
-                w.emit(f"{name}_c({ptrs})  # {', '.join(origins[name][0])}")
-            else:
-                w.emit(f"{name}({', '.join(spec_args + size_args)})  # {', '.join(origins[name][0])}")
+        name = kernel_names[id(step)] if isinstance(step, KernelGroup) else None
+        if name in combo_at:  # Note [horizontal fusion]: every part's allocations, one launch
+            at, (name, parts) = position[name], combo_at[name]
+            for part in parts:
+                _emit_allocs(w, planned_of[part].allocs)
+            _emit_launch(w, name, launchers, origins)
+            frees = [n for part in parts if position[part] < at for n in planned_of[part].frees]
+            if frees:  # parts moved down: what they read last is freed after the launch
+                w.emit(f"del {', '.join(frees)}")
+        elif name in in_combo:
+            if position[name] < position[next(c.at for c in combos.values() if name in c.parts)]:
+                continue  # launched later, with its frees
+        elif name is not None:
+            _emit_allocs(w, ps.allocs)
+            _emit_launch(w, name, launchers, origins)
         else:
+            _emit_allocs(w, ps.allocs)
             _emit_extern(w, step)
         if ps.frees:
             w.emit(f"del {', '.join(ps.frees)}")
@@ -132,6 +134,32 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         w.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     w.lines[prologue:prologue] = _bind_and_check(w, lowered, at_storage_start)
     return "\n".join(w.lines) + "\n", w.namespace
+
+
+def _emit_allocs(w: WrapperWriter, allocs) -> None:
+    for a in allocs:
+        w.base_layout[a.name] = (a.sizes, a.strides, 0)
+        if a.alias:  # Note [mutated inputs written in place]: the kernel writes the input
+            w.emit(f"{a.name} = {a.alias}")
+        elif a.reuse:
+            w.emit(f"{a.name} = {a.reuse}.as_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, 0); "
+                   f"del {a.reuse}")
+        else:
+            dev = w.const("dev", a.device)
+            w.emit(f"{a.name} = empty_strided({w.sizes(a.sizes)}, {w.sizes(a.strides)}, dtype={a.dtype}, "
+                   f"device={dev})")
+
+
+def _emit_launch(w: WrapperWriter, name: str, launchers: dict, origins: dict) -> None:
+    spec_args, size_args = origins[name][1], [str(v) for v in origins[name][2]]
+    w.used.update(origins[name][2])
+    c_fn = getattr(launchers[name], "c_function", None)
+    if c_fn is not None:  # a C entry point: pass data pointers, skip the Python launcher
+        w.namespace[f"{name}_c"] = c_fn
+        ptrs = ", ".join([f"{a}.data_ptr()" for a in spec_args] + size_args)
+        w.emit(f"{name}_c({ptrs})  # {', '.join(origins[name][0])}")
+    else:
+        w.emit(f"{name}({', '.join(spec_args + size_args)})  # {', '.join(origins[name][0])}")
 
 
 def symbol_sources(inputs) -> dict:

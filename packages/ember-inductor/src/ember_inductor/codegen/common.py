@@ -71,6 +71,15 @@ class Backend(abc.ABC):
         Raises `BuildError` with the compiler's output when compilation fails.
         """
 
+    def combinable(self, source: KernelSource) -> bool:
+        """Whether this rendered kernel may share one launch with other independent kernels of
+        its backend (Note [horizontal fusion] in horizontal.py): by default, never."""
+        return False
+
+    def render_combo(self, name: str, parts: Sequence[KernelSource]) -> KernelSource:
+        """One kernel launching every part (each `combinable`, all independent of each other)."""
+        raise NotImplementedError(f"the {self.name} backend does not combine kernels")
+
 
 class BuildError(RuntimeError):
     """A kernel failed to build; the message holds the compiler's output."""

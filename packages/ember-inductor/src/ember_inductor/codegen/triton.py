@@ -149,9 +149,11 @@ def _decompose(index: str, syms, sizes, order) -> list[str]:
 class _KernelWriter:
     """Renders one KernelSpec; `source()` returns the kernel file's text."""
 
-    def __init__(self, k: KernelSpec, interpret: bool = False):
+    def __init__(self, k: KernelSpec, interpret: bool = False, first_program: int = 0):
         self.k = k if k.stages else k.with_stages()
         self.interpret = interpret  # see _size_args
+        # a part of a combo kernel runs on the programs from `first_program` on (Note [horizontal fusion])
+        self.first_program = first_program
         self.lines: list[str] = []
         self.indent = 1
         # the expressions for the source and the grid; for heuristics, their hints, at least
@@ -219,6 +221,8 @@ class _KernelWriter:
     def _prologue(self):
         k, emit = self.k, self.emit
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        if self.first_program:
+            pid = f"({pid} - {self.first_program})"
         xs = k.range_vars
         self._size_args()
         if self.layout == "pointwise":
@@ -295,6 +299,10 @@ class _KernelWriter:
             if op.mask is not None:  # masked-off lanes read 0 and touch no memory
                 mask = f"{mask} & {self.k.op(op.mask).name}" if mask else self.k.op(op.mask).name
             ptr = f"{self.params[op.target]} + {_print(op.index)}"
+            if mask and not any(v.name[0] in "xr" for v in op.index.free_symbols):
+                # one address for every lane (a 0-d tensor stacked with others: a mask over the
+                # lanes): Triton needs the pointer as a block to take a block mask
+                ptr += f" + tl.zeros_like({self._lanes(op)})"
             evict = f", eviction_policy='{self.evict}'" if self.evict and op.id in self.inner_ids else ""
             emit(f"{name} = tl.load({ptr}{', mask=' + mask + ', other=0' if mask else ''}{evict})")
         elif op.kind == "store":
@@ -315,6 +323,12 @@ class _KernelWriter:
             self._reduce_persistent(op)
         else:
             raise NotImplementedError(f"Triton backend: op kind {op.kind!r}")
+
+    def _lanes(self, op: Op) -> str:
+        """An int expression shaped as the block `op` is computed over."""
+        if op.id in self.inner_ids:
+            return "xindex + rindex"
+        return "xindex + yindex" if self.layout == "tiled" else "xindex"
 
     def _store(self, op: Op):
         value = self.k.op(op.args[0])
@@ -500,7 +514,8 @@ class _KernelWriter:
                     if op.kind != "reduce":  # reduces were finished after their loop
                         self._op(op)
 
-    def source(self) -> str:
+    def function(self) -> tuple[str, str]:
+        """(the kernel's `@jit` function, the body it was rendered from)."""
         self._prologue()
         self._body()
         body = "\n".join(self.lines)
@@ -513,22 +528,34 @@ class _KernelWriter:
         names = [str(v) for v in k.sizevars] + [n for n, _ in self._numel_args()]
         sizes = [f"{n}: tl.constexpr" if self.interpret else n for n in names]
         params = ", ".join(list(self.params.values()) + sizes + consts)
-        arg_doc = ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
-                            for p, a in zip(self.params.values(), k.args))
+        return f"@jit\ndef {k.name}({params}):\n{body}\n", body
+
+    def arg_doc(self) -> str:
+        return ", ".join(f"{p}={a.name}:{str(a.dtype).removeprefix('torch.')}:{a.role}"
+                         for p, a in zip(self.params.values(), self.k.args))
+
+    def source(self) -> str:
+        function, body = self.function()
+        k = self.k
         header = [
-            f"# ember Triton kernel {k.name} ({self.layout}); args: {arg_doc}",
+            f"# ember Triton kernel {k.name} ({self.layout}); args: {self.arg_doc()}",
             f"# computes: {', '.join(k.origins)}" if k.origins else "",
-            "# `jit` and `libdevice` are bound by ember_inductor.codegen.triton_runtime.load_module",
-            "import triton",
-            "import triton.language as tl",
-            "",
+            *_FILE_HEADER,
         ]
         helpers = helper_sources(body)
         parts = ["\n".join(h for h in header if h is not None)]
         if helpers:
             parts.append(helpers)
-        parts.append(f"@jit\ndef {k.name}({params}):\n{body}\n")
+        parts.append(function)
         return "\n\n".join(parts)
+
+
+_FILE_HEADER = (
+    "# `jit` and `libdevice` are bound by ember_inductor.codegen.triton_runtime.load_module",
+    "import triton",
+    "import triton.language as tl",
+    "",
+)
 
 
 def render_kernel(k: KernelSpec) -> KernelSource:
@@ -552,6 +579,14 @@ class TritonBackend(Backend):
 
     def render(self, kernel: KernelSpec, options) -> KernelSource:
         return render_kernel(kernel)
+
+    def combinable(self, source: KernelSource) -> bool:
+        from ember_inductor.codegen.triton_combo import comboable
+        return comboable(source)
+
+    def render_combo(self, name: str, parts: Sequence[KernelSource]) -> KernelSource:
+        from ember_inductor.codegen.triton_combo import render_combo
+        return render_combo(name, list(parts))
 
     def build(self, sources: Sequence[KernelSource], options) -> list:
         """One launcher per source; compilation happens at the first GPU launch, for all of

@@ -121,10 +121,12 @@ def choose(make_call, problem: gemm.Problem, extern, inputs: list, key: str, cac
 def bench(fn) -> float:
     """GPU milliseconds of `fn`, replayed from a CUDA graph so that host launch costs (which
     differ between ATen, the template and ember's pointwise launcher) do not decide; plain
-    event timing where the call cannot be captured."""
+    event timing where the call cannot be captured. A graph of ~3 ms of calls, replayed ten
+    times (median; H100: ~100 ms per timing with the capture): with 10 ms graphs GPT-2's 49
+    timings took 7.4 s of its cold first call, with 3 ms graphs 5.0 s."""
     fn()  # compile and warm up outside the capture
     try:
-        return do_bench_cudagraph(fn, rep=10, return_mode="median")
+        return do_bench_cudagraph(fn, rep=3, return_mode="median")
     except Exception as e:  # noqa: BLE001
         log.debug("CUDA-graph timing failed (%s); timing launches instead", e)
         torch.cuda.synchronize()
@@ -132,7 +134,11 @@ def bench(fn) -> float:
 
 
 def _compile_all(calls: list[GemmCall], args: list) -> None:
-    """Compile every candidate at once on a thread pool (Triton's AsyncCompileMode)."""
+    """Compile every candidate at once on a thread pool (Triton's AsyncCompileMode). Worker
+    processes that compiled the candidates into Triton's disk cache were tried (H100, 2026-11-24):
+    the main process then found every kernel in the cache, but the workers' start (importing
+    torch and Triton) and their cold compiles (each builds its own launchers) cost more than
+    they saved: GPT-2's candidates 15 s -> 28 s, the MLP's 3.5 s -> 14 s."""
     try:
         with triton_cache_dir(calls[0].cache_dir), ThreadPoolExecutor(min(8, len(calls))) as pool, \
                 AsyncCompileMode(pool):

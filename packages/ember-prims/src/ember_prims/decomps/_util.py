@@ -68,6 +68,7 @@ class Kind(enum.Enum):
     INT_TO_FLOAT = "int_to_float"  # bool/int promote to the default float dtype
     ALWAYS_BOOL = "always_bool"  # compute in the promoted dtype, return bool
     NO_OPMATH = "no_opmath"  # do not upcast float16/bfloat16 for the computation
+    COMPLEX_TO_FLOAT = "complex_to_float"  # as DEFAULT, but a complex result is real (abs)
 
 
 def _is_float(dt):
@@ -253,6 +254,8 @@ def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None):
     out = prim(*(operand(a, compute, shape, device) for a in args))
     if kind is Kind.ALWAYS_BOOL:
         return out
+    if kind is Kind.COMPLEX_TO_FLOAT and dtype.is_complex:
+        dtype = dtype.to_real()
     return convert(out, result_dtype or dtype)
 
 

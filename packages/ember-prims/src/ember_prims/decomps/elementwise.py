@@ -21,7 +21,7 @@ _INT_TO_FLOAT_UNARY = [
     "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
     "lgamma", "reciprocal",
 ]
-_DEFAULT_UNARY = ["abs", "neg", "sign", "bitwise_not"]
+_DEFAULT_UNARY = ["neg", "sign", "bitwise_not"]
 _ROUNDING = ["floor", "ceil", "round", "trunc"]  # the identity on integers
 
 
@@ -38,6 +38,7 @@ for _n in _INT_TO_FLOAT_UNARY:
     _unary(_n, getattr(P, _n), Kind.INT_TO_FLOAT)
 for _n in _DEFAULT_UNARY:
     _unary(_n, getattr(P, _n), Kind.DEFAULT)
+_unary("abs", P.abs, Kind.COMPLEX_TO_FLOAT)  # |a + bi| is real
 
 
 def _rounding(name):
