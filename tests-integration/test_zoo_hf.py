@@ -41,8 +41,7 @@ pytestmark = pytest.mark.slow
 # Training steps that torch.compile does not capture in one graph either: the graphs and breaks
 # of torch._dynamo.explain on the same step (transformers 5.23, torch 2.13, 2026-11-24), and the
 # cause. Capture alone runs them without fullgraph=True; ember makes as many graphs. It counts
-# more breaks (one per frame the break unwinds: gpt2 2, hubert and wav2vec2 5, one of them a
-# dict.pop on the kwargs of a resumed output_capturing wrapper, run eagerly with no graph lost).
+# more breaks, one per frame the break unwinds (gpt2 2, hubert and wav2vec2 4).
 NOT_ONE_GRAPH_TRAINING = {
     "gpt2": ((2, 1), "with labels, PreTrainedModel.loss_function calls logger.warning_once (GPT2LMHeadModel has "
                      "no loss_type), an lru_cache-wrapped function transformers sets on logging.Logger: an "
