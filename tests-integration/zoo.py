@@ -6,13 +6,20 @@ builds each model with random weights (no downloads), runs it eagerly and throug
 ``ember_capture.capture`` on two calls with fresh inputs, and prints, per model, the number of
 graphs and graph breaks ember made, whether the outputs equal eager, and the break reasons
 (``--reasons``). ``--torch`` adds torch.compile's counts (``torch._dynamo.explain``, the
-reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test.
+reference). ``tests-integration/test_zoo_hf.py`` runs the same table as a test, and each model
+through ember.compile in inference and a training step (``inference_check``,
+``training_check``). ``EMBER_ZOO_DEVICE=cuda`` builds the models there (default: cpu).
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import copy
 import dataclasses
+import functools
+import os
+import re
 import time
 import warnings
 
@@ -135,12 +142,53 @@ SPECS = [
 ]
 
 
-def build(spec: Spec):
+DEVICE = os.environ.get("EMBER_ZOO_DEVICE", "cpu")
+
+# Config fields whose value makes a model random in train(): dropout, layer-drop and drop-path
+# probabilities, SpecAugment's masking rates (wav2vec2, HuBERT).
+_RANDOM_FIELDS = re.compile(r"drop|mask_(time|feature)_prob")
+
+
+def _no_randomness(config) -> None:
+    """Sets every random-in-training probability of a config and of its sub-configs to 0."""
+    import transformers
+    for key, value in list(vars(config).items()):
+        if isinstance(value, transformers.PretrainedConfig):
+            _no_randomness(value)
+        elif _RANDOM_FIELDS.search(key) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            setattr(config, key, type(value)(0))
+
+
+def build(spec: Spec, train: bool = False):
+    """The model on DEVICE in eval() mode, or with train=True in train() mode with every dropout
+    probability of its config at 0 (and any nn.Dropout left in eval()), so that a training step is
+    a deterministic function that eager and compiled runs can be compared on."""
     import transformers
     config = getattr(transformers, spec.config)(**spec.kwargs)
     config._attn_implementation = "eager" if spec.name in ("gpt-neo",) else config._attn_implementation
+    if train:
+        _no_randomness(config)
     torch.manual_seed(0)
-    return getattr(transformers, spec.model)(config).eval()
+    model = getattr(transformers, spec.model)(config).to(DEVICE)
+    if not train:
+        return model.eval()
+    model.train()
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
+    return model
+
+
+def inputs(spec: Spec, seed: int, train: bool = False, dtype=torch.float32) -> dict:
+    """The forward kwargs of call `seed`, on DEVICE, floats in `dtype`. For a training step of a
+    model with a language-model head, labels too (the model's loss is then one of its outputs)."""
+    torch.manual_seed(seed)
+    kwargs = spec.inputs()
+    if train and spec.kind == "decoder":
+        kwargs["labels"] = kwargs["input_ids"]
+    elif train and spec.kind == "encoder-decoder":
+        kwargs["labels"] = kwargs["decoder_input_ids"]
+    return {k: v.to(DEVICE, dtype) if v.is_floating_point() else v.to(DEVICE) for k, v in kwargs.items()}
 
 
 def flat_tensors(out) -> list:
@@ -157,6 +205,118 @@ def flat_tensors(out) -> list:
     return []
 
 
+def loss_of(out) -> torch.Tensor:
+    """A training step's loss: the sum of the mean squares of the float outputs (the model's own
+    loss among them when labels were given), a deterministic function of every output."""
+    return sum(t.square().mean() for t in flat_tensors(out) if t.is_floating_point())
+
+
+def _step(model, fn, kwargs) -> list:
+    """One training step: [loss] + every parameter's gradient (None where it got none)."""
+    model.zero_grad(set_to_none=True)
+    loss = loss_of(fn(**kwargs))
+    loss.backward()
+    return [loss.detach()] + [p.grad for p in model.parameters()]
+
+
+def _worst(got: list, want: list) -> float:
+    """zoo_vision.worst (max |got - want| / max |want| per tensor, tiny tensors against 1e-3 of
+    the largest), where a gradient that is None on one side only is a mismatch."""
+    from zoo_vision import worst
+    if [g is None for g in got] != [w is None for w in want]:
+        return float("inf")
+    pairs = [(g, w) for g, w in zip(got, want) if w is not None]
+    return worst([g.double() for g, _ in pairs], [w.double() for _, w in pairs])
+
+
+@dataclasses.dataclass
+class Check:
+    """One phase of one model through ember.compile, over two calls with fresh inputs: the worst
+    relative error against eager float32 (`error`), and for a training step eager's own float32
+    error and the compiled float32 error, both against eager float64 (`eager_f64`, `compiled_f64`).
+    `graphs`, `breaks`, `recompiles`: capture's counts after both calls; `fallbacks`: ember's
+    warnings that a graph ran eagerly because the backend failed on it (without fullgraph=True a
+    failure is a warning, and the eager result would equal eager's)."""
+    error: float = 0.0
+    eager_f64: float | None = None
+    compiled_f64: float | None = None
+    graphs: int = 0
+    breaks: list = dataclasses.field(default_factory=list)
+    recompiles: int = 0
+    fallbacks: list = dataclasses.field(default_factory=list)
+
+    def count(self, compiled) -> "Check":
+        import ember
+        stats = ember.compile_record(compiled).capture
+        self.graphs, self.breaks, self.recompiles = len(stats.graphs), [str(b) for b in stats.breaks], stats.recompiles
+        return self
+
+
+@contextlib.contextmanager
+def _fallbacks(check: Check):
+    """Silences warnings, keeping ember's fallback warnings in check.fallbacks."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    check.fallbacks += [str(w.message) for w in caught if str(w.message).startswith("ember:")
+                        and "runs eagerly" in str(w.message)]
+
+
+def inference_check(spec: Spec, compile_fn) -> Check:
+    """`compile_fn(model)` against the model in eval() mode, under no_grad."""
+    from zoo_vision import worst
+    model = build(spec)
+    compiled = compile_fn(model)
+    check = Check()
+    with torch.no_grad(), _fallbacks(check):
+        for call in range(2):
+            kwargs = inputs(spec, 100 + call)
+            want, got = flat_tensors(model(**kwargs)), flat_tensors(compiled(**kwargs))
+            check.error = max(check.error, worst(got, want))
+    return check.count(compiled)
+
+
+def training_check(spec: Spec, compile_fn) -> Check:
+    """A training step (build(spec, train=True): dropout off; loss_of the outputs; backward) of
+    `compile_fn(model)` against eager's: the loss and every parameter's gradient, against eager
+    float32 and, with eager's own float32 error beside it, against eager float64."""
+    eager = build(spec, train=True)
+    ref64, mine = copy.deepcopy(eager).double(), copy.deepcopy(eager)
+    compiled = compile_fn(mine)
+    check = Check(eager_f64=0.0, compiled_f64=0.0)
+    with _fallbacks(check):
+        for call in range(2):
+            kwargs = inputs(spec, 200 + call, train=True)
+            want, got = _step(eager, eager, kwargs), _step(mine, compiled, kwargs)
+            ref = _step(ref64, ref64, inputs(spec, 200 + call, train=True, dtype=torch.float64))
+            check.error = max(check.error, _worst(got, want))
+            check.eager_f64 = max(check.eager_f64, _worst(want, ref))
+            check.compiled_f64 = max(check.compiled_f64, _worst(got, ref))
+    return check.count(compiled)
+
+
+# (backend, phase) -> tolerance on Check.error; a training step also passes when its float32 error
+# against float64 is at most F64_FACTOR times eager's own (test_zoo_hf.py's docstring says why).
+TOL = {("eager", "inference"): 1e-5, ("eager", "training"): 1e-5,
+       ("inductor", "inference"): 1e-4, ("inductor", "training"): 1e-3}
+F64_FACTOR = 2.0
+CHECKS = {"inference": inference_check, "training": training_check}
+
+
+def within(check: Check, backend: str, phase: str) -> bool:
+    if check.fallbacks:
+        return False
+    if check.error <= TOL[backend, phase]:
+        return True
+    return phase == "training" and check.compiled_f64 <= F64_FACTOR * check.eager_f64
+
+
+def run_check(spec: Spec, backend: str, phase: str, fullgraph: bool = False) -> Check:
+    import ember
+    ember.reset()
+    return CHECKS[phase](spec, functools.partial(ember.compile, backend=backend, fullgraph=fullgraph))
+
+
 @dataclasses.dataclass
 class Result:
     name: str
@@ -170,6 +330,9 @@ class Result:
     torch_graphs: int | None = None
     torch_breaks: int | None = None
     seconds: float = 0.0
+    checks: dict = dataclasses.field(default_factory=dict)  # (backend, phase) -> Check, or the error
+    torch_train_graphs: int | None = None
+    torch_train_breaks: int | None = None
 
 
 def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
@@ -190,8 +353,7 @@ def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in range(2):
-            torch.manual_seed(100 + call)
-            kwargs = spec.inputs()
+            kwargs = inputs(spec, 100 + call)
             want = flat_tensors(model(**kwargs))
             try:
                 got = flat_tensors(compiled(**kwargs))
@@ -210,14 +372,41 @@ def measure(spec: Spec, backend=None, rtol=1e-5, atol=1e-5) -> Result:
     return res
 
 
-def measure_torch(spec: Spec, res: Result):
+def measure_torch(spec: Spec, res: Result, training: bool = False):
     import torch._dynamo
     torch._dynamo.reset()
     model = build(spec)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = torch._dynamo.explain(model)(**spec.inputs())
+        out = torch._dynamo.explain(model)(**inputs(spec, 1))
     res.torch_graphs, res.torch_breaks = out.graph_count, out.graph_break_count
+    if training:
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = torch._dynamo.explain(build(spec, train=True))(**inputs(spec, 1, train=True))
+        res.torch_train_graphs, res.torch_train_breaks = out.graph_count, out.graph_break_count
+
+
+def measure_checks(spec: Spec, res: Result):
+    """The four checks of test_zoo_hf.py (without fullgraph=True), into res.checks."""
+    for backend in ("eager", "inductor"):
+        for phase in CHECKS:
+            try:
+                res.checks[backend, phase] = run_check(spec, backend, phase)
+            except Exception as e:  # one phase's failure is one cell
+                res.checks[backend, phase] = f"{type(e).__name__}: {e}"[:200]
+
+
+def _cell(res: Result, backend: str, phase: str) -> str:
+    check = res.checks.get((backend, phase))
+    if check is None:
+        return "-"
+    if isinstance(check, str):
+        return "error"
+    if check.fallbacks:
+        return "NO (ran eagerly)"
+    return "yes" if within(check, backend, phase) else f"NO ({check.error:.1e})"
 
 
 def short(reason: str) -> str:
@@ -232,6 +421,9 @@ def main():
     p.add_argument("--only", default="", help="comma-separated model names")
     p.add_argument("--reasons", action="store_true", help="print each model's break reasons")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    p.add_argument("--checks", action="store_true",
+                   help="also run test_zoo_hf.py's checks: capture alone and the default backend, in inference "
+                        "and a training step, against eager (with --torch, torch.compile's training graphs too)")
     args = p.parse_args()
     only = set(filter(None, args.only.split(",")))
     results, causes = [], collections.Counter()
@@ -242,9 +434,11 @@ def main():
             res = measure(spec)
         except Exception as e:
             res = Result(spec.name, spec.kind, error=f"build: {type(e).__name__}: {e}"[:200])
+        if args.checks and res.error is None:
+            measure_checks(spec, res)
         if args.torch and res.error is None:
             try:
-                measure_torch(spec, res)
+                measure_torch(spec, res, training=args.checks)
             except Exception as e:
                 res.error = f"torch.compile: {type(e).__name__}: {e}"[:200]
         results.append(res)
@@ -254,6 +448,11 @@ def main():
         print(f"{res.name:12s} {res.kind:16s} graphs {res.graphs:2d} breaks {res.breaks:2d} eager-frames "
               f"{res.fallbacks:2d} equal {res.equal}{tc}  ({res.seconds:.1f}s){'  ERROR ' + res.error if res.error else ''}",
               flush=True)
+        for (backend, phase), check in res.checks.items():
+            detail = check if isinstance(check, str) else (
+                f"error {check.error:.1e} (float64: eager {check.eager_f64 or 0:.1e}, ember {check.compiled_f64 or 0:.1e}) "
+                f"graphs {check.graphs} breaks {len(check.breaks)} recompiles {check.recompiles}")
+            print(f"     {backend:8s} {phase:9s} {_cell(res, backend, phase):14s} {detail}", flush=True)
         if args.reasons:
             for r in res.reasons:
                 print("     ", r[:300])
@@ -261,12 +460,23 @@ def main():
     for cause, n in causes.most_common(40):
         print(f"{n:3d}  {cause}")
     if args.markdown:
-        print("\n| model | kind | ember graphs | ember breaks | equal to eager | torch.compile graphs | breaks |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for r in results:
-            print(f"| {r.name} | {r.kind} | {r.graphs} | {r.breaks} | {'yes' if r.equal else 'NO'} | "
-                  f"{r.torch_graphs if r.torch_graphs is not None else '-'} | "
-                  f"{r.torch_breaks if r.torch_breaks is not None else '-'} |")
+        print(markdown(results))
+
+
+def markdown(results: list) -> str:
+    def n(v):
+        return "-" if v is None else v
+    out = ["| model | kind | ember graphs | ember breaks | equal to eager | torch.compile graphs | breaks | "
+           "default backend: inference | training step: capture alone | default backend | ember graphs | "
+           "torch.compile graphs |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        train = r.checks.get(("eager", "training"))
+        out.append(f"| {r.name} | {r.kind} | {r.graphs} | {r.breaks} | {'yes' if r.equal else 'NO'} | "
+                   f"{n(r.torch_graphs)} | {n(r.torch_breaks)} | {_cell(r, 'inductor', 'inference')} | "
+                   f"{_cell(r, 'eager', 'training')} | {_cell(r, 'inductor', 'training')} | "
+                   f"{train.graphs if isinstance(train, Check) else '-'} | {n(r.torch_train_graphs)} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -433,3 +433,21 @@ def test_outputs_viewing_one_intermediate_share_its_memory(grad):
     else:
         out[1].mul_(0)
         torch.testing.assert_close(out[0][1], torch.zeros(4))  # the write is seen through y
+
+
+def test_inplace_as_strided_of_an_intermediate():
+    # ATen's adaptive_avg_pool2d to 1x1 of a channels-last input restrides its mean in place
+    # (as_strided_ with no storage offset): the view step hangs off the base (Note [as_strided
+    # views]); it crashed the trace (a None offset added to an int).
+    def f(x):
+        y = x * 2
+        y.as_strided_((2, 3, 1), (3, 1, 3))
+        z = (x + 1)[1:]
+        z.as_strided_((3,), (1,))  # a view with an offset into its base: the offset is kept
+        return (y + 1, z * 3, torch.nn.functional.adaptive_avg_pool1d(x.t().unsqueeze(0), 1))
+
+    gm = torch.fx.symbolic_trace(f)
+    compiled = aot(gm, [torch.randn(2, 3)], fw_compiler=eager_compiler)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        assert_same(compiled(x), f(x))

@@ -294,8 +294,12 @@ class Functionalizer:
                     other.base = shadow
         self._record(op, args, kwargs, node=node)  # updates the fake's metadata; records nothing
         rest = tuple(normalize_args(op, args, kwargs)[1:])
-        e.chain = e.chain + ((view_op, rest, None),)
-        e.node, e.version = self._replay((view_op, rest, None), node), self.versions[id(e.base)]
+        if view_op is aten.as_strided.default:  # Note [as_strided views]: a step off the base itself
+            e.chain = _as_strided_chain(e, before, rest)
+            node = self.node_of(e.base)
+        else:
+            e.chain = e.chain + ((view_op, rest, None),)
+        e.node, e.version = self._replay(e.chain[-1], node), self.versions[id(e.base)]
         return x
 
     def _mark_views(self, op, args, kwargs, out):
