@@ -13,7 +13,6 @@ float32, each against eager float64, and the ratio ember / eager.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import warnings
 
@@ -24,19 +23,9 @@ import zoo_vision as Z
 
 def measure(spec, device):
     import ember
-    base = Z._quiet(Z.build(spec).train()).to(device)
-    ref64 = copy.deepcopy(base).double()
+    base = Z.build(spec).to(device)
     runs = {"eager": lambda m: m, "ember": ember.compile, "torch.compile": torch.compile}
-    errors = {}
-    for label, compile_fn in runs.items():
-        m = copy.deepcopy(base).float()
-        fn = compile_fn(m)
-        err = 0.0
-        for call in range(2):
-            want = Z.step_results(ref64, ref64, spec, device, torch.float64, 300 + call)
-            got = Z.step_results(m, fn, spec, device, torch.float32, 300 + call)
-            err = max(err, Z.worst([t.double() for t in got], want))
-        errors[label] = err
+    errors = Z.errors_against_float64(spec, base, runs, device)
     errors["ember/eager"] = errors["ember"] / errors["eager"] if errors["eager"] else float("inf")
     return dict(name=spec.name, **errors)
 

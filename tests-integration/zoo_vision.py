@@ -163,22 +163,22 @@ def step_results(model, fn, spec: Spec, device, dtype, seed: int) -> list:
     return [loss.detach()] + [p.grad.detach() for p in model.parameters() if p.grad is not None]
 
 
-def errors_against_float64(spec: Spec, model, compile_fn, device) -> tuple[float, float]:
-    """(compiled float32 error, eager float32 error), each the worst relative error of the loss
-    and every gradient against eager float64, over two training steps on fresh inputs
-    (Note [float64 reference])."""
+def errors_against_float64(spec: Spec, model, compilers: dict, device) -> dict:
+    """label -> the worst relative error of the loss and every gradient of that compiler's
+    float32 training step (`compilers[label](module) -> callable`) against eager float64, over
+    two steps on fresh inputs (Note [float64 reference])."""
     base = _quiet(copy.deepcopy(model).train())
     ref64 = copy.deepcopy(base).double()
-    errors = []
-    for fn_of in (compile_fn, lambda m: m):
+    errors = {}
+    for label, compile_fn in compilers.items():
         m = copy.deepcopy(base).float()
-        fn, err = fn_of(m), 0.0
+        fn, err = compile_fn(m), 0.0
         for call in range(2):
             want = step_results(ref64, ref64, spec, device, torch.float64, 300 + call)
             got = step_results(m, fn, spec, device, torch.float32, 300 + call)
             err = max(err, worst([t.double() for t in got], want))
-        errors.append(err)
-    return errors[0], errors[1]
+        errors[label] = err
+    return errors
 
 
 def measure(spec: Spec, device: str, with_torch: bool) -> dict:
@@ -220,8 +220,8 @@ def measure(spec: Spec, device: str, with_torch: bool) -> dict:
     if DTYPE == torch.float32 and row.get("inductor_training") is not None and not ok(row, "inductor_training"):
         ember.reset()  # Note [float64 reference]: the same step, each float32 program against float64
         try:
-            row["inductor_training_f64"], row["eager_training_f64"] = errors_against_float64(
-                spec, model, ember.compile, device)
+            errors = errors_against_float64(spec, model, {"ember": ember.compile, "eager": lambda m: m}, device)
+            row["inductor_training_f64"], row["eager_training_f64"] = errors["ember"], errors["eager"]
         except Exception as e:
             row["inductor_training_f64_error"] = f"{type(e).__name__}: {e}"[:300]
     if with_torch:
