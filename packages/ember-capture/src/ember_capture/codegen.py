@@ -110,7 +110,7 @@ class Rebuilder:
             return name
         if isinstance(v, CellVar) and getattr(v, "real_cell", None) is not None:
             return v.cell_source  # a cell the frame was given: the same cell object
-        if isinstance(v, IterVar) and getattr(v, "source", None) is not None:
+        if isinstance(v, IterVar) and v.source is not None:
             return self.read(v.source)  # Note [Iterators from the inputs]: the same object, its position written back
         if isinstance(v, (ListVar, DictVar, SetVar, NewObjVar, CellVar, IterVar)):
             # One real object per symbolic one: a list on the stack and in a local stays shared.

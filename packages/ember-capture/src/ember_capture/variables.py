@@ -119,6 +119,10 @@ class IterVar(Var):
         self.pos = 0
         self.pull = pull
         self.py_type = py_type  # what type() says: list_iterator, generator, map, zip, ...
+        # an iterator from the inputs: where it was read, and its position then (Note
+        # [Iterators from the inputs] in builder.py); None for one the trace made
+        self.source: str | None = None
+        self.start = 0
         self.check = None  # before each next(): the error it raises (a dict iterator's, its dict changed size), or None
 
     def more(self) -> bool:
