@@ -59,6 +59,7 @@ class CompiledGraph:
         # positions of the mutated inputs the kernels write in place, returned as themselves
         # (Note [mutated inputs written in place])
         self.written_in_place: list[int] = []
+        self.host_scalars: list[str] = []  # Note [host scalars] (lowering/__init__.py)
         self._as_compiled = _LayoutCheck.of(input_layouts)
 
     def __call__(self, inputs):
@@ -209,7 +210,9 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
             if isinstance(ps.step, KernelGroup):
                 name = f"kernel{len(specs)}"
                 names[id(ps.step)] = name
-                specs.append(finalize(ps.step, ps.live_out, name, lowered.hints))
+                on_device = kernel_backends[len(specs)] == "triton" and ps.step.nodes[0].device.type != "cpu"
+                specs.append(finalize(ps.step, ps.live_out, name, lowered.hints,
+                                      lowered.host_scalars if on_device else frozenset()))
         # Triton: 32-bit indices for symbolic kernels, under guards (Note [32-bit indices of symbolic kernels])
         triton_at = [i for i, b in enumerate(kernel_backends) if b == "triton"]
         for i, narrowed in zip(triton_at, narrow_indices([specs[i] for i in triton_at], lowered.env)):
@@ -236,7 +239,9 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         for b in dict.fromkeys(kernel_backends):
             mine = [src for src, kb in launched if kb == b]
             launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
-        call_args = {s.name: (s.origins, [a.name for a in s.args], list(s.sizevars))
+        # Note [host scalars]: a scalar argument is the 0-d CPU buffer's value, read at the launch
+        call_args = {s.name: (s.origins, [f"{a.name}.item()" if a.role == "scalar" else a.name for a in s.args],
+                              list(s.sizevars))
                      for s in specs + [c.kernel for c in combo_sources]}
         at_storage_start = backend_name == "triton" or "triton" in kernel_backends  # Note [input offsets]
         source, namespace = generate_wrapper(lowered, planned, names, launchers, call_args, at_storage_start,
@@ -250,6 +255,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
     compiled.written_in_place = sorted(positions[name] for name in in_place.values())
+    # Note [host scalars]: values read on the host at each launch (no CUDA graph may freeze them)
+    compiled.host_scalars = sorted({a.name for s in specs for a in s.args if a.role == "scalar"})
     compiled.schedule = fused_graph(planned, names, specs)  # what the diagram draws (diagram.py)
     _report(compiled, gm, specs, options, compiled.schedule if options.trace_graph_diagram else None)
     return compiled

@@ -37,7 +37,7 @@ def fused_graph(planned, kernel_names: dict, specs) -> list[DiagramStep]:
             out.append(DiagramStep(step.name, "extern", f"{_op_name(step.op)} ({step.origin})", reads, writes))
             continue
         spec = by_name[kernel_names[id(step)]]
-        reads = tuple(a.name for a in spec.args if a.role in ("in", "inout"))
+        reads = tuple(a.name for a in spec.args if a.role in ("in", "inout", "scalar"))
         writes = tuple(a.name for a in spec.args if a.role in ("out", "inout"))
         label = ", ".join(spec.origins)
         if spec.sizevars:  # symbolic sizes print as their names (Note [symbolic sizes in the inductor])

@@ -13,7 +13,10 @@ from ember_inductor.scheduler import KernelGroup
 from ember_inductor.sizes import known_equal, size_symbols
 
 
-def finalize(group: KernelGroup, live_out: set, name: str, hints: dict | None = None) -> KernelSpec:
+def finalize(group: KernelGroup, live_out: set, name: str, hints: dict | None = None,
+             host_scalars: frozenset = frozenset()) -> KernelSpec:
+    """host_scalars: buffers this kernel takes by value (role "scalar": Note [host scalars] in
+    lowering/__init__.py)."""
     ops = _dead_code(group.kb.ops, live_out)
     ops = [dataclasses.replace(o, index=simplify_index(o.index)) if o.index is not None else o for o in ops]
     ranges, ops = merge_dims(list(group.ranges), "x", range_var, ops)
@@ -23,7 +26,10 @@ def finalize(group: KernelGroup, live_out: set, name: str, hints: dict | None = 
         if o.kind in ("load", "store") and o.target not in seen:
             seen.add(o.target)
             dtype = o.dtype if o.kind == "load" else next(n.dtype for n in group.nodes if n.name == o.target)
-            args.append(KernelArg(o.target, dtype, "in" if o.kind == "load" else "out"))
+            role = "in" if o.kind == "load" else "out"
+            if role == "in" and o.target in host_scalars:
+                role = "scalar"
+            args.append(KernelArg(o.target, dtype, role))
     args.sort(key=lambda a: a.role == "out")
     origins = tuple(dict.fromkeys(orig for n in group.nodes for orig in n.origins if orig))
     # Note [symbolic sizes in the inductor]: the size symbols the kernel's loops and indices use

@@ -135,7 +135,7 @@ def plan_combos(planned: list[PlannedStep], names: dict, sources: dict, comboabl
             name = names[id(step)]
             args = sources[name].kernel.args
             reads = set().union(*(memory(a.name) for a in args if a.role != "out"))
-            writes = set().union(*(memory(a.name) for a in args if a.role != "in"))
+            writes = set().union(*(memory(a.name) for a in args if a.role in ("out", "inout")))
             if max_parts > 1 and comboable(sources[name]):
                 device = step.nodes[0].device
                 for c in opened:

@@ -67,7 +67,8 @@ class Op:
 class KernelArg:
     name: str              # buffer name in the wrapper
     dtype: torch.dtype
-    role: str              # "in" | "out" | "inout"
+    role: str              # "in" | "out" | "inout" | "scalar" (a 0-d value passed by value,
+                           # loaded at index 0: Note [host scalars] in lowering/__init__.py)
 
 
 @dataclass(frozen=True)

@@ -517,10 +517,23 @@ def graph_label(gm: torch.fx.GraphModule) -> str:
     return "a compiled graph"
 
 
-def _not_capturable(example_inputs: list) -> str | None:
+def _not_capturable(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
+    """Why a graph cannot be replayed as a CUDA graph, or None. A CUDA graph replays the device's
+    work only: work on the CPU (an input, or a value the graph computes there: an optimizer's
+    bias correction from its CPU step count, a CPU random draw) would run once, at the
+    recording, and every replay would reuse its result, which may be stale by then. The value
+    a kernel takes by value from the host (Note [host scalars] in ember_inductor) is such a
+    result."""
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor) and x.device.type != "cuda":
             return f"input {i} is a {x.device.type.upper()} tensor"
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        vals = node.meta.get("val")
+        for v in vals if isinstance(vals, (tuple, list)) else (vals,):
+            if isinstance(v, torch.Tensor) and v.device.type == "cpu":
+                return f"it computes {node.name} on the CPU"
     return None
 
 
@@ -547,7 +560,7 @@ def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: fro
 
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         compiled = fw_inner(gm, example_inputs)
-        reason = _not_capturable(example_inputs)
+        reason = _not_capturable(gm, example_inputs)
         if reason is not None:
             log(f"{where} runs without CUDA graphs: {reason}")
             return compiled
@@ -564,6 +577,10 @@ def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: fro
         compiled = bw_inner(gm, example_inputs)
         forward = gm.meta.get("ember_compiled_forward")
         if not isinstance(forward, GraphRunner):
+            return compiled
+        reason = _not_capturable(gm, example_inputs)
+        if reason is not None:
+            log(f"the backward of {where} runs without CUDA graphs: {reason}")
             return compiled
         runner = BackwardRunner(compiled, forward, label=f"the backward of {where}", log=log)
         runner.compiled_graph = getattr(compiled, "compiled_graph", None)

@@ -165,6 +165,7 @@ class _KernelWriter:
         self.int64 = _needs_int64(k)
         self.params = {a.name: f"p{i}" for i, a in enumerate(k.args)}
         self.buf_dtype = {a.name: a.dtype for a in k.args}
+        self.scalars = {a.name for a in k.args if a.role == "scalar"}
         self.used = set().union(*(o.index.free_symbols for o in k.ops if o.index is not None))
         self.inner_ids = {i for st in self.k.stages if st.inner for i in st.ops}
         self.evict: str | None = None  # eviction policy of inner loads in the loop being written
@@ -298,6 +299,11 @@ class _KernelWriter:
             mask = self._mask_for(op)
             if op.mask is not None:  # masked-off lanes read 0 and touch no memory
                 mask = f"{mask} & {self.k.op(op.mask).name}" if mask else self.k.op(op.mask).name
+            if op.target in self.scalars:  # Note [host scalars]: the value itself, an fp32 argument
+                value = f"(({self.params[op.target]}) + tl.zeros([1], tl.float32)).to({TL_DTYPE[op.dtype]})"
+                emit(f"{name} = tl.where({self.k.op(op.mask).name}, {value}, 0)" if op.mask is not None
+                     else f"{name} = {value}")
+                return
             ptr = f"{self.params[op.target]} + {_print(op.index)}"
             if mask and not any(v.name[0] in "xr" for v in op.index.free_symbols):
                 # one address for every lane (a 0-d tensor stacked with others: a mask over the

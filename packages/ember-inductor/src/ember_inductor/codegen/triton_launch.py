@@ -23,8 +23,11 @@ from ember_inductor.codegen.triton_runtime import interpreting, load_module, sou
 _DEFAULT_CACHE = "~/.cache/ember"
 
 
-def _storage_base(t: torch.Tensor) -> torch.Tensor:
-    # Kernel indices count elements from the start of the storage (offsets folded in).
+def _storage_base(t):
+    # Kernel indices count elements from the start of the storage (offsets folded in). A
+    # number (a host scalar: Note [host scalars] in lowering/__init__.py) is passed as it is.
+    if not isinstance(t, torch.Tensor):
+        return t
     return t if t.storage_offset() == 0 else t.as_strided((1,), (1,), 0)
 
 
@@ -86,6 +89,8 @@ class TritonLauncher:
         # Note [symbolic sizes in the inductor]: the size symbols follow the tensors; the grid's
         # extent is computed from them at each launch
         self.n_tensors = len(source.kernel.args)
+        # the first argument that is a tensor (a host scalar is a number): it tells the device
+        self.probe = next((i for i, a in enumerate(source.kernel.args) if a.role != "scalar"), 0)
         sizevars = self.meta.get("sizevars", ())
         # Note [size arguments] (triton.py): the numbers of elements that follow the sizes
         # (a kernel whose numbers of elements are all static has none: an empty tuple)
@@ -96,7 +101,7 @@ class TritonLauncher:
     def warmup(self) -> None:
         """Compile the heuristic config for the current GPU without launching (mock arguments)."""
         cfg = self.meta["configs"][0]
-        dtypes = [a.dtype for a in self.kernel_source.kernel.args]
+        dtypes = [0.5 if a.role == "scalar" else a.dtype for a in self.kernel_source.kernel.args]
         hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
         if hints:
             hints = list(self._scalars(hints)[0])
@@ -132,12 +137,12 @@ class TritonLauncher:
         sizes, xnumel = self._scalars(args[self.n_tensors:])
         if xnumel == 0:
             return
-        if self._warm and tensors[0].is_cuda:
+        if self._warm and tensors[self.probe].is_cuda:
             fast = self._fast_by_spec.get(_int_specialization(sizes))
             if fast is not None and fast.launch_now(tensors, sizes, self.grid(self._config[False], xnumel)):
                 return
         tensors = [_storage_base(t) for t in tensors]
-        interpret = not tensors[0].is_cuda
+        interpret = not tensors[self.probe].is_cuda
         fn = self.kernel(interpret)
         if interpret:
             cfg = self.config(tensors, interpret, sizes)
@@ -180,12 +185,12 @@ class TritonLauncher:
             self._launch_symbolic(tensors)
             return
         fast = self._fast
-        if fast is not None and tensors[0].is_cuda and fast.launch_now(tensors):
+        if fast is not None and tensors[self.probe].is_cuda and fast.launch_now(tensors):
             return
         if self.meta["xnumel"] == 0 or self.meta.get("ynumel") == 0:
             return  # empty iteration space: nothing to launch (a grid of 0 is an error)
         tensors = [_storage_base(t) for t in tensors]
-        interpret = not tensors[0].is_cuda
+        interpret = not tensors[self.probe].is_cuda
         fn = self.kernel(interpret)
         if interpret:
             cfg = self.config(tensors, interpret)
@@ -219,12 +224,13 @@ class TritonLauncher:
         self._fast = self._fast_launch(compiled, tensors, fn, cfg, 0)
 
     def _fast_launch(self, compiled, tensors, fn, cfg, n_sizes: int):
-        if compiled is None or not all(t.data_ptr() % 16 == 0 for t in tensors):
+        if compiled is None or not all(t.data_ptr() % 16 == 0 for t in tensors if isinstance(t, torch.Tensor)):
             return None
         kw = cfg.kwargs()
         consts = tuple(kw[name] for name in fn.arg_names[len(tensors) + n_sizes:])
         grid = None if n_sizes else tuple(self.grid(cfg))
-        return FastLaunch(compiled, grid, consts, tuple(t.element_size() for t in tensors))
+        return FastLaunch(compiled, grid, consts,
+                          tuple(t.element_size() if isinstance(t, torch.Tensor) else None for t in tensors))
 
 
 def _int_specialization(values) -> tuple:
@@ -263,6 +269,7 @@ class FastLaunch:
         self.grid = None if grid is None else tuple(grid) + (1,) * (3 - len(grid))
         self.consts = consts
         self.itemsizes = itemsizes  # of the tensor arguments: their storages' addresses are computed here
+        # (None: a host scalar, passed as the number it is: Note [host scalars])
 
     def launch_now(self, tensors, sizes=(), grid=None) -> bool:
         """Launch on the current stream and return True, or return False (nothing launched)
@@ -275,6 +282,9 @@ class FastLaunch:
         # takes an int as the pointer itself, with no view made and no driver query per tensor).
         bases = []
         for t, itemsize in zip(tensors, self.itemsizes):
+            if itemsize is None:
+                bases.append(t)
+                continue
             offset = t.storage_offset()
             address = t.data_ptr() - offset * itemsize if offset else t.data_ptr()
             if address % 16:

@@ -1,0 +1,121 @@
+"""0-d CPU values read by CUDA kernels (Note [host scalars] in ember_inductor/lowering): a
+floating 0-d CPU value that the GPU's kernels read is passed to them by value (`buf.item()` in
+the wrapper) instead of being copied to the device by an eager `device_put` per use; other
+dtypes keep the copy. Graphs with such values never replay as CUDA graphs (the value would be
+frozen at the recording). Each result is compared with eager on fresh inputs over several calls:
+float32 rtol=1e-5 atol=1e-6, bfloat16 rtol=1.6e-2 atol=1e-2 (one rounding of the product),
+float64 exact to 1e-12.
+"""
+import warnings
+
+import pytest
+import torch
+
+import ember
+
+pytestmark = pytest.mark.gpu
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+ADAM = dict(rtol=1e-4, atol=1e-5)  # AdamW's division by sqrt: a few ulps apart, as in test_training_step
+BF16 = dict(rtol=1.6e-2, atol=1e-2)
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    """A graph that runs eagerly (ember warns) fails the test."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    said = [str(w.message) for w in caught if str(w.message).startswith("ember")]
+    assert not said, said
+
+
+EAGER_PUT = "a copy between devices"  # the comment on an eager device_put in the wrapper
+
+
+def sources(compiled) -> str:
+    return "\n".join(g.stage("generated source").text for g in ember.compile_report(compiled).graphs)
+
+
+def scale_shift(x, s, t):
+    a = torch.sqrt(1 - 0.999 ** s)      # CPU arithmetic on the 0-d values
+    return x * a + (t / a) * x.sin()    # read by the GPU's kernel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_scalars_reach_the_kernel_by_value(dtype):
+    f = ember.compile(scale_shift)
+    for step in range(1, 5):
+        x = torch.randn(1000, device="cuda", dtype=dtype)
+        s, t = torch.tensor(float(step)), torch.tensor(-0.25 * step, dtype=dtype)
+        torch.testing.assert_close(f(x, s, t), scale_shift(x, s, t), **(F32 if dtype == torch.float32 else BF16))
+    code = sources(f)
+    assert ".item()" in code and EAGER_PUT not in code, code
+
+
+def test_float64_scalar_keeps_its_precision():
+    """A float64 value is not passed as an fp32 argument: it is copied to the device."""
+    f = ember.compile(lambda x, s: x * (s * 3.0))
+    for k in range(3):
+        x = torch.randn(64, device="cuda", dtype=torch.float64)
+        s = torch.tensor(1.0 + 1e-12 * (k + 1), dtype=torch.float64)
+        torch.testing.assert_close(f(x, s), x * (s * 3.0), rtol=1e-14, atol=1e-14)
+    assert ".item()" not in sources(f)
+
+
+def test_scalar_written_then_read_in_one_graph():
+    """The CPU value is updated in place (an optimizer's step count) and read after the write."""
+    def step(p, g, count):
+        count.add_(1)
+        p.sub_(g * (0.1 / (1 - 0.9 ** count)))
+        return p
+
+    p_e, p_c = torch.randn(300, device="cuda"), None
+    p_c = p_e.clone()
+    c_e, c_c = torch.tensor(0.0), torch.tensor(0.0)
+    f = ember.compile(step)
+    for _ in range(4):
+        g = torch.randn(300, device="cuda")
+        step(p_e, g, c_e)
+        f(p_c, g, c_c)
+        torch.testing.assert_close(p_c, p_e, **F32)
+        assert c_c.device.type == "cpu" and c_c.item() == c_e.item()
+
+
+def test_adamw_on_cuda_has_no_device_copies_per_parameter():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
+    ref.load_state_dict(model.state_dict())
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref)]
+    f = ember.compile(lambda: opts[0].step())
+    for _ in range(4):
+        for m in (model, ref):
+            m.zero_grad()
+        x = torch.randn(16, 32, device="cuda")
+        for m in (model, ref):
+            m(x).square().mean().backward()
+        f()
+        opts[1].step()
+        for a, b in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b, **ADAM)
+    for a, b in zip(model.parameters(), ref.parameters()):
+        sa, sb = opts[0].state[a], opts[1].state[b]
+        assert sa["step"].device.type == "cpu" and sa["step"].item() == sb["step"].item()
+        torch.testing.assert_close(sa["exp_avg_sq"], sb["exp_avg_sq"], **ADAM)
+    code = sources(f)
+    assert ".item()" in code and EAGER_PUT not in code, code
+
+
+def test_graph_with_cpu_work_is_not_recorded():
+    """Under reduce-overhead a CPU random draw (or any CPU value the GPU reads) must be drawn
+    again on every call: the graph runs without a CUDA graph."""
+    def noisy(x):
+        return x * torch.rand(())
+
+    f = ember.compile(noisy, mode="reduce-overhead")
+    x = torch.ones(128, device="cuda")
+    outs = [f(x).clone() for _ in range(5)]
+    assert len({o[0].item() for o in outs}) == 5
+    for o in outs:
+        assert torch.all(o == o[0])
