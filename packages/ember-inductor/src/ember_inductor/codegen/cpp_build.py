@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -21,6 +22,7 @@ import torch
 
 from ember_inductor.codegen.common import BuildError
 
+log = logging.getLogger("ember_inductor")
 _LOADED: dict[str, ctypes.CDLL] = {}
 _LOCK = threading.Lock()
 
@@ -30,7 +32,79 @@ def compiler_command(options) -> list[str]:
     if compiler is None:
         raise BuildError(f"C++ compiler {options.cpp_compiler!r} not found on PATH: install g++ "
                          f"(or clang++) or choose another with options={{'cpp_compiler': ...}}")
-    return [compiler, *options.cpp_flags, "-fno-math-errno", "-shared", "-fPIC"]
+    cmd = [compiler, *options.cpp_flags, "-fno-math-errno", "-shared", "-fPIC"]
+    return cmd + list(_compiler_workaround(tuple(cmd), options.resolved_cache_dir))
+
+
+# Note [miscompiling compilers]
+#     g++ 12.2 with `-O3 -march=native -fopenmp` on an AVX-512 machine (an AMD EPYC, Zen 4)
+#     vectorizes the kernel below (a `#pragma omp simd` loop selecting between two float values by
+#     int64 index comparisons: a backward of writes through a transposed and a flat view) into
+#     code that writes 0 where the select should give 2: gradients silently wrong, on that
+#     machine only. So before the first kernel of a process, this canary is built with the
+#     command the kernels would get and run; if its result is wrong, the first of WORKAROUNDS
+#     whose build gives the right result is added to every kernel's command (`-mno-avx512f`
+#     fixes g++ 12.2, keeping AVX2 vectors), and no working one is an error (the graph then runs
+#     eagerly, with ember's one warning). The canary is cached like a kernel (by its text and the
+#     command): a later process only loads and runs it.
+_CANARY = r"""#include <cstdint>
+extern "C" void ember_canary(const float* __restrict__ p0, float* __restrict__ p1) {
+  const int64_t tmp1 = ((int64_t)0LL);
+  const float tmp3 = p0[0];
+  const int64_t tmp5 = ((int64_t)3LL);
+  const float tmp7 = 0x0.0p+0f;
+  const float tmp10 = 0x1.0000000000000p+1f;
+  for (int64_t x0 = 0; x0 < 3; x0++) {
+    #pragma omp simd
+    for (int64_t x1 = 0; x1 < 5; x1++) {
+      const bool tmp2 = (((int64_t)x0) == tmp1);
+      const bool tmp6 = (((int64_t)(3*x1)) == tmp5);
+      const float tmp11 = ((tmp3 + (tmp6 ? tmp3 : tmp7)) * tmp10);
+      const bool tmp13 = (((int64_t)((3*x1) + x0)) == tmp5);
+      const float tmp16 = ((tmp3 + (tmp13 ? tmp3 : tmp7)) * tmp10);
+      p1[((5*x0) + x1)] = (tmp2 ? tmp11 : tmp16);
+    }
+  }
+}
+"""
+WORKAROUNDS = (("-mno-avx512f",), ("-fno-tree-loop-if-convert",), ("-O1",))
+_CHECKED: dict[tuple, tuple] = {}
+
+
+def canary_passes(cmd: Sequence[str], cache_dir: str) -> bool:
+    """Whether the canary of Note [miscompiling compilers], built with `cmd`, computes right."""
+    path = os.path.join(cache_dir, "cpp", "canary",
+                        hashlib.sha256(repr((_CANARY, tuple(cmd))).encode()).hexdigest()[:32] + ".so")
+    _compile(_CANARY, path, list(cmd))
+    fn = ctypes.CDLL(path).ember_canary
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+    one, out = torch.ones(1), torch.zeros(3, 5)
+    fn(one.data_ptr(), out.data_ptr())
+    expected = torch.full((3, 5), 2.0)
+    expected[0, 1] = 4.0
+    return bool(torch.equal(out, expected))
+
+
+def _compiler_workaround(cmd: tuple, cache_dir: str) -> tuple:
+    """The flags Note [miscompiling compilers] adds to `cmd` (usually none), once per process."""
+    with _LOCK:
+        found = _CHECKED.get(cmd)
+        if found is None:
+            found = _CHECKED[cmd] = _choose_workaround(cmd, cache_dir)
+    return found
+
+
+def _choose_workaround(cmd: tuple, cache_dir: str) -> tuple:
+    if canary_passes(cmd, cache_dir):
+        return ()
+    for flags in WORKAROUNDS:
+        if canary_passes(cmd + flags, cache_dir):
+            log.info("ember_inductor: %s miscompiles a vectorized select on this machine; C++ kernels "
+                     "are built with %s (Note [miscompiling compilers])", cmd[0], " ".join(flags))
+            return flags
+    raise BuildError(f"the C++ compiler ({' '.join(cmd)}) computes a vectorized select wrongly on this "
+                     f"machine, also with {', '.join(' '.join(f) for f in WORKAROUNDS)}: choose another "
+                     f"with options={{'cpp_compiler': ...}} or other 'cpp_flags'")
 
 
 def library_path(source: str, options) -> str:
