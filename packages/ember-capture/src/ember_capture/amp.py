@@ -11,8 +11,8 @@ One line reads tensor data: ``GradScaler._maybe_opt_step`` calls ``optimizer.ste
 ``if not sum(v.item() for v in found_inf_per_device.values())``. torch.compile breaks there.
 Capture models that method instead: it sums the ``found_inf`` tensors in the graph (in float64,
 in eager's order, as Python sums the ``.item()`` floats) into ``skip = total != 0`` and records
-the optimizer's step so that ``skip`` undoes it (Note [skipped steps] in ``optim.py``), which is
-exactly eager's result whether the step runs or not. Where the step is not one capture models
+the optimizer's step so that ``skip`` undoes it (Note [skipped steps] in ``optim.py``): a skipped
+step changes nothing, bit for bit, as in eager; a step that runs is the usual compiled step. Where the step is not one capture models
 (a subclass's own ``step``, a closure, a fused optimizer), the model refuses, and the method
 runs natively at a graph break.
 """
