@@ -175,15 +175,21 @@ class AtenTracer(TorchDispatchMode):
             return out
         n = self.graph.call_function(op, tuple(node_args), dict(node_kwargs))
         self._annotate(n, out)
+        self._track_outputs(out, n)
+        return out
+
+    def _track_outputs(self, out, n: torch.fx.Node):
+        """Each tensor of `out` (the value of node `n`) as a base, through getitem nodes; a
+        list inside a tuple (`_amp_foreach_non_finite_check_and_unscale` returns the new
+        gradients and found_inf) through a getitem of a getitem."""
         if isinstance(out, torch.Tensor):
             self.functional.track_base(out, n)
-        else:
-            for i, o in enumerate(out):
-                if isinstance(o, torch.Tensor):
-                    item = self.graph.call_function(operator.getitem, (n, i))
-                    self._annotate(item, o)
-                    self.functional.track_base(o, item)
-        return out
+            return
+        for i, o in enumerate(out):
+            if isinstance(o, torch.Tensor) or (isinstance(o, (list, tuple)) and o):
+                item = self.graph.call_function(operator.getitem, (n, i))
+                self._annotate(item, o)
+                self._track_outputs(o, item)
 
     def _annotate(self, node: torch.fx.Node, val):
         node.meta["val"] = val

@@ -402,7 +402,15 @@ def _print(fr, args, kwargs):
 
 @builtin(id)
 def _id(fr, args, kwargs):
-    raise Unsupported("unsupported_call", "id() of a traced value")
+    """``id(obj)`` of a real object read from the inputs (``GradScaler`` keys its per-optimizer
+    state by ``id(optimizer)``): a constant, guarded by the object's identity. The id of a
+    value made or modelled by the trace (a tensor, a container) has no stable answer."""
+    (v,) = args
+    if not isinstance(v, ObjVar):
+        raise Unsupported("unsupported_call", "id() of a traced value")
+    source = v.source if v.source is not None else fr.tr.ns.ref(v.value)  # held: its id stays unique
+    fr.tr.guards.identity(source, v.value)
+    return ConstVar(id(v.value))
 
 
 @builtin(slice)

@@ -18,6 +18,7 @@ from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
 from .library import inlinable_file
+from .amp import model_for as amp_model_for
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import TypeTable
 from .containers import call_container_method
@@ -80,8 +81,8 @@ def _call_function_var(fr, fn, args, kwargs):
 
 @_calls(BoundVar)
 def _call_bound(fr, fn, args, kwargs):
-    model = optim_model_for(fn.func, fn.self_var)
-    if model is not None:  # Note [optimizer steps]
+    model = optim_model_for(fn.func, fn.self_var) or amp_model_for(fn.func, fn.self_var)
+    if model is not None:  # Note [optimizer steps], Note [GradScaler steps]
         return model(fr, fn.self_var, args, kwargs)
     return call(fr, fn.func, [fn.self_var] + list(args), kwargs)
 

@@ -41,13 +41,15 @@ SKIPPED_PACKAGES = frozenset({
 # field's type validators), also on a config copied and renamed inside forward.
 INLINED_MODULES = frozenset({os.path.join("huggingface_hub", "dataclasses.py")})
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-# Torch's own Python that is inlined like user code: model code (torch.nn), masked ops, and the
+# Torch's own Python that is inlined like user code: model code (torch.nn), masked ops, the
 # context decorators (@torch.no_grad() on a forward: its wrapper is `with ctx_factory(): return
-# func(...)`). The rest of torch stays native: dispatch, devices, RNG, distributed and tracing
+# func(...)`) and torch.amp.GradScaler, plain Python over its scale tensors (its one read of
+# tensor data is modelled: Note [GradScaler steps] in amp.py). The rest of torch stays native: dispatch, devices, RNG, distributed and tracing
 # machinery manage global state, autograd.Function needs its own forward/backward, and the
 # Tensor methods written in Python (torch/_tensor.py: backward, register_hook, ...) act on
 # autograd state.
-TORCH_INLINED = ("nn/", "masked/", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py")
+TORCH_INLINED = ("nn/", "masked/", "functional.py", "utils/_contextlib.py", "autograd/grad_mode.py",
+                 "amp/grad_scaler.py")
 _TORCH_INLINE_DIRS = tuple(_TORCH_DIR + os.path.join(*d.split("/")) for d in TORCH_INLINED)
 # Within those, the distributed wrappers (DistributedDataParallel, DataParallel) are machinery:
 # their forward drives the reducer, broadcasts buffers and marks the module DDP runs; it runs

@@ -47,7 +47,7 @@ from torch.utils import _pytree as pytree
 from .builder import wrap
 from .config import Unsupported
 from .tables import registrar
-from .variables import ConstVar, DictVar, ListVar, ObjVar, TensorVar
+from .variables import BoundVar, ConstVar, DictVar, ListVar, ObjVar, TensorVar
 
 MODELS = {}
 _model = registrar(MODELS)
@@ -88,12 +88,31 @@ def function_model_for(fn_var):
     if not isinstance(opt, torch.optim.Optimizer) or func is not getattr(type(opt), "step", None):
         return None
 
-    def scheduled_step(fr, args, kwargs):
+    def scheduled_step(fr, args, kwargs, skip_if=None):
         # The wrapper is guarded by identity (its source), so its weakref names this optimizer.
         opt_var = ObjVar(opt, f"{fr.tr.ns.ref(opt_ref)}()")
-        fr.tr.record_attr_write(opt_var, "_opt_called", ConstVar(True))
-        return _step(fr, opt_var, args, kwargs)
+        if skip_if is None:
+            fr.tr.record_attr_write(opt_var, "_opt_called", ConstVar(True))
+        else:  # Note [skipped steps]
+            fr.tr.record_call_effect(_unless_skipped, [skip_if, ObjVar(setattr), opt_var, ConstVar("_opt_called"),
+                                                       ConstVar(True)])
+        return _step(fr, opt_var, args, kwargs, skip_if)
     return scheduled_step
+
+
+def step_model_for(fn_var):
+    """``optimizer.step`` (read as an attribute) as capture models it: a callable
+    ``(fr, args, kwargs, skip_if)``, or None where the step is not modelled (a subclass's own
+    ``step`` that is inlined as Python, a function put on the instance)."""
+    if isinstance(fn_var, BoundVar):
+        handler = model_for(fn_var.func, fn_var.self_var)
+        if handler is _step:
+            opt_var = fn_var.self_var
+            return lambda fr, args, kwargs, skip_if=None: _step(fr, opt_var, args, kwargs, skip_if)
+        return None
+    if isinstance(fn_var, ObjVar):
+        return function_model_for(fn_var)
+    return None
 
 
 # -- zero_grad ---------------------------------------------------------------------------
@@ -130,7 +149,9 @@ def grad_of(tr, p, p_src):
 
 
 # -- step --------------------------------------------------------------------------------
-def _step(fr, opt_var, args, kwargs):
+def _step(fr, opt_var, args, kwargs, skip_if=None):
+    """``opt.step()`` recorded into the graph; with ``skip_if`` (a 0-d bool TensorVar), a step
+    whose every effect is undone where it is true (Note [skipped steps])."""
     tr = fr.tr
     opt = opt_var.value
     if args or kwargs:
@@ -171,6 +192,7 @@ def _step(fr, opt_var, args, kwargs):
     if was_enabled:
         tr.graph.set_grad_enabled(False)
     recorder = Recorder(tr)
+    undo = _Undo(tr, recorder, skip_if) if skip_if is not None else None
     try:
         with recorder, _compiling():
             type(opt).step(shadow)
@@ -182,10 +204,56 @@ def _step(fr, opt_var, args, kwargs):
     finally:
         for fake, old in grads_set:
             fake.grad = old
+    if undo is not None:
+        undo.restore()
     if was_enabled:
         tr.graph.set_grad_enabled(True)
-    _check_state(tr, opt_var, before, shadow_state, recorder)
+    _check_state(tr, opt_var, before, shadow_state, recorder, skip_if)
     return ConstVar(None)
+
+
+# Note [skipped steps]: ``GradScaler.step`` skips ``optimizer.step()`` when the gradients hold an
+# inf or a NaN, a decision on tensor data (``.item()``). Capture records the step anyway and
+# undoes it where ``found_inf`` is set, so no graph break is needed, and the result is eager's
+# bit for bit: each tensor that the recorded step changes in place (a parameter, a gradient, a
+# state tensor such as Adam's ``step`` and ``exp_avg``) is cloned before the step and, after it,
+# set to ``torch.where(skip, clone, stepped)``, which selects one of the two values unchanged
+# (NaN, -0.0 and the step counter included). The Python effects of the step are made
+# conditional the same way: state that a first step creates, and an LR scheduler's
+# ``_opt_called`` mark, are installed after the graph only if ``skip`` is false (the one place
+# where a tensor is read, outside the graph: a first step, or a step behind a scheduler). A step
+# that changes in place a tensor other than its parameters, gradients and state cannot be
+# undone so: ``Unsupported`` (it runs natively, at a graph break).
+class _Undo:
+    """Clones, before the step, of every tensor the step may change in place."""
+
+    def __init__(self, tr, recorder, skip_if):
+        self.tr, self.skip_if = tr, skip_if
+        self.versions = {id(v.fake): (v, v.fake._version) for v in recorder.vars.values()}
+        self.saved = {}
+        for var, _ in self.versions.values():
+            if var.source is not None:  # an input of the graph: a parameter, a gradient, a state tensor
+                self.saved[id(var.fake)] = tr.graph.call("call_method", "clone", [var], {})
+
+    def restore(self):
+        graph = self.tr.graph
+        for key, (var, version) in self.versions.items():
+            saved = self.saved.get(key)
+            if var.fake._version == version:
+                if saved is not None:  # unchanged: its clone is dead
+                    graph.graph.erase_node(saved.node)
+                    graph.n_ops -= 1
+                continue
+            if saved is None:
+                raise Unsupported("optimizer_state", "a skippable optimizer step changed a tensor it does not own")
+            kept = graph.call("call_function", torch.where, [self.skip_if, saved, var], {})
+            graph.call("call_method", "copy_", [var, kept], {})
+
+
+def _unless_skipped(skip, fn, *args):
+    """An effect of a step, run after the graph unless the step was skipped (Note [skipped steps])."""
+    if not skip.item():
+        fn(*args)
 
 
 _model("step")((_step, None))
@@ -229,7 +297,7 @@ def _state_of(tr, opt, p, s_src):
     return out
 
 
-def _check_state(tr, opt_var, before, state, recorder):
+def _check_state(tr, opt_var, before, state, recorder, skip_if=None):
     """State that existed keeps its tensors (updated in place); state the step created is
     installed into the real optimizer after the graph."""
     for fake, entries in state.items():
@@ -247,7 +315,11 @@ def _check_state(tr, opt_var, before, state, recorder):
                 raise Unsupported("optimizer_state", f"optimizer state {key!r} is a Python number")
             else:
                 values[key] = ConstVar(value)
-        tr.record_call_effect(_install_state, [opt_var, ObjVar(p, p_src), DictVar(values)])
+        effect = [_install_state, opt_var, ObjVar(p, p_src), DictVar(values)]
+        if skip_if is None:
+            tr.record_call_effect(effect[0], effect[1:])
+        else:  # Note [skipped steps]
+            tr.record_call_effect(_unless_skipped, [skip_if, ObjVar(effect[0])] + effect[1:])
 
 
 def _install_state(opt, p, values):
