@@ -206,3 +206,33 @@ def test_changing_scale_does_not_recompile(backend):
     assert counts[1] == (4, 2), counts  # the forward and the step after backward, each compiled twice
     assert [b.kind for b in stats.breaks] == ["data_dependent"] * 2  # backward, in each trace of the frame
     assert all("backward()" in str(b) for b in stats.breaks)
+
+
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_inductor_bfloat16_step_as_close_to_float64_as_eager(model_name):
+    """What the loose normwise bound above stands on: one bfloat16-autocast forward and backward
+    through the inductor is as close to a float64 reference as eager's own bfloat16 step is
+    (measured 3.6e-3 against eager's 3.4e-3 on the MLP): the compiled steps differ from eager's
+    by rounding, which Adam and the scaler's steps then amplify, not by a wrong value."""
+    make, shape = MODELS[model_name]
+    model = make()
+    x, y = torch.randn(shape), torch.randint(0, 10, (shape[0],))
+
+    def step(mod, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(mod(x).float(), y)
+        loss.backward()
+
+    def grads(fn, mod, dtype=torch.float32):
+        mod = copy.deepcopy(mod).to(dtype)
+        fn(mod, x.to(dtype), y)
+        return [p.grad.double() for p in mod.parameters()]
+
+    exact = grads(lambda m, a, b: F.cross_entropy(m(a), b).backward(), model, torch.float64)
+    eager = grads(step, model)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ember")  # a fallback to eager would make it vacuous
+        compiled = grads(ember.compile(step), model)
+    for e, c, r in zip(eager, compiled, exact):
+        err_eager, err_compiled = ((e - r).norm() / r.norm()).item(), ((c - r).norm() / r.norm()).item()
+        assert err_compiled <= 1.5 * err_eager + 1e-6, (err_compiled, err_eager)
