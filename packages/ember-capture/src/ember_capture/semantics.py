@@ -326,7 +326,32 @@ def _obj_setattr(fr, obj: ObjVar, name, value):
         raise Unsupported("side_effect", f"assigning module parameter/buffer/submodule {name!r}")
     if isinstance(value, TensorVar) and isinstance(m, torch.nn.Module):
         raise Unsupported("side_effect", f"assigning a tensor to module attribute {name!r}")
+    why = _not_a_plain_write(type(m), name)
+    if why is not None:
+        raise Unsupported("unsupported_attr", f"setting {name!r} on a {type(m).__name__}: {why}")
     fr.tr.record_attr_write(obj, name, value)
+
+
+# Note [Plain attribute writes]: a write to an existing object is recorded and replayed after the
+# graph with `setattr`, and later reads in the trace see the value written. That is Python's
+# answer only when the write lands in the instance dict (or a slot) unchanged: a class's own
+# `__setattr__` or a data descriptor (a property with a setter, a validating descriptor) may
+# store something else, or elsewhere, so such a write is a graph break, run natively.
+_PLAIN_SETATTRS = (object.__setattr__, torch.nn.Module.__setattr__)
+_SLOT_TYPES = (types.MemberDescriptorType,)  # `__slots__`
+
+
+def _not_a_plain_write(cls, name):
+    if not any(cls.__setattr__ is s for s in _PLAIN_SETATTRS):
+        return f"its class defines __setattr__ ({cls.__setattr__.__qualname__})"
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name, _ABSENT)
+        if raw is _ABSENT:
+            continue
+        if hasattr(type(raw), "__set__") and not isinstance(raw, _SLOT_TYPES):
+            return f"the class's {type(raw).__name__} {name!r} takes the write"
+        return None
+    return None
 
 
 SETATTR.refuse(NullVar, ConstVar, TensorVar, ListVar, TupleVar, DictVar, DictViewVar, SetVar, IterVar, CellVar,
