@@ -153,24 +153,28 @@ def _get_yield_from_iter(fr, inst):
 
 @op("SEND")
 def _send(fr, inst):
-    # ``yield from`` an iterator known at trace time: all of its items are yielded at once,
-    # then the loop exits with the result None.
+    # ``yield from`` an iterator known at trace time, one item per SEND as in CPython: the item
+    # goes on to YIELD_VALUE (the outer generator pauses, so a sub-generator's side effects
+    # happen only for the items consumed); once exhausted, the sub-generator's return value is
+    # the result of ``yield from`` and the loop exits.
     value = fr.pop()
     it = fr.stack[-1]
     if fr.yields is None or not isinstance(it, IterVar) or not S.is_same(value, ConstVar(None)):
         raise Unsupported("generator", "yield from / await on an unknown iterator")
-    fr.yields.extend(it.drain())
-    _SEND_DONE[fr.tr.version](fr)
+    if it.more():
+        fr.push(it.take())
+        return
+    _SEND_DONE[fr.tr.version](fr, it.returned())
     fr.jump(inst.argval)
 
 
-def _send_done_311(fr):
+def _send_done_311(fr, result):
     fr.pop()  # 3.11 pops the receiver too
-    fr.push(ConstVar(None))
+    fr.push(result)
 
 
-def _send_done_312(fr):
-    fr.push(ConstVar(None))  # 3.12 keeps the receiver; END_SEND removes it
+def _send_done_312(fr, result):
+    fr.push(result)  # 3.12 keeps the receiver; END_SEND removes it
 
 
 _SEND_DONE = {(3, 11): _send_done_311, (3, 12): _send_done_312, (3, 13): _send_done_312}
