@@ -1,0 +1,170 @@
+"""Silently wrong results found by the differential harness (tests-integration/test_python_programs.py),
+one test per bug class, at the capture level: each failed before its fix with a wrong answer
+and no warning, or a crash where eager returns."""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import torch
+
+import ember_capture
+from capture_helpers import Recorder, assert_same, check
+
+
+def _captured(fn):
+    stats = ember_capture.CaptureStats()
+    return ember_capture.capture(fn, Recorder(), stats=stats), stats
+
+
+# -- Note [Plain attribute writes] ---------------------------------------------------------------
+class _Positive:
+    def __set_name__(self, owner, name):
+        self.name = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else getattr(obj, self.name)
+
+    def __set__(self, obj, value):
+        setattr(obj, self.name, abs(value))
+
+
+class _Holder:
+    size = _Positive()
+
+    def __init__(self, s):
+        self.size = s
+
+
+class _Logged:
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+        object.__setattr__(self, "v", 1)
+
+    def __setattr__(self, name, value):
+        self.log.append(name)
+        object.__setattr__(self, name, value * 10)
+
+
+def test_write_through_a_data_descriptor_is_read_back_through_it():
+    def make(o):
+        def f(x, k):
+            o.size = o.size - k  # the descriptor stores abs(); the read sees that
+            return x * o.size
+        return f
+
+    eager_obj, cap_obj = _Holder(-3), _Holder(-3)
+    fn, _ = _captured(make(cap_obj))
+    for k in (0, 3, 6, 9):
+        x = torch.ones(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(x, k)
+        assert_same(actual, make(eager_obj)(x, k))
+        assert vars(cap_obj) == vars(eager_obj)
+
+
+def test_write_through_a_class_setattr_is_read_back_through_it():
+    def make(o):
+        def f(x):
+            o.v = o.v + 1
+            return x * o.v
+        return f
+
+    eager_obj, cap_obj = _Logged(), _Logged()
+    fn, _ = _captured(make(cap_obj))
+    for _ in range(3):
+        x = torch.ones(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(x)
+        assert_same(actual, make(eager_obj)(x))
+        assert vars(cap_obj) == vars(eager_obj)
+
+
+# -- non-finite and signed-zero floats -----------------------------------------------------------
+def test_non_finite_float_constants_in_results():
+    def f(x, a):
+        return x * 2, a, (a, -a), float("inf"), -float("inf")
+
+    check(f, (torch.ones(2), 1.5), (torch.ones(2), float("inf")), (torch.ones(2), -float("inf")),
+          (torch.ones(2), float("nan")))
+
+
+def test_float_guard_tells_nan_and_signed_zero_apart():
+    def f(x, a):
+        return x + 1, -a, math.copysign(1.0, a), a != a
+
+    fn, _ = _captured(f)
+    for a in (float("nan"), -0.0, 2.0, 0.0, -0.0, float("nan")):
+        x = torch.ones(2)
+        expected = f(x, a)
+        actual = fn(x, a)
+        assert_same(actual[0], expected[0])
+        assert repr(actual[1:]) == repr(expected[1:]), (a, actual, expected)
+
+
+# -- yield from ------------------------------------------------------------------------------------
+def test_yield_from_returns_the_subgenerators_value_and_runs_lazily():
+    log = []
+
+    def inner(x):
+        for i in range(3):
+            log.append(i)
+            yield x + i
+        return "ret", 7
+
+    def outer(x):
+        r = yield from inner(x)
+        yield r
+
+    def f(x, k):
+        g = outer(x)
+        return [next(g) for _ in range(k)]
+
+    fn, _ = _captured(f)
+    for k in (1, 2, 4, 1):
+        log.clear()
+        expected = f(torch.ones(1), k)
+        eager_log = list(log)
+        log.clear()
+        assert_same(fn(torch.ones(1), k), expected)
+        assert log == eager_log
+
+
+# -- Note [Container module contents] --------------------------------------------------------------
+class _Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(2)])
+        self.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(2, 2)})
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(2))])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        for name in self.heads:
+            x = self.heads[name](x)
+        for p in self.ps:
+            x = x + p
+        return self.layers[-1](x) + self.ps[-1], len(self.layers), len(self.ps)
+
+
+def test_container_modules_changed_in_place_recompile():
+    torch.manual_seed(0)
+    eager = _Stack()
+    model = copy.deepcopy(eager)
+    fn, stats = _captured(model)
+    x = torch.randn(3, 2)
+    changes = [lambda m: m.layers.append(torch.nn.Linear(2, 2)),
+               lambda m: m.heads.update({"b": torch.nn.Linear(2, 2)}),
+               lambda m: m.ps.append(torch.nn.Parameter(torch.randn(2))),
+               lambda m: m.layers.__delitem__(0)]
+    assert_same(fn(x), eager(x))
+    for i, change in enumerate(changes):
+        for m in (eager, model):
+            torch.manual_seed(i)
+            change(m)
+        assert_same(fn(x), eager(x))
+    assert stats.recompiles == len(changes)
