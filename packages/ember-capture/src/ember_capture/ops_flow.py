@@ -207,11 +207,24 @@ def _reraise(fr, inst):
     raise TracedRaise(exc)
 
 
+# The stack slot PUSH_EXC_INFO fills with the exception handled before (none is traced). While
+# it is on a frame's stack, the frame is inside an `except` block: Note [Breaks in except blocks].
+NO_PREVIOUS_EXCEPTION = ConstVar(None)
+
+
 @op("PUSH_EXC_INFO")
 def _push_exc_info(fr, inst):
     exc = fr.pop()
-    fr.push(ConstVar(None))  # the exception being handled before this one (none is traced)
+    fr.push(NO_PREVIOUS_EXCEPTION)
     fr.push(exc)
+
+
+def in_except_block(fr) -> bool:
+    """Note [Breaks in except blocks]: a traced handler's exception is symbolic; natively,
+    nothing is being handled (`sys.exc_info()` is empty). A resume function that starts inside
+    the block would find no active exception for a bare `raise`, `sys.exc_info()` or the
+    implicit `__context__` of a new exception, so the frame does not split there."""
+    return any(v is NO_PREVIOUS_EXCEPTION for v in fr.stack)
 
 
 @op("POP_EXCEPT")
