@@ -491,9 +491,14 @@ RBINARY.rule(TensorVar)(_graph_op)
 def _const_binary(fr, fn, a, b):
     if not isinstance(b, ConstVar):
         return NotImplemented
-    if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
-        return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
-    return ConstVar(fn(a.value, b.value))
+    try:
+        if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
+            return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
+        return ConstVar(fn(a.value, b.value))
+    except (ArithmeticError, ValueError) as exc:
+        # `1 / 0`, `2.0 ** 10000`, `1 << -1` on guarded constants: the user's exception, raised
+        # on every call the entry serves, so a traced `except` catches it (Note [Traced exceptions])
+        raise TracedRaise(exc) from None
 
 
 @BINARY.rule(ListVar)
