@@ -475,11 +475,9 @@ def p_descriptor():
 
 
 class Lazy:
-    def __init__(self):
-        self.calls = 0
-
+    # A pure __getattr__: guards ask hasattr() again on each call, so an impure one would run
+    # more often than in eager (as under torch.compile).
     def __getattr__(self, name):
-        self.calls += 1
         if name.startswith("w"):
             return len(name)
         raise AttributeError(name)
@@ -494,7 +492,7 @@ def p_getattr_hook():
 
     def mutate(i):
         o.www = i  # an instance attribute now shadows __getattr__
-    return P(f, lambda i: (t(2),), mutate, lambda: o.calls)
+    return P(f, lambda i: (t(2),), mutate, lambda: vars(o).copy())
 
 
 class Slotted:
@@ -998,3 +996,265 @@ def p_print_output():
         print(y.shape, sep="|")
         return y
     return P(f, lambda i: (t(2), i))
+
+
+# -- second batch: exceptions at breaks, more state that guards must see --------------------------
+def p_exception_at_break_in_try():
+    log = []
+
+    def lib(k):  # run natively: a graph break at the call
+        if k % 2:
+            raise ValueError(f"odd {k}")
+        return k
+
+    def f(x, k):
+        y = x * 2
+        try:
+            print("trying", k)
+            v = lib(k)
+        except ValueError as e:
+            log.append(e.args[0])
+            v = -1
+        finally:
+            log.append("finally")
+        return y + v
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_break_in_except_then_reraise():
+    log = []
+
+    def f(x, k):
+        try:
+            if k % 2:
+                raise KeyError(k)
+            y = x + 1
+        except KeyError:
+            print("handling", k)
+            if k > 2:
+                raise
+            y = x - 1
+        return y
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_global_rebound_function_and_module_attr():
+    def f(x):
+        return helper_fn(x) + math.pi * G_SCALE
+
+    def mutate(i):
+        global helper_fn, G_SCALE
+        helper_fn = [torch.cos, lambda v: v * 3, torch.sin, torch.exp][i]
+        G_SCALE = G_SCALE + 1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+helper_fn = torch.sin
+
+
+def p_list_length_and_items_changed():
+    widths = [1.0, 2.0]
+
+    def f(x):
+        out = x
+        for w in widths:
+            out = out * w
+        return out, len(widths), widths[-1]
+
+    def mutate(i):
+        if i == 0:
+            widths.append(3.0)
+        elif i == 1:
+            widths[0] = -1.0
+        else:
+            widths.pop()
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_dict_key_changed():
+    table = {"a": 1, "b": 2}
+
+    def f(x):
+        s = x
+        for k, v in table.items():
+            s = s + v * len(k)
+        return s, "c" in table, list(table)
+
+    def mutate(i):
+        if i == 0:
+            table["c"] = 10
+        elif i == 1:
+            del table["a"]
+        else:
+            table["a"] = 5
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_object_flag_on_self():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.mode = "add"
+            self.scale = 1
+
+        def forward(self, x):
+            y = self.lin(x)
+            if self.mode == "add":
+                return y + self.scale
+            return y * self.scale
+
+    m = Net()
+
+    def mutate(i):
+        if i == 0:
+            m.mode = "mul"
+        elif i == 1:
+            m.scale = 2.5
+        else:
+            m.lin = torch.nn.Linear(2, 2)
+    return P(m, lambda i: (t(3, 2),), mutate, aot=True)
+
+
+def p_requires_grad_and_backward():
+    def f(x, w):
+        y = (x * w).sum()
+        return y, y.requires_grad, w.grad is None
+    return P(f, lambda i: (t(3), t(3).requires_grad_(i % 2 == 0)), aot=True)
+
+
+def p_tensor_dtype_switch():
+    def f(x):
+        if x.dtype == torch.float64:
+            return x * 2
+        if x.is_floating_point():
+            return x + 1
+        return x // 2
+    inputs = [lambda: (t(2),), lambda: (t(2, dtype=torch.float64),), lambda: (torch.arange(4),),
+              lambda: (t(2, dtype=torch.float16),)]
+    return P(f, lambda i: inputs[i](), aot=True)
+
+
+def p_closure_cell_list_mutated():
+    hist = [1]
+
+    def f(x):
+        hist.append(len(hist))
+        return x * sum(hist)
+
+    def mutate(i):
+        hist.clear() if i == 1 else hist.append(5)
+    return P(f, lambda i: (t(2),), mutate, lambda: list(hist))
+
+
+def p_class_attr_changed():
+    class Cfg:
+        dim = 2
+
+    def f(x):
+        return x.reshape(-1, Cfg.dim).sum(-1)
+
+    def mutate(i):
+        Cfg.dim = [4, 1, 2][i]
+    return P(f, lambda i: (t(8),), mutate)
+
+
+def p_partial_args_changed():
+    p = functools.partial(torch.add, alpha=2)
+
+    def f(x):
+        return p(x, x)
+
+    def mutate(i):
+        nonlocal p
+        p = functools.partial(torch.add, alpha=i + 3)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_str_methods():
+    def f(x, s):
+        parts = s.split(",")
+        key = parts[0].strip().lower()
+        n = int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else 0
+        return x * n, key, s.startswith("A"), s.find("b"), s.count(","), s[::-1], s.zfill(8), "%s-%d" % (key, n)
+    return P(f, lambda i: (t(2), ["A,3", "b, 4", "xyz", "A,12,c"][i]))
+
+
+def p_inplace_on_input_view_returned():
+    def f(x):
+        v = x[0]
+        v.add_(1)
+        w = x.view(-1)
+        w.mul_(2)
+        return v, w.sum()
+    return P(f, lambda i: (t(2, 3),), aot=True)
+
+
+def p_no_grad_mutation_param():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        with torch.no_grad():
+            lin.weight.add_(0.1)
+        return lin(x)
+    return P(f, lambda i: (t(2, 2),), state=lambda: lin.weight.detach().clone())
+
+
+def p_bool_int_conversions():
+    def f(x, n):
+        flags = [bool(n), int(True) + n, float(n) / 3, str(n), n == 0, not n, -n, +n, abs(-n)]
+        return x * int(bool(n)), flags, hash(n) == hash(float(n)), n.__class__.__name__
+    return P(f, lambda i: (t(2), [0, 1, -5, 2 ** 70][i]))
+
+
+def p_sum_over_generators_and_min_default():
+    def f(xs):
+        total = sum((v.sum() for v in xs), torch.tensor(0.0))
+        best = min((v.shape[0] for v in xs), default=-1)
+        return total, best, max([], default=None)
+    return P(f, lambda i: ([t(2), t(3)][:i % 3],))
+
+
+def p_nested_functions_defaults_capture():
+    def f(x, n):
+        def g(v, k=n):
+            return v * k
+        n = n + 1
+        h = lambda v: v + n  # noqa: E731
+        return g(x), h(x), g(x, 2)
+    return P(f, lambda i: (t(2), i))
+
+
+def p_enumerate_dict_mutation_during_loop():
+    def f(x, d):
+        out = x
+        for k in list(d):
+            if d[k] < 0:
+                del d[k]
+            else:
+                d[k] = d[k] * 2
+                out = out + d[k]
+        return out, d
+    return P(f, lambda i: (t(2), {"a": 1, "b": -1, "c": i}))
+
+
+def p_module_training_flag_dropout():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5), torch.nn.BatchNorm1d(2))
+
+    def mutate(i):
+        m.train(i % 2 == 1)
+    return P(m, lambda i: (t(4, 2),), mutate, aot=True)
+
+
+def p_sequential_append():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+    def mutate(i):
+        m.append(torch.nn.ReLU() if i % 2 else torch.nn.Linear(2, 2))
+    return P(m, lambda i: (t(3, 2),), mutate)
+
+
+def p_int_arg_as_size():
+    def f(x, n):
+        return x.new_zeros(n) + n, torch.arange(n) * 2, [0] * n, x.expand(n, 2).sum()
+    return P(f, lambda i: (t(1, 2), [2, 3, 5, 3][i]), aot=True)

@@ -168,3 +168,108 @@ def test_container_modules_changed_in_place_recompile():
             change(m)
         assert_same(fn(x), eager(x))
     assert stats.recompiles == len(changes)
+
+
+# -- Note [Exceptions at a break], Note [Breaks in except blocks] ----------------------------------
+def _check_log(fn, f, log, args_list):
+    for args in args_list:
+        log.clear()
+        try:
+            expected = ("ok", f(*args))
+        except Exception as e:  # noqa: BLE001
+            expected = ("raised", repr(e))
+        eager_log = list(log)
+        log.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                actual = ("ok", fn(*args))
+            except Exception as e:  # noqa: BLE001
+                actual = ("raised", repr(e))
+        assert actual[0] == expected[0], (args, actual, expected)
+        if actual[0] == "ok":
+            assert_same(actual[1], expected[1])
+        else:
+            assert actual[1] == expected[1]
+        assert log == eager_log, (args, log, eager_log)
+
+
+def test_exception_of_a_native_call_at_a_break_reaches_the_frames_handlers():
+    log = []
+
+    @ember_capture.disable
+    def lib(k):
+        if k % 2:
+            raise ValueError(f"odd {k}")
+        return k
+
+    class Scope:
+        def __enter__(self):
+            log.append("enter")
+
+        def __exit__(self, et, ev, tb):
+            log.append(("exit", et and et.__name__))
+
+    def f(x, k):
+        y = x * 2
+        with Scope():
+            try:
+                v = lib(k)  # a graph break; natively it raises for odd k
+            except ValueError as e:
+                log.append(e.args[0])
+                v = -1
+            finally:
+                log.append("finally")
+        for i in range(2):
+            try:
+                y = y + lib(k + i)
+            except ValueError:
+                continue
+        return y + v
+
+    fn, _ = _captured(f)
+    _check_log(fn, f, log, [(torch.ones(2), k) for k in (0, 1, 2, 3, 1)])
+
+
+def test_bare_raise_after_a_break_in_an_except_block():
+    log = []
+
+    @ember_capture.disable
+    def lib(k):
+        if k % 2:
+            raise ValueError(f"odd {k}")
+        return k
+
+    def f(x, k):
+        y = x * 2
+        try:
+            v = lib(k)
+        except ValueError as e:
+            log.append(lib(k - 1))  # a break inside the except block
+            if k > 2:
+                raise
+            v = len(e.args)
+        return y + v
+
+    fn, _ = _captured(f)
+    _check_log(fn, f, log, [(torch.ones(2), k) for k in (0, 1, 3, 2)])
+
+
+def test_constant_arithmetic_errors_are_the_users_exceptions():
+    def f(x, a, b):
+        try:
+            q = a / b
+        except ZeroDivisionError:
+            q = -1.0
+        try:
+            s = 1 << b - 2
+        except ValueError:
+            s = 0
+        return x * q + s
+
+    fn, stats = _captured(f)
+    for a, b in ((1, 2), (1, 0), (3, 1), (2, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no internal error, no fallback
+            assert_same(fn(torch.ones(2), a, b), f(torch.ones(2), a, b))
+    assert not stats.fallbacks
