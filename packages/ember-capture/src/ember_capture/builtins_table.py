@@ -345,7 +345,9 @@ def _symbolic_or_fold(fn, symbolic):
         values = [a.value for a in args if isinstance(a, ConstVar)]
         if any(isinstance(v, SYM_TYPES) for v in values):
             if symbolic is not None and not kwargs and len(values) == len(args) and all(isinstance(v, _NUMBERS) for v in values):
-                return ConstVar(symbolic(*values))
+                result = symbolic(*values)
+                if result is not NotImplemented:
+                    return ConstVar(result)
             args = [ConstVar(concrete(a.value)) if isinstance(a, ConstVar) else a for a in args]
         return fold(fr, args, kwargs)
     return handler
@@ -355,7 +357,11 @@ _NUMBERS = (int, float) + SYM_TYPES
 
 
 def _extreme(pick):
+    """min/max return one of their arguments, unchanged: torch.sym_min of an int and a float is
+    a float, so a mix of ints and floats is decided on the values (guarded) instead."""
     def compute(*values):
+        if len({isinstance(v, (float, torch.SymFloat)) for v in values}) > 1:
+            return NotImplemented
         out = values[0]
         for v in values[1:]:
             out = pick(out, v)
