@@ -1258,3 +1258,12 @@ def p_int_arg_as_size():
     def f(x, n):
         return x.new_zeros(n) + n, torch.arange(n) * 2, [0] * n, x.expand(n, 2).sum()
     return P(f, lambda i: (t(1, 2), [2, 3, 5, 3][i]), aot=True)
+
+
+def p_symbolic_int_python_arith():
+    def f(x, n):
+        r = (2 ** n, n // -2, -n % 3, round(n / 3), float(n), n.bit_length(), max(n, 3), min(n, 4.5),
+             n in (1, 2, 3), f"{n}", n / 2, n ** -1, divmod(n, -4), -n // 4, n * 1.5, int(n * 0.5),
+             [1, 2, 3, 4, 5, 6][n - 2], (n - 5) % 4, n >> 1)
+        return x[n - 2] * n, r
+    return P(f, lambda i: (torch.arange(10.0), [3, 4, 5, 2, 6][i]), calls=5)

@@ -273,3 +273,16 @@ def test_constant_arithmetic_errors_are_the_users_exceptions():
             warnings.simplefilter("error")  # no internal error, no fallback
             assert_same(fn(torch.ones(2), a, b), f(torch.ones(2), a, b))
     assert not stats.fallbacks
+
+
+# -- min/max of a symbolic int and a float -------------------------------------------------------
+def test_min_max_of_a_symbolic_int_and_a_float_return_the_argument():
+    def f(x, n):
+        return x[:n] * 2, min(n, 4.5), max(n, 4.5), min(n, 4), max(2.5, n, 3.5)
+
+    fn, _ = _captured(f)
+    for n in (3, 4, 5, 6, 2):  # the second call makes n symbolic
+        x = torch.arange(8.0)
+        expected, actual = f(x, n), fn(x, n)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], n
