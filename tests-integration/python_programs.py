@@ -1267,3 +1267,244 @@ def p_symbolic_int_python_arith():
              [1, 2, 3, 4, 5, 6][n - 2], (n - 5) % 4, n >> 1)
         return x[n - 2] * n, r
     return P(f, lambda i: (torch.arange(10.0), [3, 4, 5, 2, 6][i]), calls=5)
+
+
+def p_closure_written_by_native_callee():
+    cnt = 0
+
+    def bump():
+        nonlocal cnt
+        cnt += 1
+        print("bump")  # a graph break inside the callee
+        return cnt
+
+    def f(x):
+        a = bump()
+        b = cnt
+        return x * a + b
+    return P(f, lambda i: (t(2),), state=lambda: cnt)
+
+
+class Box:
+    pass
+
+
+def p_augmented_attribute_and_items():
+    o = Box()
+    o.v = [1]
+    o.n = 1
+
+    def f(x):
+        o.n += 1
+        o.v += [o.n]
+        o.v[0] *= 2
+        return x * o.n, list(o.v)
+    return P(f, lambda i: (t(2),), state=lambda: (o.n, list(o.v)))
+
+
+def p_mutable_default_dict():
+    def f(x, cache={}):  # noqa: B006
+        cache[len(cache)] = x.shape[0]
+        return x * len(cache), dict(cache)
+    return P(f, lambda i: (t(i % 2 + 1),), state=lambda: dict(f.__defaults__[0]))
+
+
+def p_input_list_mutated_around_a_break():
+    def f(x, lst):
+        lst.append(1)
+        print("between")
+        lst.append(len(lst))
+        return x + sum(lst), lst
+    return P(f, lambda i: (t(2), list(range(i))))
+
+
+def p_global_written_from_item():
+    def f(x):
+        global G_COUNT
+        G_COUNT = x.sum().item()
+        return x * G_COUNT
+    return P(f, lambda i: (t(2),), state=lambda: G_COUNT)
+
+
+def p_user_iterator_and_callable():
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.n <= 0:
+                raise StopIteration
+            self.n -= 1
+            return self.n
+
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+            self.calls = 0
+
+        def __call__(self, v):
+            self.calls += 1
+            return v * self.k
+
+    sc = Scaler(2)
+
+    def f(x, n):
+        out = x
+        for i in Countdown(n):
+            out = sc(out) + i
+        return out
+
+    def mutate(i):
+        sc.k = i + 3
+    return P(f, lambda i: (t(2), i + 1), mutate, lambda: sc.calls)
+
+
+def p_class_counter_and_type_attr():
+    class Layer(torch.nn.Module):
+        count = 0
+
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2))
+
+        @property
+        def double_w(self):
+            return self.w * 2
+
+        def forward(self, x):
+            type(self).count += 1
+            return x * self.double_w + type(self).count
+
+    m = Layer()
+    return P(m, lambda i: (t(2),), state=lambda: type(m).count)
+
+
+def p_shape_queries():
+    def f(x):
+        r = (x.shape == (2, 3), x.size() == torch.Size([2, 3]), x.ndim, len(x.shape), list(x.shape),
+             x.size(-1), x.stride(), x.shape[1:], [d * 2 for d in x.shape], x.numel() // x.shape[0],
+             x.element_size(), x.is_floating_point(), x.T.shape)
+        return x.sum(0), r
+    inputs = [lambda: (t(2, 3),), lambda: (t(3, 2),), lambda: (t(2, 3, dtype=torch.float64),), lambda: (t(4, 1),)]
+    return P(f, lambda i: inputs[i]())
+
+
+def p_decorated_inner_functions():
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            wrapper.n += 1
+            return fn(*a, **k)
+        wrapper.n = 0
+        return wrapper
+
+    @logged
+    def g(v, scale=1.0):
+        return v * scale
+
+    @torch.no_grad()
+    def h(v):
+        return v * 3
+
+    def f(x):
+        return g(x, scale=2.0), h(x), g.n, g.__name__
+    return P(f, lambda i: (t(2).requires_grad_(i % 2 == 0),), state=lambda: g.n)
+
+
+def p_hook_added_after_compile():
+    m = torch.nn.Linear(2, 2)
+    seen = []
+
+    def mutate(i):
+        if i == 0:
+            m.register_forward_hook(lambda mod, inp, out: seen.append(out.shape[0]))
+    return P(m, lambda i: (t(i + 1, 2),), mutate, lambda: list(seen))
+
+
+def p_instance_method_replaced():
+    class A:
+        def f(self, v):
+            return v + 1
+
+    a = A()
+
+    def f(x):
+        return a.f(x)
+
+    def mutate(i):
+        if i == 0:
+            a.f = lambda v: v * 10
+        elif i == 1:
+            del a.f
+        else:
+            A.f = lambda self, v: v - 5
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_class_eq_hash_changed():
+    class K:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, o):
+            return self.v == o.v
+
+        def __hash__(self):
+            return hash(self.v)
+
+    k1, k2 = K(1), K(1)
+
+    def f(x):
+        d = {k1: 1}
+        return x + (k2 in d), k1 == k2
+
+    def mutate(i):
+        k2.v = i
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_random_module_seeded_inside():
+    def f(x, s):
+        random.seed(s)
+        a = random.random()
+        b = random.choice([1, 2, 3])
+        torch.manual_seed(s)
+        return x * a + b + torch.rand(2)
+    return P(f, lambda i: (t(2), i % 2))
+
+
+def p_tensor_attribute_on_input():
+    def f(x):
+        x.tag = getattr(x, "tag", 0) + 1
+        return x * 2, x.tag
+    return P(f, lambda i: (t(2),))
+
+
+def p_user_operators_on_changed_objects():
+    class V:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, o):
+            return self.v == o.v
+
+        def __hash__(self):
+            return hash(self.v)
+
+        def __add__(self, o):
+            return V(self.v + o.v)
+
+        def __lt__(self, o):
+            return self.v < o.v
+
+    a, b = V(1), V(1)
+
+    def f(x):
+        return x * (a + b).v, a == b, a < b, b in {a: 0}, sorted([b, a])[0].v
+
+    def mutate(i):
+        b.v = [0, 3, 1][i]
+    return P(f, lambda i: (t(2),), mutate)

@@ -286,3 +286,50 @@ def test_min_max_of_a_symbolic_int_and_a_float_return_the_argument():
         expected, actual = f(x, n), fn(x, n)
         assert_same(actual[0], expected[0])
         assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], n
+
+
+# -- class attributes through type(self); Note [User operators] -----------------------------------
+def test_class_attribute_through_type_of_self_is_guarded():
+    class Layer(torch.nn.Module):
+        count = 0
+
+        def forward(self, x):
+            type(self).count += 1
+            return x + type(self).count
+
+    fn, _ = _captured(Layer())
+    for expected_count in (1, 2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(torch.zeros(1))
+        assert Layer.count == expected_count
+        assert_same(out, torch.full((1,), float(expected_count)))
+
+
+class _Key:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __lt__(self, other):
+        return self.v < other.v
+
+
+def test_user_eq_hash_and_order_are_not_baked_in():
+    k1, k2 = _Key(1), _Key(1)
+
+    def f(x):
+        return x + 1, k1 == k2, k1 < k2, k2 in {k1: 0}
+
+    fn, _ = _captured(f)
+    for v in (1, 0, 2, 1):
+        k2.v = v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1))
+        assert_same(actual, f(torch.zeros(1)))
