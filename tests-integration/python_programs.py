@@ -1508,3 +1508,24 @@ def p_user_operators_on_changed_objects():
     def mutate(i):
         b.v = [0, 3, 1][i]
     return P(f, lambda i: (t(2),), mutate)
+
+
+def p_builtins_on_user_objects():
+    class V:
+        def __init__(self, v):
+            self.v = v
+
+        def __lt__(self, o):
+            return self.v < o.v
+
+        def __repr__(self):
+            return f"V({self.v})"
+
+    a, b = V(1), V(2)
+
+    def f(x):
+        return x * sorted([b, a])[0].v, max(a, b).v, repr(b), min([a, b]).v
+
+    def mutate(i):
+        b.v = [0, 3, 1][i]
+    return P(f, lambda i: (t(2),), mutate)

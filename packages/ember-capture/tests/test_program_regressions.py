@@ -333,3 +333,28 @@ def test_user_eq_hash_and_order_are_not_baked_in():
             warnings.simplefilter("ignore")
             actual = fn(torch.zeros(1))
         assert_same(actual, f(torch.zeros(1)))
+
+
+def test_builtins_on_user_objects_are_not_baked_in():
+    class V:
+        def __init__(self, v):
+            self.v = v
+
+        def __lt__(self, other):
+            return self.v < other.v
+
+        def __str__(self):
+            return f"V{self.v}"
+
+    a, b = V(1), V(2)
+
+    def f(x):
+        return x * sorted([b, a])[0].v, max(a, b).v, str(b)
+
+    fn, _ = _captured(f)
+    for v in (2, 0, 3):
+        b.v = v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(1))
+        assert_same(actual, f(torch.ones(1)))
