@@ -78,11 +78,20 @@ class BreakAction:
         self.handler = NATIVE[inst.opname]
         self.info = info
         self.bound = {n: i for i, n in enumerate(frame.code.co_varnames) if n in frame.locals}
+        self.except_handler = next(((target, depth, lasti) for start, end, target, depth, lasti in info.handlers
+                                    if start <= inst.offset < end), None)
 
     def __call__(self, stack, locals_, cells=()):
-        target = self.handler(self, stack, RUNTIME_NULL)
-        if stack and type(stack[-1]) in _SCALARS:
-            target = self.continue_natively(target, stack, locals_)
+        before = list(stack) if self.except_handler is not None else None
+        try:
+            target = self.handler(self, stack, RUNTIME_NULL)
+        except Exception as exc:
+            if before is None:
+                raise
+            target = self.unwind(exc, stack, before)
+        else:
+            if stack and type(stack[-1]) in _SCALARS:
+                target = self.continue_natively(target, stack, locals_)
         null_mask = tuple(v is RUNTIME_NULL for v in stack)
         fn = self.root.resume_function(target - self.shift, null_mask, self.unbound)
         args = (*cells, *locals_[:self.n_locals], *[v for v in stack if v is not RUNTIME_NULL])
@@ -92,6 +101,19 @@ class BreakAction:
         while type(result) is Bounce:
             result = result.fn(*result.args)
         return result
+
+    def unwind(self, exc, stack, before) -> int:
+        """Note [Exceptions at a break]: the breaking instruction, run natively, raised inside a
+        ``try`` (or a ``with`` block) of the frame: as CPython does, the stack is cut to the
+        handler's depth (the offset of the raising instruction pushed where the handler wants
+        it), the exception pushed, and the frame resumes at the handler, so the user's
+        ``except``, ``finally`` and ``__exit__`` run on the exception."""
+        target, depth, lasti = self.except_handler
+        stack[:] = before[:depth]
+        if lasti:
+            stack.append(self.inst.offset - self.shift)
+        stack.append(exc)
+        return target
 
     def continue_natively(self, target, stack, locals_):
         """Note [Scalar conditions at a break]: ``while x.sum().item() < limit:`` breaks at

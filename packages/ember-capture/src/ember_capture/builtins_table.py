@@ -331,8 +331,27 @@ def _fold(fn):
                 args = [TupleVar(S.unpack(fr, args[0]))]
             elif not (isinstance(args[0], ObjVar) and isinstance(args[0].value, STABLE_TEXT)):
                 raise Unsupported("unsupported_call", f"{fn.__name__}() of {S.describe(args[0])}")
-        return S.from_python(fn(*_consts(args), **{k: S.const_value(v) for k, v in kwargs.items()}))
+        values = _consts(args)
+        _refuse_user_dunders(fn, values)
+        return S.from_python(fn(*values, **{k: S.const_value(v) for k, v in kwargs.items()}))
     return handler
+
+
+# The special methods a folded builtin may call on its arguments (or on their items: sorted, min).
+_FOLD_DUNDERS = ("__lt__", "__gt__", "__le__", "__ge__", "__eq__", "__hash__", "__str__", "__repr__",
+                 "__format__", "__int__", "__float__", "__index__", "__bool__", "__len__", "__round__",
+                 "__abs__", "__complex__", "__iter__")
+
+
+def _refuse_user_dunders(fn, values):
+    """Note [User operators] for builtins run on constant values (`sorted([a, b])`, `str(obj)`)."""
+    for value in values:
+        items = value if type(value) in (list, tuple) else (value,)
+        for item in items:
+            user = S.user_dunder(item, _FOLD_DUNDERS)
+            if user is not None:
+                raise Unsupported("unsupported_call", f"{fn.__name__}() of a {type(item).__name__} runs its "
+                                  f"{user} (Note [User operators])")
 
 
 def _symbolic_or_fold(fn, symbolic):
@@ -345,7 +364,9 @@ def _symbolic_or_fold(fn, symbolic):
         values = [a.value for a in args if isinstance(a, ConstVar)]
         if any(isinstance(v, SYM_TYPES) for v in values):
             if symbolic is not None and not kwargs and len(values) == len(args) and all(isinstance(v, _NUMBERS) for v in values):
-                return ConstVar(symbolic(*values))
+                result = symbolic(*values)
+                if result is not NotImplemented:
+                    return ConstVar(result)
             args = [ConstVar(concrete(a.value)) if isinstance(a, ConstVar) else a for a in args]
         return fold(fr, args, kwargs)
     return handler
@@ -355,7 +376,11 @@ _NUMBERS = (int, float) + SYM_TYPES
 
 
 def _extreme(pick):
+    """min/max return one of their arguments, unchanged: torch.sym_min of an int and a float is
+    a float, so a mix of ints and floats is decided on the values (guarded) instead."""
     def compute(*values):
+        if len({isinstance(v, (float, torch.SymFloat)) for v in values}) > 1:
+            return NotImplemented
         out = values[0]
         for v in values[1:]:
             out = pick(out, v)

@@ -303,7 +303,9 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
     self_var = args[0] if args else None
     child = Frame(tr, code, globals_, locals_, freevars, parent=fr, self_var=self_var)
     if child.yields is not None:  # a generator runs nothing until its first item is asked for
-        return IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child), py_type=types.GeneratorType)
+        it = IterVar(child.yields, live=True, pull=lambda it: _resume_generator(child), py_type=types.GeneratorType)
+        it.returned = lambda: child.result if child.result is not None else ConstVar(None)
+        return it
     return child.run()
 
 

@@ -18,6 +18,7 @@ the graph outputs, constants and sources::
 from __future__ import annotations
 
 import collections
+import math
 import types
 
 import torch
@@ -33,6 +34,12 @@ from .variables import (
 MISS = object()
 RUNTIME_NULL = object()  # stands for CPython's NULL in a rebuilt stack
 _LITERALS = (int, float, bool, str, type(None))
+
+
+def is_literal(value) -> bool:
+    """Whether `repr(value)` is Python source for an equal value: not a float's `nan`, `inf`
+    or `-inf`, which are names, not literals (those go through the namespace)."""
+    return type(value) in _LITERALS and (type(value) is not float or math.isfinite(value))
 
 
 class CannotRebuild(Exception):
@@ -146,7 +153,7 @@ class Rebuilder:
         return lines
 
     def _key(self, k) -> str:
-        if type(k) in _LITERALS and (type(k) is not float or k == k):
+        if is_literal(k):
             return repr(k)
         return self.ns.ref(k)
 
@@ -161,7 +168,7 @@ class Rebuilder:
                     return python_code(v.value, self.size_names, self.ns.ref(torch.Size))
                 except ValueError as exc:
                     raise CannotRebuild(str(exc)) from None
-            if type(v.value) in _LITERALS and (type(v.value) is not float or v.value == v.value):
+            if is_literal(v.value):
                 return repr(v.value)
             return self.ns.ref(v.value)
         if isinstance(v, ObjVar):

@@ -6,6 +6,7 @@ handful of attribute checks and one call.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -44,16 +45,23 @@ class Guards:
             self.add(source, f"X is {value!r}")
         elif isinstance(value, _PLAIN_EQ):  # numpy.float64 too: by type and value, not identity
             name = t.__name__ if t in _PLAIN_EQ else self.ns.ref(t)
-            if value != value:  # NaN is never equal to itself: guard on the type only
-                self.add(source, f"type(X) is {name}")
-            else:
-                self.add(source, f"type(X) is {name} and X == {self.ns.ref(value)}")
+            self.add(source, f"type(X) is {name} and {self._equal(value)}")
         elif isinstance(value, torch.dtype) or isinstance(value, type) or callable(value):
             self.add(source, f"X is {self.ns.ref(value)}")
         elif isinstance(value, (tuple, torch.Size, range, torch.device, slice, frozenset)):
             self.add(source, f"type(X) is {self.ns.ref(t)} and X == {self.ns.ref(value)}")
         else:
             self.add(source, f"X is {self.ns.ref(value)}")
+
+    def _equal(self, value) -> str:
+        """A check that X is `value` as a float: `==` says nothing about NaN (never equal, so a
+        NaN is checked as a NaN) and cannot tell 0.0 from -0.0 (whose sign `1 / x`, `atan2` and
+        `copysign` see), so a zero's sign is checked too."""
+        if isinstance(value, (float, complex)) and value != value:
+            return "X != X"
+        if isinstance(value, float) and value == 0:
+            return f"X == 0 and {self.ns.ref(math.copysign)}(1.0, X) == {math.copysign(1.0, value)!r}"
+        return f"X == {self.ns.ref(value)}"
 
     def tensor(self, source, t: torch.Tensor):
         ns = self.ns

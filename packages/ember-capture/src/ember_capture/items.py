@@ -81,13 +81,32 @@ def module_children(fr, v: ObjVar) -> list:
     return rule(fr, v)
 
 
+def guard_module_keys(fr, v: ObjVar) -> list:
+    """Note [Container module contents]: the names of a container module's children, guarded.
+    The module is guarded by identity, each child read by its own source; but the loop over a
+    ModuleList, `layers[-1]` and `len(layers)` depend on which children there are, which
+    `append`, `del` or `insert` change on the same object after the compile."""
+    keys = list(v.value._modules)
+    if v.source is not None:
+        fr.tr.guards.add(f"{v.source}._modules", f"list(X) == {keys!r}", f"{v.source} has the children {keys}")
+    return keys
+
+
+def guard_len(fr, v: ObjVar) -> int:
+    """`len(v)` of a module (a ParameterList's parameters, a ModuleList's children), guarded."""
+    n = len(v.value)
+    if v.source is not None:
+        fr.tr.guards.add(v.source, f"len(X) == {n}", f"len({v.source}) == {n}")
+    return n
+
+
 # Iteration and items of the container modules, by module class.
 MODULE_CHILDREN, MODULE_ITEMS = TypeTable(), TypeTable()
 MODULE_CHILDREN.register(torch.nn.Sequential, torch.nn.ModuleList)(
-    lambda fr, v: [module_entry(fr, v, k) for k in v.value._modules])
-MODULE_CHILDREN.register(torch.nn.ModuleDict)(lambda fr, v: [ConstVar(k) for k in v.value._modules])
+    lambda fr, v: [module_entry(fr, v, k) for k in guard_module_keys(fr, v)])
+MODULE_CHILDREN.register(torch.nn.ModuleDict)(lambda fr, v: [ConstVar(k) for k in guard_module_keys(fr, v)])
 MODULE_CHILDREN.register(torch.nn.ParameterList)(
-    lambda fr, v: [getattr_var(fr, v, str(i)) for i in range(len(v.value))])
+    lambda fr, v: [getattr_var(fr, v, str(i)) for i in range(guard_len(fr, v))])
 
 
 # -- membership --------------------------------------------------------------------------
@@ -247,14 +266,14 @@ MODULE_ITEMS.register(torch.nn.ModuleDict)(lambda fr, obj, k: module_entry(fr, o
 def _module_list_item(fr, obj: ObjVar, k):
     if not isinstance(k, int):
         return _any_module_item(fr, obj, k)
-    return module_entry(fr, obj, list(obj.value._modules)[k])
+    return module_entry(fr, obj, guard_module_keys(fr, obj)[k])
 
 
 @MODULE_ITEMS.register(torch.nn.ParameterList)
 def _parameter_list_item(fr, obj: ObjVar, k):
     if not isinstance(k, int):
         return _any_module_item(fr, obj, k)
-    return getattr_var(fr, obj, str(k % len(obj.value)))
+    return getattr_var(fr, obj, str(k % guard_len(fr, obj)))
 
 
 # -- writing items -----------------------------------------------------------------------

@@ -153,24 +153,28 @@ def _get_yield_from_iter(fr, inst):
 
 @op("SEND")
 def _send(fr, inst):
-    # ``yield from`` an iterator known at trace time: all of its items are yielded at once,
-    # then the loop exits with the result None.
+    # ``yield from`` an iterator known at trace time, one item per SEND as in CPython: the item
+    # goes on to YIELD_VALUE (the outer generator pauses, so a sub-generator's side effects
+    # happen only for the items consumed); once exhausted, the sub-generator's return value is
+    # the result of ``yield from`` and the loop exits.
     value = fr.pop()
     it = fr.stack[-1]
     if fr.yields is None or not isinstance(it, IterVar) or not S.is_same(value, ConstVar(None)):
         raise Unsupported("generator", "yield from / await on an unknown iterator")
-    fr.yields.extend(it.drain())
-    _SEND_DONE[fr.tr.version](fr)
+    if it.more():
+        fr.push(it.take())
+        return
+    _SEND_DONE[fr.tr.version](fr, it.returned())
     fr.jump(inst.argval)
 
 
-def _send_done_311(fr):
+def _send_done_311(fr, result):
     fr.pop()  # 3.11 pops the receiver too
-    fr.push(ConstVar(None))
+    fr.push(result)
 
 
-def _send_done_312(fr):
-    fr.push(ConstVar(None))  # 3.12 keeps the receiver; END_SEND removes it
+def _send_done_312(fr, result):
+    fr.push(result)  # 3.12 keeps the receiver; END_SEND removes it
 
 
 _SEND_DONE = {(3, 11): _send_done_311, (3, 12): _send_done_312, (3, 13): _send_done_312}
@@ -203,11 +207,24 @@ def _reraise(fr, inst):
     raise TracedRaise(exc)
 
 
+# The stack slot PUSH_EXC_INFO fills with the exception handled before (none is traced). While
+# it is on a frame's stack, the frame is inside an `except` block: Note [Breaks in except blocks].
+NO_PREVIOUS_EXCEPTION = ConstVar(None)
+
+
 @op("PUSH_EXC_INFO")
 def _push_exc_info(fr, inst):
     exc = fr.pop()
-    fr.push(ConstVar(None))  # the exception being handled before this one (none is traced)
+    fr.push(NO_PREVIOUS_EXCEPTION)
     fr.push(exc)
+
+
+def in_except_block(fr) -> bool:
+    """Note [Breaks in except blocks]: a traced handler's exception is symbolic; natively,
+    nothing is being handled (`sys.exc_info()` is empty). A resume function that starts inside
+    the block would find no active exception for a bare `raise`, `sys.exc_info()` or the
+    implicit `__context__` of a new exception, so the frame does not split there."""
+    return any(v is NO_PREVIOUS_EXCEPTION for v in fr.stack)
 
 
 @op("POP_EXCEPT")

@@ -10,6 +10,7 @@ from .config import Unsupported
 from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CALLABLE, HASATTR, LEN, TYPE
+from .items import guard_len
 from .semantics import call_dunder, class_dunder, const_value
 from .sizes import SYM_TYPES
 from .variables import (
@@ -51,8 +52,8 @@ def _tensor_len(fr, v: TensorVar):
 
 @LEN.rule(ObjVar)
 def _obj_len(fr, v: ObjVar):
-    if isinstance(v.value, torch.nn.Module):
-        return ConstVar(len(v.value))
+    if isinstance(v.value, torch.nn.Module):  # Note [Container module contents] in items.py
+        return ConstVar(guard_len(fr, v))
     if v.source is not None and not isinstance(v.value, STABLE_TEXT):
         fr.tr.check_native(v.value, "len()")  # Note [Mutated input dicts]
         n = len(v.value)  # asked natively, and asked again by a guard on each call

@@ -21,6 +21,7 @@ from .attributes import module_call_target
 from .breaks import BreakAction, why_no_break
 from .kinds import REPORT, BreakKind
 from .library import inlinable_file
+from .ops_flow import in_except_block
 from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, FrameEvent, Unsupported
 from .disable import run_shallow
@@ -238,6 +239,8 @@ class FrameState:
                     self.session.warn_at(e.to_reason(), f"ember: internal error while capturing {self.name}: "
                                          f"{e.reason}; {BreakKind.INTERNAL.hint}")
                 obstacle = None if inst is None else why_no_break(self.code, inst)
+                if obstacle is None and inst is not None and in_except_block(tr.root):
+                    obstacle = "inside an except block, whose exception is not live natively"
                 if inst is not None and obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e
                     continue

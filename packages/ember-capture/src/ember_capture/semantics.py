@@ -131,8 +131,48 @@ def concrete_value(v: Var, what="this operation"):
 
 def const_key(v: Var):
     key = concrete_value(v, "a dict key")
+    user = user_dunder(key, ("__hash__", "__eq__"))
+    if user is not None:
+        raise Unsupported("unsupported_operator", f"a {type(key).__name__} as a dict key runs its {user} "
+                          "(Note [User operators])")
     hash(key)
     return key
+
+
+# Note [User operators]: an operator on a real object computes on its constant value at trace
+# time. For an instance of a user class whose `__eq__`, `__hash__`, `__lt__`, `__add__`... is
+# Python code, that code reads the object's attributes unguarded (`k1 == k2` was baked in, and
+# stayed True after `k2.v` changed), so the operation is a graph break, run natively on each
+# call. A frozen dataclass compares fields that cannot change; library classes (enum) are pure.
+def user_dunder(value, names) -> str | None:
+    cls = type(value)
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is not None and params.frozen:
+        return None
+    for name in names:
+        for klass in cls.__mro__:
+            if name in klass.__dict__:
+                raw = klass.__dict__[name]
+                if isinstance(raw, types.FunctionType) and inlinable_file(raw.__code__.co_filename):
+                    return name
+                break
+    return None
+
+
+_SWAPPED = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+
+
+def _operator_dunders(fn) -> tuple:
+    """The special methods Python may call for the operator function `fn` (operator.add: __add__,
+    __radd__; operator.iadd: __iadd__ too; operator.lt: __lt__ and the reflected __gt__)."""
+    name = fn.__name__.rstrip("_")
+    if name in ("eq", "ne"):
+        return ("__eq__", "__ne__")
+    if name in _SWAPPED:
+        return (f"__{name}__", f"__{_SWAPPED[name]}__")
+    in_place = name.startswith("i") and (hasattr(operator, name[1:]) or hasattr(operator, name[1:] + "_"))
+    base = name[1:] if in_place else name
+    return (f"__{name}__", f"__{base}__", f"__r{base}__")
 
 
 def dedupe(items):
@@ -278,13 +318,16 @@ def _module_attr(fr, o: ObjVar, name):
 @REAL_ATTRS.register(type)
 def _type_attr(fr, o: ObjVar, name):
     value = o.value
+    # A class reached without a source (`type(self)`, a class made by a call) is still read by
+    # reference: its attributes change (`type(self).count += 1`) and are guarded through it.
+    source = o.source if o.source is not None else fr.tr.ns.ref(value)
     for klass in value.__mro__:
         if name in klass.__dict__:
             raw = klass.__dict__[name]
             if isinstance(raw, (staticmethod, classmethod)):
                 return constant_like(getattr(value, name))
             break
-    return wrap(fr.tr, getattr(value, name), attr_source(o.source, name), name)
+    return wrap(fr.tr, getattr(value, name), attr_source(source, name), name)
 
 
 @REAL_ATTRS.register(inspect.Signature, inspect.Parameter)
@@ -326,7 +369,32 @@ def _obj_setattr(fr, obj: ObjVar, name, value):
         raise Unsupported("side_effect", f"assigning module parameter/buffer/submodule {name!r}")
     if isinstance(value, TensorVar) and isinstance(m, torch.nn.Module):
         raise Unsupported("side_effect", f"assigning a tensor to module attribute {name!r}")
+    why = _not_a_plain_write(type(m), name)
+    if why is not None:
+        raise Unsupported("unsupported_attr", f"setting {name!r} on a {type(m).__name__}: {why}")
     fr.tr.record_attr_write(obj, name, value)
+
+
+# Note [Plain attribute writes]: a write to an existing object is recorded and replayed after the
+# graph with `setattr`, and later reads in the trace see the value written. That is Python's
+# answer only when the write lands in the instance dict (or a slot) unchanged: a class's own
+# `__setattr__` or a data descriptor (a property with a setter, a validating descriptor) may
+# store something else, or elsewhere, so such a write is a graph break, run natively.
+_PLAIN_SETATTRS = (object.__setattr__, torch.nn.Module.__setattr__)
+_SLOT_TYPES = (types.MemberDescriptorType,)  # `__slots__`
+
+
+def _not_a_plain_write(cls, name):
+    if not any(cls.__setattr__ is s for s in _PLAIN_SETATTRS):
+        return f"its class defines __setattr__ ({cls.__setattr__.__qualname__})"
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name, _ABSENT)
+        if raw is _ABSENT:
+            continue
+        if hasattr(type(raw), "__set__") and not isinstance(raw, _SLOT_TYPES):
+            return f"the class's {type(raw).__name__} {name!r} takes the write"
+        return None
+    return None
 
 
 SETATTR.refuse(NullVar, ConstVar, TensorVar, ListVar, TupleVar, DictVar, DictViewVar, SetVar, IterVar, CellVar,
@@ -443,7 +511,13 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
 
 def _binary_values(fn, a: Var, b: Var) -> Var:
     try:
-        return from_python(fn(const_value(a), const_value(b)))
+        left, right = const_value(a), const_value(b)
+        for value in (left, right):
+            user = user_dunder(value, _operator_dunders(fn))
+            if user is not None:
+                raise Unsupported("unsupported_operator", f"{fn.__name__} on a {type(value).__name__} runs its "
+                                  f"{user} (Note [User operators])")
+        return from_python(fn(left, right))
     except Unsupported:
         raise
     except Exception as e:
@@ -466,9 +540,14 @@ RBINARY.rule(TensorVar)(_graph_op)
 def _const_binary(fr, fn, a, b):
     if not isinstance(b, ConstVar):
         return NotImplemented
-    if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
-        return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
-    return ConstVar(fn(a.value, b.value))
+    try:
+        if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
+            return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
+        return ConstVar(fn(a.value, b.value))
+    except (ArithmeticError, ValueError) as exc:
+        # `1 / 0`, `2.0 ** 10000`, `1 << -1` on guarded constants: the user's exception, raised
+        # on every call the entry serves, so a traced `except` catches it (Note [Traced exceptions])
+        raise TracedRaise(exc) from None
 
 
 @BINARY.rule(ListVar)

@@ -106,6 +106,10 @@ class SetVar(Var):
         self.source = source
 
 
+def _none():
+    return ConstVar(None)
+
+
 class IterVar(Var):
     """An iterator over values known at trace time.
 
@@ -124,6 +128,7 @@ class IterVar(Var):
         self.source: str | None = None
         self.start = 0
         self.check = None  # before each next(): the error it raises (a dict iterator's, its dict changed size), or None
+        self.returned = _none  # once exhausted: a generator's return value (the result of `yield from`)
 
     def more(self) -> bool:
         """Whether a next item exists (producing it if needed)."""

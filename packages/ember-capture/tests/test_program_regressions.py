@@ -1,0 +1,360 @@
+"""Silently wrong results found by the differential harness (tests-integration/test_python_programs.py),
+one test per bug class, at the capture level: each failed before its fix with a wrong answer
+and no warning, or a crash where eager returns."""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import torch
+
+import ember_capture
+from capture_helpers import Recorder, assert_same, check
+
+
+def _captured(fn):
+    stats = ember_capture.CaptureStats()
+    return ember_capture.capture(fn, Recorder(), stats=stats), stats
+
+
+# -- Note [Plain attribute writes] ---------------------------------------------------------------
+class _Positive:
+    def __set_name__(self, owner, name):
+        self.name = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else getattr(obj, self.name)
+
+    def __set__(self, obj, value):
+        setattr(obj, self.name, abs(value))
+
+
+class _Holder:
+    size = _Positive()
+
+    def __init__(self, s):
+        self.size = s
+
+
+class _Logged:
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+        object.__setattr__(self, "v", 1)
+
+    def __setattr__(self, name, value):
+        self.log.append(name)
+        object.__setattr__(self, name, value * 10)
+
+
+def test_write_through_a_data_descriptor_is_read_back_through_it():
+    def make(o):
+        def f(x, k):
+            o.size = o.size - k  # the descriptor stores abs(); the read sees that
+            return x * o.size
+        return f
+
+    eager_obj, cap_obj = _Holder(-3), _Holder(-3)
+    fn, _ = _captured(make(cap_obj))
+    for k in (0, 3, 6, 9):
+        x = torch.ones(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(x, k)
+        assert_same(actual, make(eager_obj)(x, k))
+        assert vars(cap_obj) == vars(eager_obj)
+
+
+def test_write_through_a_class_setattr_is_read_back_through_it():
+    def make(o):
+        def f(x):
+            o.v = o.v + 1
+            return x * o.v
+        return f
+
+    eager_obj, cap_obj = _Logged(), _Logged()
+    fn, _ = _captured(make(cap_obj))
+    for _ in range(3):
+        x = torch.ones(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(x)
+        assert_same(actual, make(eager_obj)(x))
+        assert vars(cap_obj) == vars(eager_obj)
+
+
+# -- non-finite and signed-zero floats -----------------------------------------------------------
+def test_non_finite_float_constants_in_results():
+    def f(x, a):
+        return x * 2, a, (a, -a), float("inf"), -float("inf")
+
+    check(f, (torch.ones(2), 1.5), (torch.ones(2), float("inf")), (torch.ones(2), -float("inf")),
+          (torch.ones(2), float("nan")))
+
+
+def test_float_guard_tells_nan_and_signed_zero_apart():
+    def f(x, a):
+        return x + 1, -a, math.copysign(1.0, a), a != a
+
+    fn, _ = _captured(f)
+    for a in (float("nan"), -0.0, 2.0, 0.0, -0.0, float("nan")):
+        x = torch.ones(2)
+        expected = f(x, a)
+        actual = fn(x, a)
+        assert_same(actual[0], expected[0])
+        assert repr(actual[1:]) == repr(expected[1:]), (a, actual, expected)
+
+
+# -- yield from ------------------------------------------------------------------------------------
+def test_yield_from_returns_the_subgenerators_value_and_runs_lazily():
+    log = []
+
+    def inner(x):
+        for i in range(3):
+            log.append(i)
+            yield x + i
+        return "ret", 7
+
+    def outer(x):
+        r = yield from inner(x)
+        yield r
+
+    def f(x, k):
+        g = outer(x)
+        return [next(g) for _ in range(k)]
+
+    fn, _ = _captured(f)
+    for k in (1, 2, 4, 1):
+        log.clear()
+        expected = f(torch.ones(1), k)
+        eager_log = list(log)
+        log.clear()
+        assert_same(fn(torch.ones(1), k), expected)
+        assert log == eager_log
+
+
+# -- Note [Container module contents] --------------------------------------------------------------
+class _Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(2)])
+        self.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(2, 2)})
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(2))])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        for name in self.heads:
+            x = self.heads[name](x)
+        for p in self.ps:
+            x = x + p
+        return self.layers[-1](x) + self.ps[-1], len(self.layers), len(self.ps)
+
+
+def test_container_modules_changed_in_place_recompile():
+    torch.manual_seed(0)
+    eager = _Stack()
+    model = copy.deepcopy(eager)
+    fn, stats = _captured(model)
+    x = torch.randn(3, 2)
+    changes = [lambda m: m.layers.append(torch.nn.Linear(2, 2)),
+               lambda m: m.heads.update({"b": torch.nn.Linear(2, 2)}),
+               lambda m: m.ps.append(torch.nn.Parameter(torch.randn(2))),
+               lambda m: m.layers.__delitem__(0)]
+    assert_same(fn(x), eager(x))
+    for i, change in enumerate(changes):
+        for m in (eager, model):
+            torch.manual_seed(i)
+            change(m)
+        assert_same(fn(x), eager(x))
+    assert stats.recompiles == len(changes)
+
+
+# -- Note [Exceptions at a break], Note [Breaks in except blocks] ----------------------------------
+def _check_log(fn, f, log, args_list):
+    for args in args_list:
+        log.clear()
+        try:
+            expected = ("ok", f(*args))
+        except Exception as e:  # noqa: BLE001
+            expected = ("raised", repr(e))
+        eager_log = list(log)
+        log.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                actual = ("ok", fn(*args))
+            except Exception as e:  # noqa: BLE001
+                actual = ("raised", repr(e))
+        assert actual[0] == expected[0], (args, actual, expected)
+        if actual[0] == "ok":
+            assert_same(actual[1], expected[1])
+        else:
+            assert actual[1] == expected[1]
+        assert log == eager_log, (args, log, eager_log)
+
+
+def test_exception_of_a_native_call_at_a_break_reaches_the_frames_handlers():
+    log = []
+
+    @ember_capture.disable
+    def lib(k):
+        if k % 2:
+            raise ValueError(f"odd {k}")
+        return k
+
+    class Scope:
+        def __enter__(self):
+            log.append("enter")
+
+        def __exit__(self, et, ev, tb):
+            log.append(("exit", et and et.__name__))
+
+    def f(x, k):
+        y = x * 2
+        with Scope():
+            try:
+                v = lib(k)  # a graph break; natively it raises for odd k
+            except ValueError as e:
+                log.append(e.args[0])
+                v = -1
+            finally:
+                log.append("finally")
+        for i in range(2):
+            try:
+                y = y + lib(k + i)
+            except ValueError:
+                continue
+        return y + v
+
+    fn, _ = _captured(f)
+    _check_log(fn, f, log, [(torch.ones(2), k) for k in (0, 1, 2, 3, 1)])
+
+
+def test_bare_raise_after_a_break_in_an_except_block():
+    log = []
+
+    @ember_capture.disable
+    def lib(k):
+        if k % 2:
+            raise ValueError(f"odd {k}")
+        return k
+
+    def f(x, k):
+        y = x * 2
+        try:
+            v = lib(k)
+        except ValueError as e:
+            log.append(lib(k - 1))  # a break inside the except block
+            if k > 2:
+                raise
+            v = len(e.args)
+        return y + v
+
+    fn, _ = _captured(f)
+    _check_log(fn, f, log, [(torch.ones(2), k) for k in (0, 1, 3, 2)])
+
+
+def test_constant_arithmetic_errors_are_the_users_exceptions():
+    def f(x, a, b):
+        try:
+            q = a / b
+        except ZeroDivisionError:
+            q = -1.0
+        try:
+            s = 1 << b - 2
+        except ValueError:
+            s = 0
+        return x * q + s
+
+    fn, stats = _captured(f)
+    for a, b in ((1, 2), (1, 0), (3, 1), (2, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no internal error, no fallback
+            assert_same(fn(torch.ones(2), a, b), f(torch.ones(2), a, b))
+    assert not stats.fallbacks
+
+
+# -- min/max of a symbolic int and a float -------------------------------------------------------
+def test_min_max_of_a_symbolic_int_and_a_float_return_the_argument():
+    def f(x, n):
+        return x[:n] * 2, min(n, 4.5), max(n, 4.5), min(n, 4), max(2.5, n, 3.5)
+
+    fn, _ = _captured(f)
+    for n in (3, 4, 5, 6, 2):  # the second call makes n symbolic
+        x = torch.arange(8.0)
+        expected, actual = f(x, n), fn(x, n)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], n
+
+
+# -- class attributes through type(self); Note [User operators] -----------------------------------
+def test_class_attribute_through_type_of_self_is_guarded():
+    class Layer(torch.nn.Module):
+        count = 0
+
+        def forward(self, x):
+            type(self).count += 1
+            return x + type(self).count
+
+    fn, _ = _captured(Layer())
+    for expected_count in (1, 2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(torch.zeros(1))
+        assert Layer.count == expected_count
+        assert_same(out, torch.full((1,), float(expected_count)))
+
+
+class _Key:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __lt__(self, other):
+        return self.v < other.v
+
+
+def test_user_eq_hash_and_order_are_not_baked_in():
+    k1, k2 = _Key(1), _Key(1)
+
+    def f(x):
+        return x + 1, k1 == k2, k1 < k2, k2 in {k1: 0}
+
+    fn, _ = _captured(f)
+    for v in (1, 0, 2, 1):
+        k2.v = v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1))
+        assert_same(actual, f(torch.zeros(1)))
+
+
+def test_builtins_on_user_objects_are_not_baked_in():
+    class V:
+        def __init__(self, v):
+            self.v = v
+
+        def __lt__(self, other):
+            return self.v < other.v
+
+        def __str__(self):
+            return f"V{self.v}"
+
+    a, b = V(1), V(2)
+
+    def f(x):
+        return x * sorted([b, a])[0].v, max(a, b).v, str(b)
+
+    fn, _ = _captured(f)
+    for v in (2, 0, 3):
+        b.v = v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(1))
+        assert_same(actual, f(torch.ones(1)))
