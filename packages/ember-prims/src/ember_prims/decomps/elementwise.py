@@ -366,9 +366,16 @@ def rad2deg(a):
 
 @register(aten.logit.default)
 def logit(a, eps=None):
+    if eps is not None:
+        # ATen clamps to lo = eps and hi = 1 - lo computed in the input's dtype: in bfloat16
+        # 1 - 1e-3 is 1.0, so logit(1.0, eps=1e-3) is inf there, not log(999)
+        dtype = a.dtype if a.dtype.is_floating_point else torch.get_default_dtype()
+        lo_v = torch.tensor(eps, dtype=dtype)
+        lo_v, hi_v = lo_v.item(), (1 - lo_v).item()
+
     def f(x):
         if eps is not None:
-            lo, hi = full(x.shape, eps, x.dtype, x.device), full(x.shape, 1 - eps, x.dtype, x.device)
+            lo, hi = full(x.shape, lo_v, x.dtype, x.device), full(x.shape, hi_v, x.dtype, x.device)
             x = P.minimum(P.maximum(x, lo), hi)
         return P.log(P.div(x, P.sub(full(x.shape, 1, x.dtype, x.device), x)))
     return elementwise(f, a, kind=Kind.INT_TO_FLOAT)
