@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTS = (torch.int32, torch.int64)
@@ -660,6 +661,33 @@ def _leaves(obj):
             yield from _leaves(o)
 
 
+class _FloatDtypes(TorchDispatchMode):
+    """The floating dtypes of every value an eager run computes: a float64 result of a float16
+    computation is compared with float16's tolerance (the loosest dtype on the way)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[torch.dtype] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in _leaves(out if isinstance(out, (tuple, list)) else [out]):
+            if t.dtype.is_floating_point:
+                self.seen.add(t.dtype)
+        return out
+
+
+_PRECISION = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
+
+
+def _loosest(tol: dict, seen: set) -> dict:
+    """`tol`, each dtype's entry widened to the loosest floating dtype in `seen`."""
+    if not seen:
+        return tol
+    worst = min(seen, key=_PRECISION.index)
+    return {d: max(t, tol[worst]) for d, t in tol.items()}
+
+
 def _close(what: str, got, want, tol) -> str | None:
     if not isinstance(want, torch.Tensor):
         return None if got == want else f"{what}: {got!r} != {want!r}"
@@ -726,8 +754,10 @@ def check(program: Program, seed: int, options: dict | None = None, calls: int =
     compiled = ember.compile(program.function(), options=options)
     for call in range(calls):
         in_seed = seed * 1000 + call
+        seen = _FloatDtypes()
         try:
-            e_leaves, e_args, e_out = run_once(fn, program.inputs, in_seed)
+            with seen:
+                e_leaves, e_args, e_out = run_once(fn, program.inputs, in_seed)
         except Exception as exc:  # noqa: BLE001 - fresh inputs may make eager raise (say, an index)
             return Outcome("eager_error", f"{type(exc).__name__}: {exc}")
         with warnings.catch_warnings(record=True) as caught:
@@ -738,16 +768,17 @@ def check(program: Program, seed: int, options: dict | None = None, calls: int =
                 return Outcome("crash", f"call {call}: {type(exc).__name__}: {str(exc)[:300]}")
         fell = [str(w.message) for w in caught if "ember" in str(w.message)]
         problems = []
+        tol = _loosest(TOLERANCES, seen.seen)
         e_list, c_list = list(_leaves(e_out)), list(_leaves(c_out))
         if len(e_list) != len(c_list):
             problems.append(f"{len(c_list)} outputs, eager has {len(e_list)}")
         for i, (c, e) in enumerate(zip(c_list, e_list)):
-            problems.append(_close(f"output {i}", c, e, TOLERANCES))
+            problems.append(_close(f"output {i}", c, e, tol))
             if (problems[-1] is None and _aliases_input(e, e_args) and e.numel() > 1
                     and e.stride() != c.stride()):
                 problems.append(f"output {i}: aliases an input, strides {c.stride()} != {e.stride()}")
         for i, (c, e) in enumerate(zip(c_args, e_args)):
-            problems.append(_close(f"input a{i} after the call", c, e, TOLERANCES))
+            problems.append(_close(f"input a{i} after the call", c, e, tol))
         w = _weights(e_out, in_seed)
         try:
             e_bw = _backward(e_leaves, e_out, w)
@@ -763,7 +794,7 @@ def check(program: Program, seed: int, options: dict | None = None, calls: int =
             fell += [str(x.message) for x in caught2 if "ember" in str(x.message)]
             for i, (c, e) in enumerate(zip(c_leaves, e_leaves)):
                 if e.requires_grad:
-                    problems.append(_close(f"grad of a{i}", c.grad, e.grad, GRAD_TOLERANCES))
+                    problems.append(_close(f"grad of a{i}", c.grad, e.grad, _loosest(GRAD_TOLERANCES, seen.seen)))
         problems = [p for p in problems if p]
         if problems:
             return Outcome("mismatch", f"call {call}: " + "; ".join(problems))
