@@ -4,6 +4,7 @@ minimized: each compiled program must equal eager, NaN positions and missing gra
 Tolerances: float32 rtol=1e-5, atol=1e-5; NaN positions must match (equal_nan).
 """
 import math
+import warnings
 
 import pytest
 import torch
@@ -60,3 +61,24 @@ def test_logit_clamps_to_eps_rounded_to_the_input_dtype(dtype):
     x = torch.tensor([0.0, 1.0, 0.5, 2.0, -1.0, 0.9995, 0.0004]).to(dtype)
     f = lambda t: torch.logit(t, eps=1e-3)  # noqa: E731
     torch.testing.assert_close(ember.compile(f)(x), f(x), rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_mutated_input_written_in_place_is_read_back_by_a_later_kernel():
+    # fuzz seed 330: the fill_ result is stored straight into a0 (Note [mutated inputs written
+    # in place]); the next kernel got a0 as its argument but still loaded the old buffer's name
+    # (KeyError: 'buf1'), so the graph fell back to eager
+    def f(a0):
+        a0.fill_(-0.0)
+        v1 = torch.frac(a0)
+        return (torch.floor_divide(a0 < v1, v1),)
+
+    for shape in [(), (5,)]:
+        x, y = torch.ones(shape), torch.ones(shape)
+        ember.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback
+            got = ember.compile(f, fullgraph=True)(y)
+        want = f(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, **TOL)
+        torch.testing.assert_close(y, x, **TOL)
