@@ -82,3 +82,19 @@ def test_a_mutated_input_written_in_place_is_read_back_by_a_later_kernel():
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, **TOL)
         torch.testing.assert_close(y, x, **TOL)
+
+
+def test_bool_add_with_alpha_stays_logical():
+    # fuzz seed 3327: a.add_(a, alpha=2) on a bool tensor; the decomposition scaled b by the
+    # int 2 (promoting it to int64), so True + 2 * True was 3 (exp gave e**3, not e)
+    def f(a, b):
+        a.add_(a, alpha=2)
+        return torch.exp(a), torch.add(b, a, alpha=2), torch.add(a, True, alpha=3)
+
+    a, b = torch.tensor([True, False, True]), torch.tensor([1.5, -1.0, 0.0])
+    ae = a.clone()
+    want = f(ae, b)
+    got = ember.compile(f)(a, b)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **TOL)
+    assert torch.equal(a, ae)

@@ -121,6 +121,10 @@ def _scaled(b, alpha):
 
 @register(aten.add.Tensor, aten.add.Scalar)
 def add(a, b, alpha=1):
+    # ATen computes a + alpha * b in the result dtype, alpha converted to it: for bools that is
+    # a or (alpha and b); `b * 2` would promote b to int64 and make True + 2 * True three
+    if not isinstance(alpha, torch.Tensor) and alpha is not None and torch.result_type(a, b) == torch.bool:
+        alpha = bool(alpha)
     return elementwise(P.add, a, _scaled(b, alpha))
 
 
