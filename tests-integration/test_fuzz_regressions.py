@@ -13,6 +13,16 @@ import torch.nn.functional as F
 import ember
 
 TOL = dict(rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.fixture(autouse=True)
+def _compiled_not_fallen_back():
+    """Each program here must be compiled: a fallback to eager would pass for the wrong reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    fell = [str(w.message) for w in caught if "ember" in str(w.message)]
+    assert not fell, fell
 SPECIAL = torch.tensor([math.nan, math.inf, -math.inf, -0.0, 0.0, 2.5, -1.0])
 
 

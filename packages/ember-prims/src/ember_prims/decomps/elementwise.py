@@ -6,6 +6,7 @@ scalars), explicit broadcasting, and float32 "opmath" for float16/bfloat16.
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 
@@ -368,14 +369,28 @@ def rad2deg(a):
     return elementwise(lambda x: P.mul(x, full(x.shape, 180 / math.pi, x.dtype, x.device)), a, kind=Kind.INT_TO_FLOAT)
 
 
+def _round_to(v: float, dtype: torch.dtype) -> float:
+    """The Python float `v` rounded to nearest-even in `dtype` (no tensor: this runs while tracing)."""
+    if dtype == torch.float16:
+        return struct.unpack("e", struct.pack("e", v))[0]
+    if dtype not in (torch.float32, torch.bfloat16):
+        return v
+    v = struct.unpack("f", struct.pack("f", v))[0]
+    if dtype == torch.bfloat16:
+        bits = struct.unpack("I", struct.pack("f", v))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        v = struct.unpack("f", struct.pack("I", bits))[0]
+    return v
+
+
 @register(aten.logit.default)
 def logit(a, eps=None):
     if eps is not None:
         # ATen clamps to lo = eps and hi = 1 - lo computed in the input's dtype: in bfloat16
         # 1 - 1e-3 is 1.0, so logit(1.0, eps=1e-3) is inf there, not log(999)
         dtype = a.dtype if a.dtype.is_floating_point else torch.get_default_dtype()
-        lo_v = torch.tensor(eps, dtype=dtype)
-        lo_v, hi_v = lo_v.item(), (1 - lo_v).item()
+        lo_v = _round_to(eps, dtype)
+        hi_v = _round_to(1 - lo_v, dtype)
 
     def f(x):
         if eps is not None:
