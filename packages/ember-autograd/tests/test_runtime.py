@@ -346,3 +346,28 @@ def test_gradients_of_some_inputs_only_reach_those_inputs():
     assert a.grad is None and c.grad is None
     torch.testing.assert_close(b.grad, a)
     torch.testing.assert_close(d.grad, c)
+
+
+def test_an_output_the_loss_does_not_reach_gives_no_gradient():
+    # Note [unreached outputs]: eager runs no backward for b; a zero tangent through its
+    # backward would make x.grad NaN (0 * inf in normalize's backward) and give y a zero grad
+    gm = torch.fx.symbolic_trace(lambda x, y: (x * 3, F.normalize(x, dim=-1) + y.exp()))
+    x = torch.tensor([1.0, float("inf"), 2.0], requires_grad=True)
+    y = torch.randn(3, requires_grad=True)
+    seen = []
+
+    def bw(gm, inputs):
+        seen.append(len(inputs))
+        return eager_compiler(gm, inputs)
+
+    fn = aot(gm, [x, y], fw_compiler=eager_compiler, bw_compiler=bw)
+    for _ in range(2):
+        x.grad = None
+        a, b = fn(x, y)
+        a.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+        assert y.grad is None
+    assert len(seen) == 1  # the specialized backward is compiled once, then reused
+    a, b = fn(x, y)
+    (a.sum() + b.sum()).backward()  # both reached: the full backward, NaN as in eager
+    assert x.grad.isnan().any() and y.grad is not None

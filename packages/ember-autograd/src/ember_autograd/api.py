@@ -17,6 +17,7 @@ from ember_autograd.errors import AotError, AotTraceError, ErrorKind
 from ember_autograd.joint import Signature, Traced, symbolic_inputs, trace_inference, trace_joint
 from ember_autograd.partition import JointGraph, Partitioner, default_partition
 from ember_autograd.runtime import InferenceRunner, RequiresGradChanged, TrainingRunner
+from ember_autograd.unreached import prune_unreached, zero_like_meta
 from ember_autograd.verify import verify_functional
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
@@ -166,13 +167,27 @@ class AotFunction:
                                           part.saved, part.saved_bytes, timings)
         backward = part.backward
         compile_backward = lambda real: self.bw_compiler(backward, _example_inputs(backward, real))  # noqa: E731
+        compile_pruned = None if self.symbolic else self._pruned_compiler(backward)
         compiled_backward = None
         if self.symbolic:  # Note [symbolic backward]
             with _timed(timings, "bw_compile"):
                 compiled_backward = self.bw_compiler(backward, _example_inputs(backward))
         requires_grad = tuple(getattr(args[i], "requires_grad", False) for i in sig.tensor_inputs + sig.sym_inputs)
         return TrainingRunner(sig, forward, compile_backward, timings, requires_grad,
-                              len(getattr(part, "saved_symbols", ())), compiled_backward)
+                              len(getattr(part, "saved_symbols", ())), compiled_backward, compile_pruned)
+
+    def _pruned_compiler(self, backward: torch.fx.GraphModule) -> Callable:
+        """(real inputs, absent tangents) -> the backward specialized to them, compiled, with its
+        zero inputs and kept results; None where it cannot be specialized (Note [unreached
+        outputs], unreached.py)."""
+        def compile_pruned(real: list, absent: tuple[bool, ...]):
+            pruned = prune_unreached(backward, absent)
+            if pruned is None:
+                return None
+            zeros = [zero_like_meta(z) for z in pruned.zeros]
+            compiled = self.bw_compiler(pruned.gm, _example_inputs(pruned.gm, [*real, *zeros]))
+            return compiled, pruned.zeros, pruned.kept
+        return compile_pruned
 
     def _cache(self):
         # a symbolic trace is tied to its SizeEnv (guards recorded now): never stored or loaded

@@ -16,6 +16,7 @@ from torch.utils import _pytree as pytree
 from ember_autograd.errors import AotError
 from ember_autograd.functionalize import replay_view
 from ember_autograd.joint import AliasOutput, Signature
+from ember_autograd.unreached import zero_like_meta
 
 
 def call_compiled(fn: Callable, args: list):
@@ -232,7 +233,8 @@ class TrainingRunner:
 
     def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
                  timings: dict, requires_grad: tuple[bool, ...], num_saved_symbols: int = 0,
-                 backward: Callable | None = None):
+                 backward: Callable | None = None,
+                 compile_pruned: Callable[[list, tuple], Callable | None] | None = None):
         self.sig = sig
         # Note [speculative requires-grad key] (api.py): `ctx.needs_input_grad` of a call this
         # runner's graphs fit (the leading False: the apply's first argument, this tuple or None)
@@ -241,6 +243,10 @@ class TrainingRunner:
         self.num_saved_symbols = num_saved_symbols
         self._compile_backward = compile_backward
         self._backward = backward
+        # Note [unreached outputs] (unreached.py): per set of absent tangents, the specialized
+        # backward (compiled, its zero inputs, which results it computes) or None (not possible)
+        self._compile_pruned = compile_pruned
+        self._pruned: dict[tuple, tuple | None] = {}
         self._timings = timings
         self.function = _make_function(self)
         self.apply = _direct_apply(self.function, len(sig.tensor_inputs) if sig.sym_inputs else None)
@@ -253,6 +259,19 @@ class TrainingRunner:
             self._backward = self._compile_backward(inputs)
             self._timings["bw_compile"] = time.perf_counter() - start
         return self._backward
+
+    def run_backward(self, inputs: list, absent: tuple[bool, ...]) -> list:
+        """The gradients for one call; `absent[i]`: the loss did not reach differentiable output
+        i (its tangent in `inputs` is a zero filler), Note [unreached outputs]."""
+        if any(absent) and self._compile_pruned is not None:
+            if absent not in self._pruned:
+                self._pruned[absent] = self._compile_pruned(inputs, absent)
+            entry = self._pruned[absent]
+            if entry is not None:
+                compiled, zeros, kept = entry
+                results = iter(call_compiled(compiled, [*inputs, *map(zero_like_meta, zeros)]))
+                return [next(results) if k else None for k in kept]
+        return call_compiled(self.backward_for(inputs), inputs)
 
     def __call__(self, args, speculative: bool = False):
         """speculative: the inputs' requires-grad pattern was not checked; the forward checks it
@@ -338,7 +357,8 @@ def _make_function(runner: TrainingRunner):
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
             inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
-            return scatter(call_compiled(runner.backward_for(inputs), inputs))
+            absent = tuple(grads[k] is None for k in sig.diff_outputs)
+            return scatter(runner.run_backward(inputs, absent))
 
     return CompiledFunction
 

@@ -93,12 +93,14 @@ def _safe_in_kernel(spec: KernelSpec, buf: str, inp: str) -> bool:
 
 
 def rewrite_spec(spec: KernelSpec, renames: dict[str, str]) -> KernelSpec:
-    """`spec` storing each buffer of `renames` into its input instead (one "inout" argument)."""
+    """`spec` storing each buffer of `renames` into its input instead (one "inout" argument),
+    and reading it from there: a later kernel that loads the buffer gets the input as its
+    argument, so its loads are renamed with it."""
     mine = {b: i for b, i in renames.items() if any(a.name == b for a in spec.args)}
     if not mine:
         return spec
-    ops = tuple(dataclasses.replace(o, target=mine[o.target]) if o.kind == "store" and o.target in mine else o
-                for o in spec.ops)
+    ops = tuple(dataclasses.replace(o, target=mine[o.target])
+                if o.kind in ("store", "load") and o.target in mine else o for o in spec.ops)
     written = set(mine.values())
     args, seen = [], set()
     for a in spec.args:

@@ -173,12 +173,14 @@ class CppKernelRenderer:
 
     def hoist_invariants(self) -> None:
         """Values that no loop variable reaches (an optimizer's bias corrections from its 0-d
-        step count, a 0-d learning rate) are computed once, before the loops, not per element."""
+        step count, a 0-d learning rate) are computed once, before the loops, not per element.
+        A load of a buffer this kernel stores is never hoisted: it reads what the loops write."""
+        stored = {op.target for op in self.k.ops if op.kind == "store"}
         for op in self.k.ops:
             if op.kind == "const":
                 invariant = True
             elif op.kind == "load":
-                invariant = op.mask is None and not op.index.free_symbols
+                invariant = op.mask is None and not op.index.free_symbols and op.target not in stored
             elif op.kind in ("pointwise", "convert"):
                 invariant = all(a in self.hoisted for a in op.args)
             else:

@@ -75,8 +75,9 @@ template <typename T> static inline T ember_maximum(T a, T b) {
 template <typename T> static inline T ember_minimum(T a, T b) {
   return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
 }
+// (a > 0) - (a < 0), like ATen's sign kernel: sign(NaN) is 0 there (and in the Triton rule)
 template <typename T> static inline T ember_sign(T a) {
-  return (a != a) ? a : (T)((a > 0) - (a < 0));
+  return (T)((a > 0) - (a < 0));
 }
 // integer division and modulo never trap (ATen raises on /0; a kernel cannot)
 template <typename T> static inline T ember_div_trunc(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }

@@ -151,7 +151,10 @@ def _softmax_parts(a, dim, out_dtype):
     if a.dim() == 0 or a.numel() == 0:  # nothing to normalise (amax would reject an empty dim)
         return x, None, d, acc
     m = P.amax(x, [d])
-    m = P.where(P.isinf(m), full(m.shape, 0, acc, a.device), m)  # rows of -inf stay finite
+    # Rows of -inf stay finite (their exps are 0, 0/0 is NaN as in eager). Only -inf: a row
+    # holding +inf is NaN throughout in eager (inf - inf), not a one-hot.
+    neg_inf = P.eq(m, full(m.shape, float("-inf"), acc, a.device))
+    m = P.where(neg_inf, full(m.shape, 0, acc, a.device), m)
     shifted = P.sub(x, broadcast_to(unsqueeze_dims(m, [d]), x.shape))
     return shifted, m, d, acc
 

@@ -6,6 +6,7 @@ scalars), explicit broadcasting, and float32 "opmath" for float16/bfloat16.
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 
@@ -121,6 +122,10 @@ def _scaled(b, alpha):
 
 @register(aten.add.Tensor, aten.add.Scalar)
 def add(a, b, alpha=1):
+    # ATen computes a + alpha * b in the result dtype, alpha converted to it: for bools that is
+    # a or (alpha and b); `b * 2` would promote b to int64 and make True + 2 * True three
+    if not isinstance(alpha, torch.Tensor) and alpha is not None and torch.result_type(a, b) == torch.bool:
+        alpha = bool(alpha)
     return elementwise(P.add, a, _scaled(b, alpha))
 
 
@@ -364,11 +369,32 @@ def rad2deg(a):
     return elementwise(lambda x: P.mul(x, full(x.shape, 180 / math.pi, x.dtype, x.device)), a, kind=Kind.INT_TO_FLOAT)
 
 
+def _round_to(v: float, dtype: torch.dtype) -> float:
+    """The Python float `v` rounded to nearest-even in `dtype` (no tensor: this runs while tracing)."""
+    if dtype == torch.float16:
+        return struct.unpack("e", struct.pack("e", v))[0]
+    if dtype not in (torch.float32, torch.bfloat16):
+        return v
+    v = struct.unpack("f", struct.pack("f", v))[0]
+    if dtype == torch.bfloat16:
+        bits = struct.unpack("I", struct.pack("f", v))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        v = struct.unpack("f", struct.pack("I", bits))[0]
+    return v
+
+
 @register(aten.logit.default)
 def logit(a, eps=None):
+    if eps is not None:
+        # ATen clamps to lo = eps and hi = 1 - lo computed in the input's dtype: in bfloat16
+        # 1 - 1e-3 is 1.0, so logit(1.0, eps=1e-3) is inf there, not log(999)
+        dtype = a.dtype if a.dtype.is_floating_point else torch.get_default_dtype()
+        lo_v = _round_to(eps, dtype)
+        hi_v = _round_to(1 - lo_v, dtype)
+
     def f(x):
         if eps is not None:
-            lo, hi = full(x.shape, eps, x.dtype, x.device), full(x.shape, 1 - eps, x.dtype, x.device)
+            lo, hi = full(x.shape, lo_v, x.dtype, x.device), full(x.shape, hi_v, x.dtype, x.device)
             x = P.minimum(P.maximum(x, lo), hi)
         return P.log(P.div(x, P.sub(full(x.shape, 1, x.dtype, x.device), x)))
     return elementwise(f, a, kind=Kind.INT_TO_FLOAT)

@@ -1,0 +1,84 @@
+"""Backward graphs for calls where the loss does not reach every differentiable output.
+
+Note [unreached outputs]: eager autograd never runs the backward of a value the loss does not
+reach: its inputs get no gradient (`.grad` stays None), and nothing is computed from it. A
+compiled backward is one graph taking a tangent per differentiable output; an unreached output's
+tangent would be a zero tensor, and the graph would still compute from it: `0 * inf` and `0 / 0`
+are NaN (a normalize's backward on an input holding inf), and an input reached only through
+that output would get a zero gradient instead of None. A graph break makes this common: every
+value live across the break is an output of the graph before it, used by the loss or not.
+
+So a call with unreached outputs runs a backward specialized to the set of absent tangents
+(`prune_unreached`): every node that depends on absent tangents and on no present one is, in
+exact arithmetic, zero (a backward is linear in its tangents); where such a node meets a node
+that depends on a present tangent, it is replaced by an input fed a zero tensor, and gradients
+made only of it are dropped (the runtime returns None for them). What stays computes what eager
+computes, operation for operation. Nothing here knows any operator: it is reachability.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.fx
+
+
+@dataclasses.dataclass
+class PrunedBackward:
+    gm: torch.fx.GraphModule
+    zeros: list  # meta["val"] of each added input, fed a zero tensor of that layout
+    kept: list[bool]  # per output of the original backward: computed (True) or None
+
+
+def prune_unreached(bw: torch.fx.GraphModule, absent: tuple[bool, ...]) -> PrunedBackward | None:
+    """`bw` (inputs ending with one tangent per differentiable output) for calls whose tangents
+    `absent[i]` are None; None when the graph cannot be specialized (a symbolic or non-tensor
+    value would have to become a zero input)."""
+    graph = torch.fx.Graph()
+    results = graph.graph_copy(bw.graph, {})  # the output node's value; no output node yet
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    tangents = placeholders[len(placeholders) - len(absent):]
+    dep_absent: dict[torch.fx.Node, bool] = {}
+    dep_present: dict[torch.fx.Node, bool] = {}
+    for t, gone in zip(tangents, absent):
+        dep_absent[t], dep_present[t] = gone, not gone
+    for n in graph.nodes:
+        if n in dep_absent:
+            continue
+        ins = n.all_input_nodes
+        dep_absent[n] = any(dep_absent[a] for a in ins)
+        dep_present[n] = any(dep_present[a] for a in ins)
+
+    def pure(n) -> bool:
+        return isinstance(n, torch.fx.Node) and dep_absent.get(n, False) and not dep_present.get(n, False)
+
+    zero_inputs: dict[torch.fx.Node, torch.fx.Node] = {}
+    zeros: list = []
+    last = placeholders[-1]
+    for n in list(graph.nodes):
+        if n.op == "placeholder" or not dep_present[n]:
+            continue
+        for a in [a for a in n.all_input_nodes if pure(a)]:
+            if a not in zero_inputs:
+                val = a.meta.get("val")
+                if not isinstance(val, torch.Tensor) or not all(isinstance(s, int) for s in (*val.shape, *val.stride())):
+                    return None
+                with graph.inserting_after(last):
+                    z = graph.placeholder(f"unreached_zero_{len(zeros)}")
+                z.meta = dict(a.meta)
+                last = z
+                zero_inputs[a] = z
+                zeros.append(val)
+            n.replace_input_with(a, zero_inputs[a])
+    flat = list(results) if isinstance(results, (tuple, list)) else [results]
+    kept = [not (r is None or pure(r)) for r in flat]
+    graph.output(tuple(r for r, k in zip(flat, kept) if k))
+    graph.eliminate_dead_code()
+    gm = torch.fx.GraphModule(bw, graph)
+    gm.meta.update(bw.meta)
+    return PrunedBackward(gm, zeros, kept)
+
+
+def zero_like_meta(val: torch.Tensor) -> torch.Tensor:
+    """A zero tensor with `val`'s shape, strides, dtype and device."""
+    return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device).zero_()

@@ -1,0 +1,110 @@
+"""Wrong results found by the program fuzzer (program_fuzz.py, tools/fuzz_programs.py),
+minimized: each compiled program must equal eager, NaN positions and missing gradients included.
+
+Tolerances: float32 rtol=1e-5, atol=1e-5; NaN positions must match (equal_nan).
+"""
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+
+TOL = dict(rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.fixture(autouse=True)
+def _compiled_not_fallen_back():
+    """Each program here must be compiled: a fallback to eager would pass for the wrong reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    fell = [str(w.message) for w in caught if "ember" in str(w.message)]
+    assert not fell, fell
+SPECIAL = torch.tensor([math.nan, math.inf, -math.inf, -0.0, 0.0, 2.5, -1.0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_sign_of_nan_is_zero_as_in_eager(dtype):
+    x = SPECIAL.to(dtype)
+    for fn in (lambda t: torch.sign(t), lambda t: t.sgn() * 2):
+        ember.reset()
+        torch.testing.assert_close(ember.compile(fn)(x), fn(x), **TOL)
+
+
+@pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax, F.softmax], ids=["softmax", "log_softmax", "F"])
+def test_softmax_of_a_row_holding_inf_is_nan_as_in_eager(fn):
+    # eager: x - max is inf - inf = NaN for the whole row; a row of -inf only is NaN too
+    inf = math.inf
+    x = torch.tensor([[inf, 1.0, 2.0], [-inf, inf, 0.0], [-inf, -inf, -inf], [-inf, 0.0, 1.0], [1.0, 2.0, 3.0]])
+    f = lambda t: fn(t, 1)  # noqa: E731
+    torch.testing.assert_close(ember.compile(f)(x), f(x), **TOL)
+
+
+def test_an_output_the_loss_does_not_reach_gives_no_gradient():
+    # fuzz seeds 340 and 236 (there the unreached outputs were values live across a graph
+    # break): eager gives x a finite grad and y none; a zero tangent pushed through normalize's
+    # backward (0 * inf) made x.grad NaN, and y.grad zeros
+    def f(x, y):
+        return x * torch.arange(3.0), F.normalize(x, dim=-1) + y.prod(-1, keepdim=True)
+
+    compiled = ember.compile(f)
+    for call in range(2):
+        grads = []
+        for fn in (f, compiled):
+            x = torch.tensor([1.0, math.inf, -2.0 - call], requires_grad=True)
+            y = torch.tensor([0.5], requires_grad=True)
+            a, b = fn(x, y)
+            a.sum().backward()
+            grads.append((x.grad, y.grad))
+        (want_x, want_y), (got_x, got_y) = grads
+        torch.testing.assert_close(got_x, want_x, **TOL)
+        assert want_y is None and got_y is None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64])
+def test_logit_clamps_to_eps_rounded_to_the_input_dtype(dtype):
+    # fuzz seeds 1589 and 203: in bfloat16 ATen's 1 - eps is 1.0, so logit(1, eps=1e-3) is inf
+    # there; ember clamped to 0.999 in float32 and gave 6.9 (float16: 0.99902 vs 0.999)
+    x = torch.tensor([0.0, 1.0, 0.5, 2.0, -1.0, 0.9995, 0.0004]).to(dtype)
+    f = lambda t: torch.logit(t, eps=1e-3)  # noqa: E731
+    torch.testing.assert_close(ember.compile(f)(x), f(x), rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_mutated_input_written_in_place_is_read_back_by_a_later_kernel():
+    # fuzz seed 330: the fill_ result is stored straight into a0 (Note [mutated inputs written
+    # in place]); the next kernel got a0 as its argument but still loaded the old buffer's name
+    # (KeyError: 'buf1'), so the graph fell back to eager
+    def f(a0):
+        a0.fill_(-0.0)
+        v1 = torch.frac(a0)
+        return (torch.floor_divide(a0 < v1, v1),)
+
+    for shape in [(), (5,)]:
+        x, y = torch.ones(shape), torch.ones(shape)
+        ember.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback
+            got = ember.compile(f, fullgraph=True)(y)
+        want = f(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, **TOL)
+        torch.testing.assert_close(y, x, **TOL)
+
+
+def test_bool_add_with_alpha_stays_logical():
+    # fuzz seed 3327: a.add_(a, alpha=2) on a bool tensor; the decomposition scaled b by the
+    # int 2 (promoting it to int64), so True + 2 * True was 3 (exp gave e**3, not e)
+    def f(a, b):
+        a.add_(a, alpha=2)
+        return torch.exp(a), torch.add(b, a, alpha=2), torch.add(a, True, alpha=3)
+
+    a, b = torch.tensor([True, False, True]), torch.tensor([1.5, -1.0, 0.0])
+    ae = a.clone()
+    want = f(ae, b)
+    got = ember.compile(f)(a, b)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **TOL)
+    assert torch.equal(a, ae)
