@@ -62,6 +62,9 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
+SNAPSHOT_BYTES = 512 * 2**20  # Fallback.first_call: inputs copied before a first call, at most
+
+
 class Fallback:
     """The failure policy of one captured graph (Note [one failure path])."""
 
@@ -105,25 +108,47 @@ class Fallback:
             return gm.forward
         if getattr(compiled, "__self__", None) is gm or getattr(compiled, "ember_guarded", False):
             return compiled  # the graph itself, or guarded already (AotComposition)
-        return self.first_call(compiled, gm.forward, f"first call of the compiled {stage}", boxed)
+        # Note [compiled mutations] (ember_autograd): inputs the compiled graph may write itself
+        mutated = sorted({i for _, i in gm.graph.output_node().meta.get("ember_mutations", ())})
+        return self.first_call(compiled, gm.forward, f"first call of the compiled {stage}", boxed, mutated)
 
-    def first_call(self, compiled: Callable, eager: Callable, stage: str, boxed: bool) -> Callable:
+    def first_call(self, compiled: Callable, eager: Callable, stage: str, boxed: bool,
+                   mutated: list[int] | tuple = ()) -> Callable:
         """`compiled`, except that if its first call raises and `eager` does not on the same
         inputs, that call and every later one run `eager` (called `f(*args)`); if eager raises
         too, the error is the user's and propagates, with no warning. With boxed, the result is called `f(list)`, and calls
-        `compiled` that way if it says so (`_boxed_call`)."""
+        `compiled` that way if it says so (`_boxed_call`).
+
+        mutated: positions of inputs the compiled graph may write in place (the inductor writes a
+        mutated input's new value into it: Note [mutated inputs written in place]). A first call
+        that fails after such a write (a kernel ran, a later one raised) would hand `eager`
+        inputs that already hold some new values, and its result would apply the mutation twice
+        (`x.neg_()` undone): so they are copied before the first call and restored before
+        `eager` runs. Only the first call pays for the copies, and only up to SNAPSHOT_BYTES in
+        all (a compiled optimizer step of a large model mutates every parameter and its state:
+        copying them could exhaust memory; such a graph keeps the earlier behaviour)."""
         inner_boxed = getattr(compiled, "_boxed_call", False)
         direct = compiled if inner_boxed else (lambda a: compiled(*a))
         state: list[Any] = [None]
 
         def call_first(args: list) -> Any:
+            written = [i for i in mutated if i < len(args) and isinstance(args[i], torch.Tensor)]
+            if sum(args[i].numel() * args[i].element_size() for i in written) > SNAPSHOT_BYTES:
+                written = []
+            with torch.no_grad():
+                before = [(i, args[i].clone()) for i in written]
             try:
                 out = direct(list(args))  # a copy: a boxed callee may clear the list it gets
             except Exception as exc:  # noqa: BLE001 - reported by fail(), never hidden
+                with torch.no_grad():
+                    for i, old in before:
+                        args[i].copy_(old)
+                del before
                 out = eager(*args)  # raises the user's own error (bad input), if it is one
                 state[0] = lambda a: eager(*a)
                 self.fail(stage, exc)
                 return out
+            del before
             state[0] = direct
             return out
 
