@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 
@@ -11,6 +13,17 @@ def _fresh_ember():
     torch.manual_seed(0)
     yield
     ember.reset()
+
+
+@pytest.fixture
+def no_fallback():
+    """A graph that runs eagerly (ember warns) fails the test: use it where a fallback would make
+    the test vacuous (`pytestmark = pytest.mark.usefixtures("no_fallback")`)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    said = [str(w.message) for w in caught if str(w.message).startswith("ember")]
+    assert not said, said
 
 
 class GraphRecorder:

@@ -12,7 +12,6 @@ per parameter.
 """
 import math
 import re
-import warnings
 
 import pytest
 import torch
@@ -20,21 +19,12 @@ import torch
 import ember
 from ember_inductor.horizontal import COMBO_MAX_PARTS
 
+pytestmark = pytest.mark.usefixtures("no_fallback")  # a fallback would make a test vacuous
 TOL = dict(rtol=1e-5, atol=1e-6)
 TRITON = {"options": {"backend": "triton"}}
 BACKENDS = {"triton": TRITON, "inductor": {}, "eager": {"backend": "eager"}}
 SHAPES = [(16, 16), (), (7,), (5, 3), (33,), (2, 3, 4), (9,), (4, 4)]
 LAUNCH = re.compile(r"^\s+(?:\w+ = )?((?:kernel|combo)\d+)(?:_c)?\(", re.M)
-
-
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    """A graph that runs eagerly (ember warns) fails the test."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    said = [str(w.message) for w in caught if str(w.message).startswith("ember")]
-    assert not said, said
 
 
 def parameters() -> list[torch.Tensor]:

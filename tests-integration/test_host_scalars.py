@@ -6,28 +6,17 @@ frozen at the recording). Each result is compared with eager on fresh inputs ove
 float32 rtol=1e-5 atol=1e-6, bfloat16 rtol=1.6e-2 atol=1e-2 (one rounding of the product),
 float64 exact to 1e-12.
 """
-import warnings
 
 import pytest
 import torch
 
 import ember
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("no_fallback")]
 
 F32 = dict(rtol=1e-5, atol=1e-6)
 ADAM = dict(rtol=1e-4, atol=1e-5)  # AdamW's division by sqrt: a few ulps apart, as in test_training_step
 BF16 = dict(rtol=1.6e-2, atol=1e-2)
-
-
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    """A graph that runs eagerly (ember warns) fails the test."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    said = [str(w.message) for w in caught if str(w.message).startswith("ember")]
-    assert not said, said
 
 
 EAGER_PUT = "a copy between devices"  # the comment on an eager device_put in the wrapper
