@@ -358,3 +358,33 @@ def test_builtins_on_user_objects_are_not_baked_in():
             warnings.simplefilter("ignore")
             actual = fn(torch.ones(1))
         assert_same(actual, f(torch.ones(1)))
+
+
+# -- found by CI's checked pass (EMBER_CHECK=1 EMBER_RAISE_INTERNAL=1) over the harnesses ----------
+_STRICT = ember_capture.CaptureConfig(raise_internal=True)
+
+
+def test_invert_and_index_of_a_symbolic_int():
+    """`~n` of a dynamic int (torch's SymInt has no `__invert__`: capture raised an internal
+    error) and a list indexed out of range by one (the user's IndexError, caught by their
+    handler, was an internal error)."""
+    def f(x, k):
+        try:
+            w = [1, 2][k]
+        except IndexError:
+            w = -1
+        return x + w + ~k
+
+    check(f, (torch.randn(2), 0), (torch.randn(2), 1), (torch.randn(2), 2), (torch.randn(2), 3),
+          config=_STRICT, fallback_ok=False)
+
+
+def test_shape_change_of_an_input_in_place_is_a_break():
+    """Note [input metadata mutations] (graph.py): the trace changed the placeholder's fake in
+    place, so the graph's example_value disagreed with its input (the backend then failed)."""
+    def f(a, b):
+        b.unsqueeze_(0)
+        return a.expand(6, 3) + b
+
+    check(f, (torch.randn(6, 1), torch.tensor(2.0)), (torch.randn(6, 1), torch.tensor(-1.0)),
+          breaks=1, config=_STRICT)

@@ -152,10 +152,20 @@ class OutputGraph:
         return node
 
     # -- calls ----------------------------------------------------------------------------
+    # Note [input metadata mutations]: `x.unsqueeze_(0)` on an input changes the caller's tensor
+    # object (its shape, its strides), which no graph output can carry back, and the trace would
+    # change the placeholder's fake in place (its example_value then disagrees with the input:
+    # EMBER_CHECK's interface-1 check caught it; without it the backend failed and the graph ran
+    # eagerly). Such a call is a graph break: it runs natively, on the real input.
     def call(self, kind: str, target, args, kwargs) -> Var:
         """Record ``target(*args, **kwargs)`` (kind: call_function or call_method)."""
         if kind == "call_method" and target in _DATA_METHODS:
             raise Unsupported("data_dependent", f"Tensor.{target}() needs tensor data")
+        if (args and isinstance(args[0], TensorVar) and _name(target).split(".")[-1] in _INPLACE_METADATA
+                and getattr(args[0].ident, "node", None) is not None and args[0].ident.node.op == "placeholder"):
+            # Note [input metadata mutations]: the graph's inputs keep their shapes and strides
+            raise Unsupported("unsupported_op", f"{_name(target)} changes the shape or strides of a graph "
+                                                "input in place")
         if target in _PLAIN_OF_INPLACE and not isinstance(args[0], TensorVar):
             target = _PLAIN_OF_INPLACE[target]  # Note [in-place operators in FX code]
         try:
@@ -276,6 +286,10 @@ def _structseq_fields(out):
             if o is val:
                 fields[n] = i
     return fields or None
+
+
+_INPLACE_METADATA = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_",
+                                "resize_", "resize_as_", "as_strided_", "set_"})
 
 
 def _name(target):

@@ -205,7 +205,8 @@ def _sequence_getitem(make, kind: str):
         k = const_value(key, "indexing a list")
         if isinstance(k, slice):
             return make(obj.items[k])
-        if isinstance(k, int) and not -len(obj.items) <= k < len(obj.items):  # lengths are guarded
+        # lengths are guarded; a symbolic index is compared as itself (a guard on its range)
+        if isinstance(k, (int, torch.SymInt)) and not -len(obj.items) <= k < len(obj.items):
             raise TracedRaise(IndexError(f"{kind} index out of range"))
         return obj.items[k]
     return rule

@@ -611,7 +611,14 @@ def unary(fr, fn, a: Var) -> Var:
     return UNARY.lookup(type(a))(fr, fn, a)
 
 
-UNARY.rule(Var)(lambda fr, fn, a: ConstVar(fn(const_value(a))))  # other kinds: on their constant value
+@UNARY.rule(Var)
+def _unary_of_value(fr, fn, a: Var) -> Var:
+    """Other kinds: on their constant value. A symbolic int has no ``~`` of its own (torch's
+    SymInt defines the arithmetic, not the bitwise operators): ``~n`` is ``-n - 1``, exactly."""
+    value = const_value(a)
+    if fn is operator.invert and isinstance(value, torch.SymInt):
+        return ConstVar(-value - 1)
+    return ConstVar(fn(value))
 UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a], {}))
 
 
