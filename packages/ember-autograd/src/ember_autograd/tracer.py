@@ -170,7 +170,7 @@ class AtenTracer(TorchDispatchMode):
         node_args, node_kwargs = pytree.tree_map_only(torch.Tensor, self.node_of, (args, kwargs))
         node_args, node_kwargs = pytree.tree_map_only(_SIZES, self.sizes.node_of, (node_args, node_kwargs))
         with self._below():
-            out = op(*args, **kwargs)
+            out = _as_cpu_kernels_give(op, args, op(*args, **kwargs))
         if node is not None or not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out)):
             return out
         n = self.graph.call_function(op, tuple(node_args), dict(node_kwargs))
@@ -259,3 +259,36 @@ def _tag_autograd_nodes(fn, stack):
             continue
         f.metadata["stack_trace"] = stack
         todo.extend(nxt for nxt, _ in f.next_functions)
+
+
+# Note [meta kernels that disagree with the CPU's]: torch's meta kernel of batch norm gives the
+# saved statistics the input's dtype and the new running statistics float32, whatever the
+# device; ATen's CPU kernel gives the statistics float32 when a bfloat16/float16 input meets
+# float32 parameters ("mixed type", autocast's case) and the input's dtype otherwise, and the
+# running statistics their own dtype. A graph whose recorded dtypes are not what its kernels
+# return breaks the compilers' contract (EMBER_CHECK's output check caught it under CPU autocast
+# with aot_eager), so the recorded value follows the CPU kernel. ember_prims' decomposition
+# (`_bn_stat_dtype`) computes the same dtypes.
+_BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+                "_native_batch_norm_legit_no_training"}
+
+
+def _as_cpu_kernels_give(op, args, out):
+    name = getattr(op, "_schema", None) and op._schema.name.split("::")[-1]
+    if name not in _BATCH_NORMS or not isinstance(out, tuple) or len(out) < 3:
+        return out
+    a = args[0]
+    if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
+        return out
+    params = [p for p in args[1:5] if isinstance(p, torch.Tensor)]
+    stat = torch.float32 if a.dtype in (torch.bfloat16, torch.float16) and any(
+        p.dtype != a.dtype for p in params) else a.dtype
+    fixed = list(out)
+    for k in (1, 2):
+        if fixed[k].dtype != stat:
+            fixed[k] = fixed[k].to(stat)
+    if name == "_native_batch_norm_legit_functional" and len(out) == 5:
+        for k, running in ((3, args[3]), (4, args[4])):
+            if isinstance(running, torch.Tensor) and fixed[k].dtype != running.dtype:
+                fixed[k] = fixed[k].to(running.dtype)
+    return tuple(fixed)
