@@ -194,14 +194,16 @@ def _check_log(fn, f, log, args_list):
         assert log == eager_log, (args, log, eager_log)
 
 
+@ember_capture.disable
+def lib(k):
+    """Run natively (a graph break); raises for odd k."""
+    if k % 2:
+        raise ValueError(f"odd {k}")
+    return k
+
+
 def test_exception_of_a_native_call_at_a_break_reaches_the_frames_handlers():
     log = []
-
-    @ember_capture.disable
-    def lib(k):
-        if k % 2:
-            raise ValueError(f"odd {k}")
-        return k
 
     class Scope:
         def __enter__(self):
@@ -233,12 +235,6 @@ def test_exception_of_a_native_call_at_a_break_reaches_the_frames_handlers():
 
 def test_bare_raise_after_a_break_in_an_except_block():
     log = []
-
-    @ember_capture.disable
-    def lib(k):
-        if k % 2:
-            raise ValueError(f"odd {k}")
-        return k
 
     def f(x, k):
         y = x * 2

@@ -269,13 +269,14 @@ def _tag_autograd_nodes(fn, stack):
 # return breaks the compilers' contract (EMBER_CHECK's output check caught it under CPU autocast
 # with aot_eager), so the recorded value follows the CPU kernel. ember_prims' decomposition
 # (`_bn_stat_dtype`) computes the same dtypes.
-_BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
-                "_native_batch_norm_legit_no_training"}
+_aten = torch.ops.aten
+_BATCH_NORMS = {_aten.native_batch_norm, _aten._native_batch_norm_legit, _aten._native_batch_norm_legit_functional,
+                _aten._native_batch_norm_legit_no_training}
 
 
 def _as_cpu_kernels_give(op, args, out):
-    name = getattr(op, "_schema", None) and op._schema.name.split("::")[-1]
-    if name not in _BATCH_NORMS or not isinstance(out, tuple) or len(out) < 3:
+    packet = getattr(op, "overloadpacket", None)
+    if packet not in _BATCH_NORMS or not isinstance(out, tuple) or len(out) < 3:
         return out
     a = args[0]
     if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
@@ -287,7 +288,7 @@ def _as_cpu_kernels_give(op, args, out):
     for k in (1, 2):
         if fixed[k].dtype != stat:
             fixed[k] = fixed[k].to(stat)
-    if name == "_native_batch_norm_legit_functional" and len(out) == 5:
+    if packet is _aten._native_batch_norm_legit_functional and len(out) == 5:
         for k, running in ((3, args[3]), (4, args[4])):
             if isinstance(running, torch.Tensor) and fixed[k].dtype != running.dtype:
                 fixed[k] = fixed[k].to(running.dtype)

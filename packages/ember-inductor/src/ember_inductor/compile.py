@@ -59,7 +59,6 @@ class CompiledGraph:
         # positions of the mutated inputs the kernels write in place, returned as themselves
         # (Note [mutated inputs written in place])
         self.written_in_place: list[int] = []
-        self.host_scalars: list[str] = []  # Note [host scalars] (lowering/__init__.py)
         self._as_compiled = _LayoutCheck.of(input_layouts)
 
     def __call__(self, inputs):
@@ -255,8 +254,6 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
     compiled.written_in_place = sorted(positions[name] for name in in_place.values())
-    # Note [host scalars]: values read on the host at each launch (no CUDA graph may freeze them)
-    compiled.host_scalars = sorted({a.name for s in specs for a in s.args if a.role == "scalar"})
     compiled.schedule = fused_graph(planned, names, specs)  # what the diagram draws (diagram.py)
     _report(compiled, gm, specs, options, compiled.schedule if options.trace_graph_diagram else None)
     return compiled
