@@ -18,7 +18,9 @@ from ember_inductor.compile import CompiledGraph
 from ember_inductor.options import InductorOptions
 from ember_inductor.wrapper import WrapperWriter
 
-ARTIFACT_VERSION = 3  # 3: input layouts say whether an input must start its storage (Note [input offsets])
+ARTIFACT_VERSION = 4  # 3: input layouts say whether an input must start its storage (Note [input offsets]);
+# 4: buffers are allocated from template tensors (Note [allocation from a template]); each kernel's
+# backend is stored (a GPU graph's CPU kernels are C++: Note [host scalars])
 _BASE = frozenset(WrapperWriter().namespace) | {"__builtins__", "call"}
 
 
@@ -32,14 +34,20 @@ def to_artifact(compiled: CompiledGraph) -> dict[str, Any]:
     return {"version": ARTIFACT_VERSION, "source": compiled.source, "kernels": kernels,
             "ir": compiled.ir, "timings": dict(compiled.timings), "fallbacks": list(compiled.fallbacks),
             "layouts": list(compiled._layouts), "backend": compiled.backend, "constants": constants,
-            "schedule": list(compiled.schedule), "written_in_place": list(compiled.written_in_place)}
+            "schedule": list(compiled.schedule), "written_in_place": list(compiled.written_in_place),
+            "kernel_backends": list(compiled.kernel_backends)}
 
 
 def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> CompiledGraph:
     if artifact.get("version") != ARTIFACT_VERSION:
         raise ValueError(f"artifact version {artifact.get('version')!r}, expected {ARTIFACT_VERSION}")
     kernels = artifact["kernels"]
-    launchers = get_backend(artifact["backend"]).build(kernels, options)
+    backends = artifact["kernel_backends"]
+    launchers = [None] * len(kernels)
+    for b in dict.fromkeys(backends):  # each kernel by its own backend, as compile_graph built it
+        mine = [i for i, kb in enumerate(backends) if kb == b]
+        for i, launch in zip(mine, get_backend(b).build([kernels[i] for i in mine], options)):
+            launchers[i] = launch
     namespace = dict(WrapperWriter().namespace)
     namespace.update(artifact["constants"])
     for k, launch in zip(kernels, launchers):
@@ -52,5 +60,6 @@ def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> Compile
                              artifact["fallbacks"], artifact["layouts"], artifact["backend"])
     compiled.schedule = artifact["schedule"]
     compiled.written_in_place = list(artifact["written_in_place"])
+    compiled.kernel_backends = list(backends)
     compiled.loaded_from_cache = True
     return compiled

@@ -59,6 +59,8 @@ class CompiledGraph:
         # positions of the mutated inputs the kernels write in place, returned as themselves
         # (Note [mutated inputs written in place])
         self.written_in_place: list[int] = []
+        # the backend of each of `kernels` ("cpp" for the CPU kernels of a GPU graph: Note [host scalars])
+        self.kernel_backends: list[str] = [backend] * len(kernels)
         self._as_compiled = _LayoutCheck.of(input_layouts)
 
     def __call__(self, inputs):
@@ -254,6 +256,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
                              lowered.fallbacks, layouts, backend_name)
     positions = {b.name: b.position for b in lowered.inputs if isinstance(b, InputBuffer)}
     compiled.written_in_place = sorted(positions[name] for name in in_place.values())
+    compiled.kernel_backends = [b for _, b in launched]  # per kernel: a warm start builds each with its own
     compiled.schedule = fused_graph(planned, names, specs)  # what the diagram draws (diagram.py)
     _report(compiled, gm, specs, options, compiled.schedule if options.trace_graph_diagram else None)
     return compiled
