@@ -273,6 +273,16 @@ def test_bias_followed_by_pointwise_work_stays_fused_with_it(options, device):
     assert "addmm" not in cg.source, cg.source
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_whose_value_leaves_the_graph_goes_into_the_matmul_even_when_read_again(options, device):
+    """Note [bias in the matmul]: logits returned and also fed to pointwise work: one addmm
+    writes them once; the pointwise kernel reads its result (no separate product buffer)."""
+    inputs = [torch.randn(16, 32, device=device), torch.randn(32, 24, device=device), torch.randn(24, device=device)]
+    cg = run(lambda b, x, w, bias: _linear_head(b, x, w, bias, lambda b, o: (o, b.call(P.tanh.default, o))),
+             inputs, options, n_kernels=1)
+    assert "addmm_default: extern" in cg.source and "# mm_default: extern" not in cg.source, cg.source
+
+
 def test_layout_check_in_one_pass_sends_every_misfit_to_the_copy(options):
     """Note [layout check in one pass]: inputs as compiled skip the per-input loop; an input with
     other strides, or one that does not start its storage (Note [input offsets]), still gets

@@ -357,6 +357,11 @@ def _make_function(runner: TrainingRunner):
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
             inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
+            # Note [saved tensors handed over]: autograd's references to the saved values are
+            # dropped now (unless retain_graph=True keeps them for another backward), so that
+            # `inputs` holds the only ones: a boxed backward that takes the list over frees each
+            # value after its last use, as eager's engine frees a node's saved tensors after it.
+            ctx.maybe_clear_saved_tensors()
             absent = tuple(grads[k] is None for k in sig.diff_outputs)
             return scatter(runner.run_backward(inputs, absent))
 

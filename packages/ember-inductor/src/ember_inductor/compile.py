@@ -64,14 +64,19 @@ class CompiledGraph:
         self._as_compiled = _LayoutCheck.of(input_layouts)
 
     def __call__(self, inputs):
-        inputs = list(inputs)
-        if self._as_compiled is not None and self._as_compiled(inputs):
-            return self._fn(inputs)
-        for i, lay in enumerate(self._layouts):
-            t = inputs[i]
-            if lay is not None and (t.shape != lay[0] or t.stride() != lay[1]
-                                    or (lay[2] and t.storage_offset())):
-                inputs[i] = _relayout(t, lay)
+        return self.run_owned(list(inputs))  # a copy: the caller's list is left as it was
+
+    def run_owned(self, inputs: list):
+        """Call with a list the caller hands over: it is emptied during the call, so each input
+        is freed after its last use in the graph, unless the caller holds it elsewhere (Note
+        [inputs freed early] in wrapper.py). A backward graph's saved activations take this
+        path; `__call__` leaves the caller's list as it was."""
+        if self._as_compiled is None or not self._as_compiled(inputs):
+            for i, lay in enumerate(self._layouts):
+                t = inputs[i]
+                if lay is not None and (t.shape != lay[0] or t.stride() != lay[1]
+                                        or (lay[2] and t.storage_offset())):
+                    inputs[i] = _relayout(t, lay)
         return self._fn(inputs)
 
     @property

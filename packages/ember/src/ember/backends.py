@@ -293,9 +293,16 @@ def _inductor_build(settings: Settings) -> CompilerFn:
         compiled = compile_graph(gm, example_inputs, options)
 
         # CompiledGraph takes its inputs as one list; ember_autograd calls such a callable
-        # with the list itself when it is marked boxed (and may then free inputs early).
-        def run(args: list) -> Any:
-            return compiled(args)
+        # with the list itself when it is marked boxed. A backward's list (the saved
+        # activations) is handed over: each is freed after its last use in the graph (Note
+        # [inputs freed early] in ember_inductor/wrapper.py); a forward's list is left as it is
+        # (ember_autograd reads its inputs after the call).
+        if "ember_compiled_forward" in gm.meta:
+            def run(args: list) -> Any:
+                return compiled.run_owned(args)
+        else:
+            def run(args: list) -> Any:
+                return compiled(args)
 
         run._boxed_call = True
         run.compiled_graph = compiled  # for inspection: kernels, source, pass timings
