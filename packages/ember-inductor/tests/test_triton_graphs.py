@@ -283,6 +283,23 @@ def test_bias_whose_value_leaves_the_graph_goes_into_the_matmul_even_when_read_a
     assert "addmm_default: extern" in cg.source and "# mm_default: extern" not in cg.source, cg.source
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_permute_of_a_permute_folds(options, device):
+    """Note [permutes folded]: a linear's weight gradient as decomposition leaves it,
+    permute(permute(mm(gT, x))), is the product itself (no copy kernel); a chain that is not the
+    identity becomes one permute (its copy into the output is the one kernel)."""
+    def weight_grad(b, g, x):
+        prod = b.call(torch.ops.aten.mm.default, b.call(P.permute.default, g, [1, 0]), x)
+        return b.call(P.permute.default, b.call(P.permute.default, prod, [1, 0]), [1, 0])
+    inputs = [torch.randn(16, 24, device=device), torch.randn(16, 32, device=device)]
+    cg = run(weight_grad, inputs, options, n_kernels=0)
+    assert "permute" not in cg.source, cg.source
+
+    def three_d(b, x):
+        return b.call(P.permute.default, b.call(P.permute.default, x, [1, 2, 0]), [1, 2, 0])
+    run(three_d, [torch.randn(3, 4, 5, device=device)], options, n_kernels=1)
+
+
 def test_layout_check_in_one_pass_sends_every_misfit_to_the_copy(options):
     """Note [layout check in one pass]: inputs as compiled skip the per-input loop; an input with
     other strides, or one that does not start its storage (Note [input offsets]), still gets

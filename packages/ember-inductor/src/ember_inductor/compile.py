@@ -23,7 +23,7 @@ from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
-from ember_inductor.passes import bias_into_matmul, transpose_matmul_outputs
+from ember_inductor.passes import bias_into_matmul, fold_permutes, transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
@@ -278,11 +278,12 @@ _SAID_CPU_AUTOTUNE = [False]
 
 def rewrite(gm: fx.GraphModule, options: InductorOptions, backend_name: str) -> fx.GraphModule:
     """The rewrites that replace matrix products before lowering, each on a copy of the graph:
-    transposed outputs (Note [transposed matmul outputs]), a bias nothing else fuses with put
+    permutes of permutes folded (Note [permutes folded]), transposed outputs (Note [transposed
+    matmul outputs]), a bias nothing else fuses with put
     into the product (Note [bias in the matmul]), padding (Note [shape padding]), GEMM
     templates with their epilogues where they beat the library (Note [GEMM choice]).
     max_autotune has nothing to choose among on the C++ backend: it says so, once."""
-    gm = transpose_matmul_outputs(gm)
+    gm = transpose_matmul_outputs(fold_permutes(gm))
     gm = bias_into_matmul(gm)
     if options.shape_padding:
         gm = pad_matmul_shapes(gm)

@@ -63,6 +63,42 @@ def _copy(gm: fx.GraphModule) -> fx.Graph:
     return graph
 
 
+def _double_permute(p: fx.Node) -> bool:
+    return (p.op == "call_function" and p.target is _PERMUTE and isinstance(p.args[0], fx.Node)
+            and p.args[0].op == "call_function" and p.args[0].target is _PERMUTE
+            and isinstance(p.args[0].args[0], fx.Node))
+
+
+def fold_permutes(gm: fx.GraphModule) -> fx.GraphModule:
+    """Note [permutes folded]: permute(permute(x, p), q) is one permute of x by p[q] and, when
+    that is the identity, x itself. Decomposition makes such chains (a linear's backward
+    transposes a product that it then transposes back: the weight gradient of a 3-D linear):
+    left in place, the outer permute of a graph output was a copy of the whole gradient, and
+    the product it read was held to the end of the graph. Returns `gm` itself when nothing
+    matches."""
+    if not any(_double_permute(n) for n in gm.graph.nodes):
+        return gm
+    graph = _copy(gm)
+    for p in list(graph.nodes):
+        if not _double_permute(p):
+            continue
+        inner = p.args[0]
+        x, dims = inner.args[0], [list(inner.args[1])[d] for d in p.args[1]]
+        if dims == list(range(len(dims))) and _val(x) is not None and _val(p) is not None \
+                and tuple(_val(x).shape) == tuple(_val(p).shape):
+            p.replace_all_uses_with(x)
+        else:
+            with graph.inserting_before(p):
+                q = graph.call_function(_PERMUTE, (x, dims))
+            q.meta = dict(p.meta)
+            p.replace_all_uses_with(q)
+        graph.erase_node(p)
+        if not inner.users:
+            graph.erase_node(inner)
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
 def transpose_matmul_outputs(gm: fx.GraphModule) -> fx.GraphModule:
     """See Note [transposed matmul outputs]. Returns `gm` itself when nothing matches."""
     if not any(_matches(n) for n in gm.graph.nodes):
