@@ -299,6 +299,12 @@ def test_a_permute_of_a_permute_folds(options, device):
         return b.call(P.permute.default, b.call(P.permute.default, x, [1, 2, 0]), [1, 2, 0])
     run(three_d, [torch.randn(3, 4, 5, device=device)], options, n_kernels=1)
 
+    def of_an_input(b, x):  # eager's result is a view of x: the graph's output stays a fresh copy
+        return b.call(P.permute.default, b.call(P.permute.default, x, [1, 0]), [1, 0])
+    x = torch.randn(4, 5, device=device)
+    cg = run(of_an_input, [x], options, n_kernels=1)
+    assert cg([x])[0].data_ptr() != x.data_ptr()
+
 
 def test_layout_check_in_one_pass_sends_every_misfit_to_the_copy(options):
     """Note [layout check in one pass]: inputs as compiled skip the per-input loop; an input with

@@ -84,6 +84,8 @@ def fold_permutes(gm: fx.GraphModule) -> fx.GraphModule:
             continue
         inner = p.args[0]
         x, dims = inner.args[0], [list(inner.args[1])[d] for d in p.args[1]]
+        if dims == list(range(len(dims))) and x.op == "placeholder":
+            continue  # an input is never an output itself: its copy stays (outputs are fresh)
         if dims == list(range(len(dims))) and _val(x) is not None and _val(p) is not None \
                 and tuple(_val(x).shape) == tuple(_val(p).shape):
             p.replace_all_uses_with(x)
