@@ -239,9 +239,34 @@ class TorchGraphInterpreter(torch.fx.Interpreter):
                 _tag_autograd_nodes(t.grad_fn, stack)
         return out
 
+    def call_function(self, target, args, kwargs):
+        aten_form = _ATEN_FORMS.get(target)
+        out = NotImplemented if aten_form is None else aten_form(*args, **kwargs)
+        return super().call_function(target, args, kwargs) if out is NotImplemented else out
+
     def get_attr(self, target, args, kwargs):
         val = super().get_attr(target, args, kwargs)
         return self.tracer.constant(val) if isinstance(val, torch.Tensor) else val
+
+
+# Note [python kernels that are not eager's]: a symbolic trace runs under torch's Python
+# dispatcher (ember_symbolic), where some CompositeImplicitAutograd ops take the Python kernel
+# torch registers for them instead of ATen's C++ one, and a few of those differ from eager in
+# more than speed: `dropout` that drops nothing returns `input.clone()` where ATen returns the
+# input itself (so a compiled output lost its aliasing and its strides, fuzz seed 3256). The
+# interpreter runs eager's form of such calls itself; NotImplemented: the call as it is.
+def _dropout_as_aten(input, p=0.5, training=True, inplace=False):
+    # ATen's dropout (native/Dropout.cpp, _dropout_impl): p == 0 or not training -> the input
+    if isinstance(p, (int, float)) and isinstance(training, bool) and (p == 0 or not training):
+        return input
+    return NotImplemented
+
+
+def _torch_dropout_as_aten(input, p, train):
+    return _dropout_as_aten(input, p, train)
+
+
+_ATEN_FORMS = {torch.nn.functional.dropout: _dropout_as_aten, torch.dropout: _torch_dropout_as_aten}
 
 
 def _describe(n: torch.fx.Node) -> str:
