@@ -149,3 +149,19 @@ def test_dropout_that_drops_nothing_returns_its_input_under_dynamic_shapes(requi
         for got, want in zip(compiled(a)[:3], f(a)[:3]):
             assert want is a
             assert got.data_ptr() == a.data_ptr() and got.stride() == a.stride()
+
+
+def test_as_strided_of_a_value_the_trace_lays_out_otherwise_than_eager_falls_back():
+    # fuzz seed 3137: as_strided reads its input's storage. Eager's division of a transposed
+    # tensor keeps the transposed layout; the trace's is row-major, so ember read other
+    # elements. Until the trace keeps eager's layouts, such a graph runs eagerly (one warning)
+    def f(a):
+        return (a / 2.25).as_strided((2, 2), (1, 2), 0), (a.contiguous() / 2).as_strided((3,), (2,), 1)
+
+    a = torch.randn(6, 5, 6).transpose(-1, -2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = ember.compile(f)(a)
+    assert len([w for w in caught if "storage_layout" in str(w.message)]) == 1
+    for g, w in zip(got, f(a)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)

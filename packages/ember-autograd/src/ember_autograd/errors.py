@@ -38,6 +38,8 @@ class ErrorKind(enum.StrEnum):
     NO_FUNCTIONAL_VARIANT = ("no_functional_variant", "an in-place op with no out-of-place twin; use "
                              "the out-of-place op")
     RESIZING_MUTATION = ("resizing_mutation", "an in-place op that resizes its input; return a new tensor")
+    STORAGE_LAYOUT = ("storage_layout", "as_strided of a computed tensor that the trace lays out in memory "
+                      "otherwise than eager does; take it of a contiguous tensor (.contiguous() first)")
     TORCH_OP_FAILED = ("torch_op_failed", "a torch op raised while traced; check that the code runs "
                        "eagerly with these inputs")
     UNLIFTED_PARAMETER = ("unlifted_parameter", "a parameter read as a module attribute, not a graph "
