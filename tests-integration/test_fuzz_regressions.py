@@ -165,3 +165,33 @@ def test_as_strided_of_a_value_the_trace_lays_out_otherwise_than_eager_falls_bac
     assert len([w for w in caught if "storage_layout" in str(w.message)]) == 1
     for g, w in zip(got, f(a)):
         torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_an_integer_tensor_to_a_half_power_is_computed_in_float():
+    # fuzz seed 3500: pow's fast paths (sqrt for 0.5, rsqrt for -0.5, ...) ran in the input's
+    # integer dtype: sqrt(-4) was NaN cast to int32 (-2147483648.0), 4 ** -0.5 was 0
+    x = torch.tensor([-4, -1, 0, 1, 4, 9], dtype=torch.int32)
+
+    def f(a):
+        return a ** 0.5, torch.pow(a, -0.5), a ** -1.0, a ** 2.0, a.to(torch.uint8) ** -2.0, a.bool() ** 0.5
+
+    for g, w in zip(ember.compile(f)(x), f(x)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, **TOL)
+
+
+def test_an_expanded_input_filled_in_place_is_written_back():
+    # fuzz seed 3645: eager's fill_ writes an expanded input (one memory location through many
+    # elements); the runtime's copy_ of the new value refused it after the graph had written
+    # another input, and the eager rerun then divided that input twice
+    def f(a, b):
+        b.div_(0.001)
+        a.fill_(3.0)
+        return a + 1, b * 1
+
+    args = [torch.zeros(1, 4).expand(3, 4), torch.randn(3)]
+    want_args = [torch.zeros(1, 4).expand(3, 4), args[1].clone()]
+    want = f(*want_args)
+    got = ember.compile(f)(*args)
+    for g, w in [*zip(got, want), *zip(args, want_args)]:
+        torch.testing.assert_close(g, w, **TOL)
