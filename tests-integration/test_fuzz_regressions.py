@@ -195,3 +195,22 @@ def test_an_expanded_input_filled_in_place_is_written_back():
     got = ember.compile(f)(*args)
     for g, w in [*zip(got, want), *zip(args, want_args)]:
         torch.testing.assert_close(g, w, **TOL)
+
+
+def test_a_kernel_over_an_empty_input_loads_nothing():
+    # fuzz seed 3674: the C++ kernel computed a load with a constant index (a stride-0 input)
+    # once before its loops; an empty tensor's data pointer is null, and the loops that would
+    # never have run it crashed the process. In a subprocess: a segfault must fail one test only
+    import os
+    import subprocess
+    import sys
+    program = (
+        "import torch, ember\n"
+        "def f(a):\n"
+        "    return (torch.rsqrt(a).index_add(-1, torch.tensor([], dtype=torch.int64), torch.lgamma(a), alpha=2),)\n"
+        "a = torch.zeros(1).expand(0)\n"
+        "got, want = ember.compile(f)(a)[0], f(a)[0]\n"
+        "assert got.shape == want.shape == (0,), got\n")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "EMBER_WARM_START": "0"})
+    assert run.returncode == 0, run.stderr[-2000:]
