@@ -4,6 +4,7 @@ minimized: each compiled program must equal eager, NaN positions and missing gra
 Tolerances: float32 rtol=1e-5, atol=1e-5; NaN positions must match (equal_nan).
 """
 import math
+import os
 import warnings
 
 import pytest
@@ -214,3 +215,22 @@ def test_a_kernel_over_an_empty_input_loads_nothing():
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "EMBER_WARM_START": "0"})
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_triton_negative_zero_constant_and_a_broadcast_libdevice_call(monkeypatch):
+    # fuzz seed 115 (--triton): in a reduction kernel, libdevice.fmod of a [1] constant and an
+    # [X, R] block was typed [1] by the interpreter's libdevice shim, and the next op failed to
+    # broadcast it (the graph fell back); and Triton makes any constant equal to 0 its +0.0, so
+    # remainder(-0.0, b) lost its sign
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
+
+    def f(a, b):
+        v = torch.remainder(torch.full_like(a, -0.0), b)
+        return v, torch.max(v, 1)[0], a.new_full((3,), -0.0)
+
+    a, b = torch.randn(3, 1, dtype=torch.float64), torch.tensor([1, -2, 3, 5, 7])
+    got = ember.compile(f, options={"backend": "triton"})(a, b)
+    for g, w in zip(got, f(a, b)):
+        torch.testing.assert_close(g, w, **TOL)
+        assert torch.equal(g.signbit(), w.signbit())
