@@ -25,6 +25,8 @@ class ErrorKind(enum.StrEnum):
                       "torch.library.register_fake")
     ALIASED_MUTATED_INPUT = ("aliased_mutated_input", "an input mutated in place shares memory with another "
                              "input; pass independent tensors (clone one)")
+    OVERLAPPING_MUTATED_INPUT = ("overlapping_mutated_input", "an input whose elements share memory (an "
+                                 "expanded tensor) is written in place; pass a tensor of its own (.clone())")
     ALIASED_ARGUMENTS = ("aliased_arguments", "an in-place op writes an argument that shares memory "
                          "with another of its arguments; pass independent tensors (clone one)")
     BAD_CALL = ("bad_call", "a call the graph cannot be traced through; check the captured graph")

@@ -115,7 +115,21 @@ def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
+    _refuse_overlapping_writes(session, sig)
     return Traced(session.finish(nodes), sig)
+
+
+def _refuse_overlapping_writes(session, sig) -> None:
+    # The functional graph gives each element of an input its own value; an expanded input's
+    # elements share memory, so a write to one (x.select(0, 1).mul_(7)) is seen by all in eager
+    # and by none in the graph, and its write-back cannot pick one value per location (fuzz
+    # seeds 3909 and 3645). Inputs are guarded on their strides: the graph refuses them here.
+    for k in sig.mutated_inputs:
+        p = session.primals[k]
+        if any(isinstance(st, int) and st == 0 and not (isinstance(n, int) and n <= 1)
+               for n, st in zip(p.shape, p.stride())):
+            raise AotTraceError(ErrorKind.OVERLAPPING_MUTATED_INPUT,
+                                f"graph input {sig.tensor_inputs[k]} (strides {tuple(p.stride())}) is written in place")
 
 
 def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
@@ -126,6 +140,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
+        _refuse_overlapping_writes(session, sig)
         graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
         diff = tuple(k for k, o in enumerate(graph_outs) if getattr(o, "requires_grad", False))
         for k in sig.mutated_inputs:

@@ -120,8 +120,6 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
             if _is_same_memory(dst, value):  # Note [compiled mutations]: written in place
                 written.append(dst)
                 continue
-            if 0 in dst.stride():
-                dst, value = _one_per_location(dst, value)
             if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
                 dst.copy_(value)  # broadcast, cross-device or converting: the general path
             else:
@@ -132,15 +130,6 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
             torch._foreach_copy_(dsts, srcs)
     if written:  # as an in-place op would: autograd then sees that saved values changed
         torch.autograd.graph.increment_version(written)
-
-
-def _one_per_location(dst: torch.Tensor, value):
-    # An expanded input (a stride-0 dim) that eager wrote in place (fill_ and zero_ may write
-    # one memory location through many elements, and give each the same value): copy_ refuses
-    # such a destination, so it and its new value are narrowed to one element per location
-    # (the failed copy made the graph fall back after it had written other inputs, fuzz seed 3645)
-    index = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(dst.shape, dst.stride()))
-    return dst[index], value.expand(dst.shape)[index] if isinstance(value, torch.Tensor) else value
 
 
 def _is_same_memory(dst: torch.Tensor, value) -> bool:
