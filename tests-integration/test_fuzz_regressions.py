@@ -246,3 +246,21 @@ def test_triton_negative_zero_constant_and_a_broadcast_libdevice_call(monkeypatc
     for g, w in zip(got, f(a, b)):
         torch.testing.assert_close(g, w, **TOL)
         assert torch.equal(g.signbit(), w.signbit())
+
+
+def test_an_input_whose_only_use_the_loss_does_not_reach_gets_no_gradient_even_from_round():
+    # fuzz seed 3895: round(a) is live across a graph break but unused by the loss. Eager's
+    # engine never reaches a, so a.grad stays None; ember's backward of round is a constant
+    # (zeros, depending on no tangent), which the pruning of unreached outputs kept: a.grad was 0
+    def f(a, b):
+        r = torch.round(a, decimals=1)  # noqa: F841 - live across the break, unused by the loss
+        v = b * 2
+        torch.scatter(b, -1, torch.argsort(torch.rand([5, 3], generator=torch.Generator().manual_seed(8)), -1), v)
+        return (v,)
+
+    compiled = ember.compile(f)
+    for fn in (f, compiled):
+        a = torch.randn(2, 1, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(5, 3, requires_grad=True)
+        fn(a, b)[0].sum().backward()
+        assert a.grad is None and b.grad is not None

@@ -68,6 +68,9 @@ class Signature:
     # symbolic traces: (symbol name, graph input position, "size" | "stride" | "int", dim) where
     # each symbol can be read at run time (the runtime rebuilds alias outputs from them)
     symbols: tuple[tuple[str, int, str, int], ...] = ()
+    # per `grad_inputs` entry, the positions in `diff_outputs` whose autograd graph reaches that
+    # input (Note [unreached outputs], unreached.py); () when not recorded
+    grad_reach: tuple[frozenset, ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -161,8 +164,31 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
                                             [session.primals[k] for k in grad_inputs],
                                             tangents, allow_unused=True)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff})
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.primals[k] for k in grad_inputs])
+    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach})
     return Traced(session.finish(nodes), sig)
+
+
+def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:
+    """For each of `inputs` (leaves), the positions of the `outputs` whose autograd graph reaches
+    it: where eager's engine would accumulate a gradient into it. The traced backward cannot say
+    (a backward that is a constant, round's zeros, depends on no tangent)."""
+    where = {id(t): j for j, t in enumerate(inputs)}
+    reach: list[set] = [set() for _ in inputs]
+    for k, out in enumerate(outputs):
+        if id(out) in where:
+            reach[where[id(out)]].add(k)
+        seen, stack = set(), [out.grad_fn]
+        while stack:
+            fn = stack.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            variable = getattr(fn, "variable", None)
+            if variable is not None and id(variable) in where:
+                reach[where[id(variable)]].add(k)
+            stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return tuple(frozenset(r) for r in reach)
 
 
 class _Session:

@@ -273,8 +273,17 @@ class TrainingRunner:
             if entry is not None:
                 compiled, zeros, kept = entry
                 results = iter(call_compiled(compiled, [*inputs, *map(zero_like_meta, zeros)]))
-                return [next(results) if k else None for k in kept]
-        return call_compiled(self.backward_for(inputs), inputs)
+                return self._unreached_none([next(results) if k else None for k in kept], absent)
+        return self._unreached_none(call_compiled(self.backward_for(inputs), inputs), absent)
+
+    def _unreached_none(self, results: list, absent: tuple[bool, ...]) -> list:
+        # an input that no reached output's autograd graph leads to gets None, as in eager, even
+        # where its traced gradient is a constant that depends on no tangent (round's zeros)
+        reach = self.sig.grad_reach
+        if not any(absent) or len(reach) != len(results):
+            return results
+        present = {i for i, gone in enumerate(absent) if not gone}
+        return [r if reach[j] & present else None for j, r in enumerate(results)]
 
     def saved_in_use(self, absent: tuple[bool, ...]) -> set[int] | None:
         """The positions of the backward's inputs that the backward `run_backward(..., absent)`
