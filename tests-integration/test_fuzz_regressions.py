@@ -264,3 +264,16 @@ def test_an_input_whose_only_use_the_loss_does_not_reach_gets_no_gradient_even_f
         b = torch.randn(5, 3, requires_grad=True)
         fn(a, b)[0].sum().backward()
         assert a.grad is None and b.grad is not None
+
+
+@pytest.mark.parametrize("dim", [-1, 0, (0, 1), None])
+def test_var_mean_of_a_group_holding_an_infinity_is_welfords(dim):
+    # fuzz seeds 3142 and 4350: ATen's var_mean takes the mean by Welford's update: an
+    # infinity before a group's last element makes it NaN (inf - inf), one in the last place
+    # makes it that infinity; ember's sum / n gave the infinity in every case
+    inf, nan = math.inf, math.nan
+    x = torch.tensor([[1.89, -inf, 3.75, -2.5], [-1.5, -0.1, 0.9, inf], [1.0, 2.0, 3.0, 4.0],
+                      [inf, 1.0, 2.0, -inf], [nan, 1.0, 2.0, 3.0], [1.0, 2.0, inf, inf]])
+    f = lambda t: (*torch.var_mean(t, dim), *torch.std_mean(t.double(), dim, keepdim=True))  # noqa: E731
+    for g, w in zip(ember.compile(f)(x), f(x)):
+        torch.testing.assert_close(g, w, **TOL)
