@@ -622,6 +622,60 @@ def factory(g: _Gen):
                          f"{n} = {x}.new_zeros((2, 3)) + 1"]), [n]
 
 
+@op(2)
+def select_pool_mask(g: _Gen):
+    """Sorting and selection, pooling, out-of-place masking, eval-mode dropout, and views of one
+    value returned together (multiple outputs that alias)."""
+    x = g.pick()
+    if x is None:
+        return None
+    t = g.env[x]
+    d = g.dim(t)
+    n, m = g.fresh(), None
+    r = g.rng.randrange(12)
+    size = t.shape[d] if t.dim() else 1
+    # (indices of equal values are the implementation's choice but for a stable sort: values only)
+    if r == 0:
+        m = g.fresh()
+        desc = g.rng.choice(['True', 'False'])
+        if g.rng.random() < 0.5:
+            return f"{n} = torch.sort({x}, {d}, descending={desc}).values", [n]
+        return f"{n}, {m} = torch.sort({x}, {d}, descending={desc}, stable=True)", [n, m]
+    if r == 1 and size:
+        k = g.rng.randrange(1, size + 1)
+        return f"{n} = torch.topk({x}, {k}, {d}, largest={g.rng.choice(['True', 'False'])}).values", [n]
+    if r == 2 and size:
+        return f"{n} = torch.kthvalue({x}, {g.rng.randrange(1, size + 1)}, {d}).values", [n]
+    if r == 3:
+        return f"{n} = {x}.median({d}).values" if t.dim() else f"{n} = {x}.median()", [n]
+    if r == 4 and t.dim() in (3, 4) and t.dtype.is_floating_point:
+        pool = g.rng.choice(["F.max_pool2d({x}, 2, {st}, {pad})", "F.avg_pool2d({x}, 2, {st}, {pad})",
+                             "F.adaptive_avg_pool2d({x}, (1, 2))", "F.max_pool2d({x}, 3, 1, 1)",
+                             "F.avg_pool2d({x}, 3, 1, 1, count_include_pad=False)"])
+        return f"{n} = " + pool.format(x=x, st=g.rng.choice([1, 2]), pad=g.rng.choice([0, 1])), [n]
+    if r == 5:
+        mask = g.pick(lambda u: u.dtype == torch.bool and _bshape(u, t)) or f"({x} > 0)"
+        return f"{n} = {x}.masked_fill({mask}, {g.scalar()})", [n]
+    if r == 6:
+        mask = g.pick(lambda u: u.dtype == torch.bool and _bshape(u, t)) or f"({x} < 1)"
+        return f"{n} = torch.where({mask}, {x}, {g.scalar()})", [n]
+    if r == 7 and t.dtype.is_floating_point:
+        return f"{n} = F.dropout({x}, p=0.5, training=False)", [n]
+    if r == 8 and t.dim():
+        # two views of one value, both kept: a later in-place op on one shows in the other
+        m = g.fresh()
+        return f"{n}, {m} = {x}.unbind({d})[0], {x}.narrow({d}, 0, 1)" if size else None, [n, m]
+    if r == 9:
+        return f"{n} = torch.cumsum({x}, {d}, dtype=torch.float64)" if t.dim() else None, [n]
+    if r == 10 and t.dim() and size:
+        m = g.fresh()
+        fn = g.rng.choice(['max', 'min', 'mode'])
+        if fn == 'mode':
+            return f"{n} = torch.mode({x}, {d}, keepdim=True).values", [n]
+        return f"{n}, {m} = torch.{fn}({x}, {d}, keepdim=True)", [n, m]
+    return f"{n} = {x}.clamp({g.pick(lambda u: _bshape(u, t)) or x}, None)", [n]
+
+
 def _spec(rng: random.Random) -> InputSpec:
     ndim = rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
     zero_ok = rng.random() < 0.1
