@@ -277,3 +277,16 @@ def test_var_mean_of_a_group_holding_an_infinity_is_welfords(dim):
     f = lambda t: (*torch.var_mean(t, dim), *torch.std_mean(t.double(), dim, keepdim=True))  # noqa: E731
     for g, w in zip(ember.compile(f)(x), f(x)):
         torch.testing.assert_close(g, w, **TOL)
+
+
+def test_a_zero_constant_and_a_negative_zero_constant_stay_apart():
+    # found triaging fuzz seed 115: the kernel builder's common-subexpression table keyed
+    # constants by value, and -0.0 == 0.0, so `a * 0` reused the -0.0 of full_like(a, -0.0)
+    a = torch.tensor([0.0, 1.0, -0.0, -2.0])
+
+    def f(a):
+        return torch.full_like(a, -0.0) + a * 0, 1 / (-0.0 + a * 0), 1 / (a * -0.0 + 0.0)
+
+    for g, w in zip(ember.compile(f)(a), f(a)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+        assert torch.equal(g.signbit(), w.signbit())
