@@ -290,3 +290,18 @@ def test_a_zero_constant_and_a_negative_zero_constant_stay_apart():
     for g, w in zip(ember.compile(f)(a), f(a)):
         torch.testing.assert_close(g, w, rtol=0, atol=0)
         assert torch.equal(g.signbit(), w.signbit())
+
+
+def test_triton_integer_constant_out_of_its_dtypes_range_wraps_as_in_eager(monkeypatch):
+    # fuzz seed 229 (--triton): ATen converts a scalar to the tensor's integer dtype by wrapping
+    # (int32 < 2**40 compares with 0); the Triton kernel's constant was out of int32's range and
+    # Triton refused it at the launch (the graph fell back)
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
+    a = torch.tensor([1, -5, 7, 2 ** 31 - 1, -2 ** 31], dtype=torch.int32)
+
+    def f(a):
+        return torch.lt(a, 2 ** 40), a > -2 ** 40, a == 2 ** 32 + 1, a.to(torch.int16) < 2 ** 20
+
+    for g, w in zip(ember.compile(f, options={"backend": "triton"})(a), f(a)):
+        assert torch.equal(g, w)

@@ -85,7 +85,13 @@ def _const(value, dtype: torch.dtype) -> str:
     elif dtype.is_floating_point:
         value = repr(float(value))
     else:
-        value = str(int(value))
+        # wrapped into the dtype's range as ATen converts a scalar (int32 < 2**40 compares with
+        # 0); Triton refused the out-of-range constant at the launch (fuzz seed 229 under --triton)
+        bits = torch.iinfo(dtype).bits
+        value = int(value) % (1 << bits)
+        if torch.iinfo(dtype).min < 0 and value >= 1 << (bits - 1):
+            value -= 1 << bits
+        value = str(value)
     return f"tl.full([1], {value}, {TL_DTYPE[dtype]})"
 
 
