@@ -4,6 +4,7 @@ minimized: each compiled program must equal eager, NaN positions and missing gra
 Tolerances: float32 rtol=1e-5, atol=1e-5; NaN positions must match (equal_nan).
 """
 import math
+import os
 import warnings
 
 import pytest
@@ -108,3 +109,199 @@ def test_bool_add_with_alpha_stays_logical():
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, **TOL)
     assert torch.equal(a, ae)
+
+
+def test_a_saved_output_mutated_after_the_call_fails_the_backward_only_where_eager_does():
+    # fuzz seed 3331: a value saved for the backward (pow saves y) is also returned, then the
+    # user writes it in place. Eager's backward raises only if the loss reaches the node that
+    # saved it; ember's single backward checked every saved tensor and raised either way
+    def f(x):
+        y = torch.clamp(x, -1.0, 1.5)
+        return y, y ** y
+
+    def run(fn, reach_pow):
+        x = torch.tensor([0.5, 0.7, 2.0], dtype=torch.float64, requires_grad=True)
+        y, z = fn(x)
+        y.add_(2.25)
+        (y.sum() + (z.sum() if reach_pow else 0)).backward()
+        return x.grad
+
+    compiled = ember.compile(f)
+    torch.testing.assert_close(run(compiled, False), run(f, False), **TOL)
+    for fn in (f, compiled):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(fn, True)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_dropout_that_drops_nothing_returns_its_input_under_dynamic_shapes(requires_grad):
+    # fuzz seed 3256: the graph after a data-dependent shape was recompiled with symbolic sizes
+    # and traced dropout through torch's Python kernel, which clones where ATen returns the
+    # input: the output lost its aliasing and its strides
+    def f(a):
+        v = a[a > 0]  # a graph break; v's size differs between the calls
+        w = v >= v
+        return F.dropout(a, p=0.0, training=True), F.dropout(a, 0.5, training=False), torch.dropout(a, 0.0, True), w
+
+    compiled = ember.compile(f)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a = torch.randn(6, 1, 2, 7, requires_grad=requires_grad)[..., 1::2]
+        for got, want in zip(compiled(a)[:3], f(a)[:3]):
+            assert want is a
+            assert got.data_ptr() == a.data_ptr() and got.stride() == a.stride()
+
+
+def test_as_strided_of_a_value_the_trace_lays_out_otherwise_than_eager_falls_back():
+    # fuzz seed 3137: as_strided reads its input's storage. Eager's division of a transposed
+    # tensor keeps the transposed layout; the trace's is row-major, so ember read other
+    # elements. Until the trace keeps eager's layouts, such a graph runs eagerly (one warning)
+    def f(a):
+        return (a / 2.25).as_strided((2, 2), (1, 2), 0), (a.contiguous() / 2).as_strided((3,), (2,), 1)
+
+    a = torch.randn(6, 5, 6).transpose(-1, -2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = ember.compile(f)(a)
+    assert len([w for w in caught if "storage_layout" in str(w.message)]) == 1
+    for g, w in zip(got, f(a)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_an_integer_tensor_to_a_half_power_is_computed_in_float():
+    # fuzz seed 3500: pow's fast paths (sqrt for 0.5, rsqrt for -0.5, ...) ran in the input's
+    # integer dtype: sqrt(-4) was NaN cast to int32 (-2147483648.0), 4 ** -0.5 was 0
+    x = torch.tensor([-4, -1, 0, 1, 4, 9], dtype=torch.int32)
+
+    def f(a):
+        return a ** 0.5, torch.pow(a, -0.5), a ** -1.0, a ** 2.0, a.to(torch.uint8) ** -2.0, a.bool() ** 0.5
+
+    for g, w in zip(ember.compile(f)(x), f(x)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, **TOL)
+
+
+@pytest.mark.parametrize("write", ["fill", "through_a_view"])
+def test_an_expanded_input_written_in_place_runs_eagerly_once(write):
+    # fuzz seeds 3645 and 3909: an expanded input's elements share memory. Written through a
+    # view of one element (x.select(0, 1).mul_(7)), eager changes every element and the graph,
+    # which gives each element its own value, changed one (a silently wrong result); filled,
+    # the write-back's copy_ refused the destination after the graph had written another input,
+    # and the eager rerun divided that input twice. The graph is refused before it runs
+    def f(a, b):
+        b.div_(0.001)
+        if write == "fill":
+            a.fill_(3.0)
+        else:
+            a.select(-1, -1).mul_(7)
+        return a + 1, b * 1, a.sum()
+
+    def inputs():
+        torch.manual_seed(0)
+        return [torch.randn(1).expand(4), torch.randn(3)]
+
+    args, want_args = inputs(), inputs()
+    want = f(*want_args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = ember.compile(f)(*args)
+    assert len([w for w in caught if "overlapping_mutated_input" in str(w.message)]) == 1
+    for g, w in [*zip(got, want), *zip(args, want_args)]:
+        torch.testing.assert_close(g, w, **TOL)
+
+
+def test_a_kernel_over_an_empty_input_loads_nothing():
+    # fuzz seed 3674: the C++ kernel computed a load with a constant index (a stride-0 input)
+    # once before its loops; an empty tensor's data pointer is null, and the loops that would
+    # never have run it crashed the process. In a subprocess: a segfault must fail one test only
+    import os
+    import subprocess
+    import sys
+    program = (
+        "import torch, ember\n"
+        "def f(a):\n"
+        "    return (torch.rsqrt(a).index_add(-1, torch.tensor([], dtype=torch.int64), torch.lgamma(a), alpha=2),)\n"
+        "a = torch.zeros(1).expand(0)\n"
+        "got, want = ember.compile(f)(a)[0], f(a)[0]\n"
+        "assert got.shape == want.shape == (0,), got\n")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "EMBER_WARM_START": "0"})
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_triton_negative_zero_constant_and_a_broadcast_libdevice_call(monkeypatch):
+    # fuzz seed 115 (--triton): in a reduction kernel, libdevice.fmod of a [1] constant and an
+    # [X, R] block was typed [1] by the interpreter's libdevice shim, and the next op failed to
+    # broadcast it (the graph fell back); and Triton makes any constant equal to 0 its +0.0, so
+    # remainder(-0.0, b) lost its sign
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
+
+    def f(a, b):
+        v = torch.remainder(torch.full_like(a, -0.0), b)
+        return v, torch.max(v, 1)[0], a.new_full((3,), -0.0)
+
+    a, b = torch.randn(3, 1, dtype=torch.float64), torch.tensor([1, -2, 3, 5, 7])
+    got = ember.compile(f, options={"backend": "triton"})(a, b)
+    for g, w in zip(got, f(a, b)):
+        torch.testing.assert_close(g, w, **TOL)
+        assert torch.equal(g.signbit(), w.signbit())
+
+
+def test_an_input_whose_only_use_the_loss_does_not_reach_gets_no_gradient_even_from_round():
+    # fuzz seed 3895: round(a) is live across a graph break but unused by the loss. Eager's
+    # engine never reaches a, so a.grad stays None; ember's backward of round is a constant
+    # (zeros, depending on no tangent), which the pruning of unreached outputs kept: a.grad was 0
+    def f(a, b):
+        r = torch.round(a, decimals=1)  # noqa: F841 - live across the break, unused by the loss
+        v = b * 2
+        torch.scatter(b, -1, torch.argsort(torch.rand([5, 3], generator=torch.Generator().manual_seed(8)), -1), v)
+        return (v,)
+
+    compiled = ember.compile(f)
+    for fn in (f, compiled):
+        a = torch.randn(2, 1, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(5, 3, requires_grad=True)
+        fn(a, b)[0].sum().backward()
+        assert a.grad is None and b.grad is not None
+
+
+@pytest.mark.parametrize("dim", [-1, 0, (0, 1), None])
+def test_var_mean_of_a_group_holding_an_infinity_is_welfords(dim):
+    # fuzz seeds 3142 and 4350: ATen's var_mean takes the mean by Welford's update: an
+    # infinity before a group's last element makes it NaN (inf - inf), one in the last place
+    # makes it that infinity; ember's sum / n gave the infinity in every case
+    inf, nan = math.inf, math.nan
+    x = torch.tensor([[1.89, -inf, 3.75, -2.5], [-1.5, -0.1, 0.9, inf], [1.0, 2.0, 3.0, 4.0],
+                      [inf, 1.0, 2.0, -inf], [nan, 1.0, 2.0, 3.0], [1.0, 2.0, inf, inf]])
+    f = lambda t: (*torch.var_mean(t, dim), *torch.std_mean(t.double(), dim, keepdim=True))  # noqa: E731
+    for g, w in zip(ember.compile(f)(x), f(x)):
+        torch.testing.assert_close(g, w, **TOL)
+
+
+def test_a_zero_constant_and_a_negative_zero_constant_stay_apart():
+    # found triaging fuzz seed 115: the kernel builder's common-subexpression table keyed
+    # constants by value, and -0.0 == 0.0, so `a * 0` reused the -0.0 of full_like(a, -0.0)
+    a = torch.tensor([0.0, 1.0, -0.0, -2.0])
+
+    def f(a):
+        return torch.full_like(a, -0.0) + a * 0, 1 / (-0.0 + a * 0), 1 / (a * -0.0 + 0.0)
+
+    for g, w in zip(ember.compile(f)(a), f(a)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+        assert torch.equal(g.signbit(), w.signbit())
+
+
+def test_triton_integer_constant_out_of_its_dtypes_range_wraps_as_in_eager(monkeypatch):
+    # fuzz seed 229 (--triton): ATen converts a scalar to the tensor's integer dtype by wrapping
+    # (int32 < 2**40 compares with 0); the Triton kernel's constant was out of int32's range and
+    # Triton refused it at the launch (the graph fell back)
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
+    a = torch.tensor([1, -5, 7, 2 ** 31 - 1, -2 ** 31], dtype=torch.int32)
+
+    def f(a):
+        return torch.lt(a, 2 ** 40), a > -2 ** 40, a == 2 ** 32 + 1, a.to(torch.int16) < 2 ** 20
+
+    for g, w in zip(ember.compile(f, options={"backend": "triton"})(a), f(a)):
+        assert torch.equal(g, w)

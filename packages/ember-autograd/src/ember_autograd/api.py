@@ -174,7 +174,8 @@ class AotFunction:
                 compiled_backward = self.bw_compiler(backward, _example_inputs(backward))
         requires_grad = tuple(getattr(args[i], "requires_grad", False) for i in sig.tensor_inputs + sig.sym_inputs)
         return TrainingRunner(sig, forward, compile_backward, timings, requires_grad,
-                              len(getattr(part, "saved_symbols", ())), compiled_backward, compile_pruned)
+                              len(getattr(part, "saved_symbols", ())), compiled_backward, compile_pruned,
+                              backward)
 
     def _pruned_compiler(self, backward: torch.fx.GraphModule) -> Callable:
         """(real inputs, absent tangents) -> the backward specialized to them, compiled, with its

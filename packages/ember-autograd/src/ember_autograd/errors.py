@@ -25,6 +25,8 @@ class ErrorKind(enum.StrEnum):
                       "torch.library.register_fake")
     ALIASED_MUTATED_INPUT = ("aliased_mutated_input", "an input mutated in place shares memory with another "
                              "input; pass independent tensors (clone one)")
+    OVERLAPPING_MUTATED_INPUT = ("overlapping_mutated_input", "an input whose elements share memory (an "
+                                 "expanded tensor) is written in place; pass a tensor of its own (.clone())")
     ALIASED_ARGUMENTS = ("aliased_arguments", "an in-place op writes an argument that shares memory "
                          "with another of its arguments; pass independent tensors (clone one)")
     BAD_CALL = ("bad_call", "a call the graph cannot be traced through; check the captured graph")
@@ -38,6 +40,8 @@ class ErrorKind(enum.StrEnum):
     NO_FUNCTIONAL_VARIANT = ("no_functional_variant", "an in-place op with no out-of-place twin; use "
                              "the out-of-place op")
     RESIZING_MUTATION = ("resizing_mutation", "an in-place op that resizes its input; return a new tensor")
+    STORAGE_LAYOUT = ("storage_layout", "as_strided of a computed tensor that the trace lays out in memory "
+                      "otherwise than eager does; take it of a contiguous tensor (.contiguous() first)")
     TORCH_OP_FAILED = ("torch_op_failed", "a torch op raised while traced; check that the code runs "
                        "eagerly with these inputs")
     UNLIFTED_PARAMETER = ("unlifted_parameter", "a parameter read as a module attribute, not a graph "

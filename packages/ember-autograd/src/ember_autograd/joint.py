@@ -68,6 +68,9 @@ class Signature:
     # symbolic traces: (symbol name, graph input position, "size" | "stride" | "int", dim) where
     # each symbol can be read at run time (the runtime rebuilds alias outputs from them)
     symbols: tuple[tuple[str, int, str, int], ...] = ()
+    # per `grad_inputs` entry, the positions in `diff_outputs` whose autograd graph reaches that
+    # input (Note [unreached outputs], unreached.py); () when not recorded
+    grad_reach: tuple[frozenset, ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -115,7 +118,21 @@ def trace_inference(gm, example_inputs, decompositions=None) -> Traced:
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
+    _refuse_overlapping_writes(session, sig)
     return Traced(session.finish(nodes), sig)
+
+
+def _refuse_overlapping_writes(session, sig) -> None:
+    # The functional graph gives each element of an input its own value; an expanded input's
+    # elements share memory, so a write to one (x.select(0, 1).mul_(7)) is seen by all in eager
+    # and by none in the graph, and its write-back cannot pick one value per location (fuzz
+    # seeds 3909 and 3645). Inputs are guarded on their strides: the graph refuses them here.
+    for k in sig.mutated_inputs:
+        p = session.primals[k]
+        if any(isinstance(st, int) and st == 0 and not (isinstance(n, int) and n <= 1)
+               for n, st in zip(p.shape, p.stride())):
+            raise AotTraceError(ErrorKind.OVERLAPPING_MUTATED_INPUT,
+                                f"graph input {sig.tensor_inputs[k]} (strides {tuple(p.stride())}) is written in place")
 
 
 def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
@@ -126,6 +143,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         with session.tracer:
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
+        _refuse_overlapping_writes(session, sig)
         graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
         diff = tuple(k for k, o in enumerate(graph_outs) if getattr(o, "requires_grad", False))
         for k in sig.mutated_inputs:
@@ -146,8 +164,31 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
                                             [session.primals[k] for k in grad_inputs],
                                             tangents, allow_unused=True)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff})
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.primals[k] for k in grad_inputs])
+    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach})
     return Traced(session.finish(nodes), sig)
+
+
+def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:
+    """For each of `inputs` (leaves), the positions of the `outputs` whose autograd graph reaches
+    it: where eager's engine would accumulate a gradient into it. The traced backward cannot say
+    (a backward that is a constant, round's zeros, depends on no tangent)."""
+    where = {id(t): j for j, t in enumerate(inputs)}
+    reach: list[set] = [set() for _ in inputs]
+    for k, out in enumerate(outputs):
+        if id(out) in where:
+            reach[where[id(out)]].add(k)
+        seen, stack = set(), [out.grad_fn]
+        while stack:
+            fn = stack.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            variable = getattr(fn, "variable", None)
+            if variable is not None and id(variable) in where:
+                reach[where[id(variable)]].add(k)
+            stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return tuple(frozenset(r) for r in reach)
 
 
 class _Session:

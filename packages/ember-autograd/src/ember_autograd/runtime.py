@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 from ember_autograd.errors import AotError
 from ember_autograd.functionalize import replay_view
 from ember_autograd.joint import AliasOutput, Signature
-from ember_autograd.unreached import zero_like_meta
+from ember_autograd.unreached import prune_unreached, zero_like_meta
 
 
 def call_compiled(fn: Callable, args: list):
@@ -119,7 +119,8 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
             dst = tensors[k]
             if _is_same_memory(dst, value):  # Note [compiled mutations]: written in place
                 written.append(dst)
-            elif dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
+                continue
+            if dst.shape != value.shape or dst.device != value.device or dst.dtype != value.dtype:
                 dst.copy_(value)  # broadcast, cross-device or converting: the general path
             else:
                 dsts, srcs = groups.setdefault((dst.device, dst.dtype), ([], []))
@@ -234,7 +235,8 @@ class TrainingRunner:
     def __init__(self, sig: Signature, forward: Callable, compile_backward: Callable[[list], Callable],
                  timings: dict, requires_grad: tuple[bool, ...], num_saved_symbols: int = 0,
                  backward: Callable | None = None,
-                 compile_pruned: Callable[[list, tuple], Callable | None] | None = None):
+                 compile_pruned: Callable[[list, tuple], Callable | None] | None = None,
+                 backward_graph: torch.fx.GraphModule | None = None):
         self.sig = sig
         # Note [speculative requires-grad key] (api.py): `ctx.needs_input_grad` of a call this
         # runner's graphs fit (the leading False: the apply's first argument, this tuple or None)
@@ -247,6 +249,7 @@ class TrainingRunner:
         # backward (compiled, its zero inputs, which results it computes) or None (not possible)
         self._compile_pruned = compile_pruned
         self._pruned: dict[tuple, tuple | None] = {}
+        self._backward_graph = backward_graph  # Note [saved outputs the user mutates]
         self._timings = timings
         self.function = _make_function(self)
         self.apply = _direct_apply(self.function, len(sig.tensor_inputs) if sig.sym_inputs else None)
@@ -270,8 +273,29 @@ class TrainingRunner:
             if entry is not None:
                 compiled, zeros, kept = entry
                 results = iter(call_compiled(compiled, [*inputs, *map(zero_like_meta, zeros)]))
-                return [next(results) if k else None for k in kept]
-        return call_compiled(self.backward_for(inputs), inputs)
+                return self._unreached_none([next(results) if k else None for k in kept], absent)
+        return self._unreached_none(call_compiled(self.backward_for(inputs), inputs), absent)
+
+    def _unreached_none(self, results: list, absent: tuple[bool, ...]) -> list:
+        # an input that no reached output's autograd graph leads to gets None, as in eager, even
+        # where its traced gradient is a constant that depends on no tangent (round's zeros)
+        reach = self.sig.grad_reach
+        if not any(absent) or len(reach) != len(results):
+            return results
+        present = {i for i, gone in enumerate(absent) if not gone}
+        return [r if reach[j] & present else None for j, r in enumerate(results)]
+
+    def saved_in_use(self, absent: tuple[bool, ...]) -> set[int] | None:
+        """The positions of the backward's inputs that the backward `run_backward(..., absent)`
+        runs reads (None: not known, take all), Note [saved outputs the user mutates]."""
+        gm = self._backward_graph
+        if gm is None:
+            return None
+        if any(absent) and self._compile_pruned is not None and self._pruned.get(absent, ()) is not None:
+            pruned = prune_unreached(gm, absent)
+            gm = gm if pruned is None else pruned.gm
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        return {i for i, n in enumerate(placeholders) if n.users}
 
     def __call__(self, args, speculative: bool = False):
         """speculative: the inputs' requires-grad pattern was not checked; the forward checks it
@@ -338,6 +362,13 @@ def _make_function(runner: TrainingRunner):
                 # a saved input that the runtime is about to overwrite keeps its old value
                 mutated = {id(tensors[k]) for k in sig.mutated_inputs}
                 saved = [s.clone() if id(s) in mutated else s for s in saved]
+            # Note [saved outputs the user mutates]
+            returned = {id(o) for o in fw_outs}
+            exposed = [k for k, s in enumerate(saved) if id(s) in returned]
+            if exposed:
+                ctx.exposed = [(k, saved[k].detach(), saved[k]._version) for k in exposed]
+                ctx.n_saved = len(saved)
+                saved = [s for s in saved if id(s) not in returned]
             ctx.save_for_backward(*saved)
             ctx.mark_non_differentiable(*[o for k, o in enumerate(fw_outs)
                                           if k not in diff and isinstance(o, torch.Tensor)])
@@ -356,16 +387,49 @@ def _make_function(runner: TrainingRunner):
             tangents = [grads[k].contiguous() if grads[k] is not None else torch.zeros(*meta[:1], dtype=meta[1],
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
-            inputs = [*ctx.saved_tensors, *ctx.saved_symbols, *tangents]
+            absent = tuple(grads[k] is None for k in sig.diff_outputs)
+            saved = ctx.saved_tensors
+            if hasattr(ctx, "exposed"):
+                saved = _with_exposed(runner, ctx, list(saved), absent)
+            inputs = [*saved, *ctx.saved_symbols, *tangents]
+            del saved
             # Note [saved tensors handed over]: autograd's references to the saved values are
             # dropped now (unless retain_graph=True keeps them for another backward), so that
             # `inputs` holds the only ones: a boxed backward that takes the list over frees each
             # value after its last use, as eager's engine frees a node's saved tensors after it.
             ctx.maybe_clear_saved_tensors()
-            absent = tuple(grads[k] is None for k in sig.diff_outputs)
             return scatter(runner.run_backward(inputs, absent))
 
     return CompiledFunction
+
+
+# Note [saved outputs the user mutates]: a saved value that the forward also returns is the
+# user's to write in place after the call (or the next graph's, after a graph break). Eager
+# autograd then raises "modified by an inplace operation" only if a backward node that saved it
+# runs: one the loss does not reach never checks. `ctx.save_for_backward` checks every saved
+# tensor at the first `ctx.saved_tensors`, so a compiled graph's single backward raised where
+# eager does not (fuzz seed 3331). Such values are kept as detached aliases (same storage and
+# version counter, no reference cycle through grad_fn) with their version at the forward; the
+# backward raises eager's error only when one changed and the backward it runs (pruned to the
+# reached outputs, Note [unreached outputs]) reads it. (They bypass saved-tensor hooks: the user
+# holds them anyway.)
+def _with_exposed(runner: TrainingRunner, ctx, rest: list, absent: tuple[bool, ...]) -> list:
+    """The saved tensors in order: `rest` (from `ctx.saved_tensors`) with the exposed ones put back."""
+    saved, it = [None] * ctx.n_saved, iter(rest)
+    changed = []
+    for k, t, version in ctx.exposed:
+        saved[k] = t
+        if t._version != version:
+            changed.append((k, t, version))
+    if changed:
+        used = runner.saved_in_use(absent)
+        for k, t, version in changed:
+            if used is None or k in used:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [{t.type()} {list(t.shape)}], which is an output of ember's "
+                    f"CompiledFunction, is at version {t._version}; expected version {version} instead.")
+    return [next(it) if s is None else s for s in saved]
 
 
 def _scatterer(positions: tuple[int, ...], n_inputs: int) -> Callable[[list], tuple]:

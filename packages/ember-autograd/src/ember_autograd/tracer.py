@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import (
 
 from ember_symbolic import SizeNodes
 
-from ember_autograd.errors import AotError, AotTraceError
+from ember_autograd.errors import AotError, AotTraceError, ErrorKind
 from ember_autograd.functionalize import Functionalizer, is_view, writes_arguments
 
 # FakeTensor's way of saying "this op has no static answer": turned into AotTraceError.
@@ -226,6 +226,8 @@ class TorchGraphInterpreter(torch.fx.Interpreter):
     def run_node(self, n: torch.fx.Node):
         stack = n.meta.get("stack_trace")
         self.tracer.stack_trace = stack
+        if n.target in _STORAGE_READERS and n.op in ("call_function", "call_method"):
+            self._check_storage_layout(n, stack)
         try:
             out = super().run_node(n)
         except AotError:
@@ -239,9 +241,57 @@ class TorchGraphInterpreter(torch.fx.Interpreter):
                 _tag_autograd_nodes(t.grad_fn, stack)
         return out
 
+    def _check_storage_layout(self, n: torch.fx.Node, stack):
+        # Note [as_strided of a computed value]: as_strided reads its input's storage, so its
+        # result depends on the input's memory layout. A decomposed op's result is laid out as
+        # its decomposition lays it out, not always as eager's kernel does (a division of a
+        # transposed tensor: eager keeps the input's stride order, the trace is row-major), and
+        # as_strided would then read other elements (fuzz seed 3137). The captured graph's
+        # example value has eager's layout: where the traced one differs, the trace fails.
+        src = n.args[0] if n.args else None
+        eager = src.meta.get("example_value") if isinstance(src, torch.fx.Node) else None
+        traced = self.env.get(src) if isinstance(src, torch.fx.Node) else None
+        if not isinstance(eager, torch.Tensor) or not isinstance(traced, torch.Tensor):
+            return
+        if _addressing(eager) != _addressing(traced):
+            raise AotTraceError(ErrorKind.STORAGE_LAYOUT, f"strides {tuple(traced.stride())} traced where eager "
+                                f"has {tuple(eager.stride())}", op=_describe(n), stack_trace=stack)
+
+    def call_function(self, target, args, kwargs):
+        aten_form = _ATEN_FORMS.get(target)
+        out = NotImplemented if aten_form is None else aten_form(*args, **kwargs)
+        return super().call_function(target, args, kwargs) if out is NotImplemented else out
+
     def get_attr(self, target, args, kwargs):
         val = super().get_attr(target, args, kwargs)
         return self.tracer.constant(val) if isinstance(val, torch.Tensor) else val
+
+
+# Note [python kernels that are not eager's]: a symbolic trace runs under torch's Python
+# dispatcher (ember_symbolic), where some CompositeImplicitAutograd ops take the Python kernel
+# torch registers for them instead of ATen's C++ one, and a few of those differ from eager in
+# more than speed: `dropout` that drops nothing returns `input.clone()` where ATen returns the
+# input itself (so a compiled output lost its aliasing and its strides, fuzz seed 3256). The
+# interpreter runs eager's form of such calls itself; NotImplemented: the call as it is.
+def _dropout_as_aten(input, p=0.5, training=True, inplace=False):
+    # ATen's dropout (native/Dropout.cpp, _dropout_impl): p == 0 or not training -> the input
+    if isinstance(p, (int, float)) and isinstance(training, bool) and (p == 0 or not training):
+        return input
+    return NotImplemented
+
+
+def _torch_dropout_as_aten(input, p, train):
+    return _dropout_as_aten(input, p, train)
+
+
+def _addressing(t: torch.Tensor):
+    """What decides where t's elements lie in its storage (None: symbolic, not compared)."""
+    layout = (t.storage_offset(), *((n, st) for n, st in zip(t.shape, t.stride()) if n != 1))
+    return tuple(layout) if all(isinstance(v, int) for v in pytree.tree_leaves(layout)) else None
+
+
+_STORAGE_READERS = {torch.as_strided, "as_strided"}
+_ATEN_FORMS = {torch.nn.functional.dropout: _dropout_as_aten, torch.dropout: _torch_dropout_as_aten}
 
 
 def _describe(n: torch.fx.Node) -> str:

@@ -14,6 +14,11 @@ exact arithmetic, zero (a backward is linear in its tangents); where such a node
 that depends on a present tangent, it is replaced by an input fed a zero tensor, and gradients
 made only of it are dropped (the runtime returns None for them). What stays computes what eager
 computes, operation for operation. Nothing here knows any operator: it is reachability.
+
+A gradient that is a constant (round's backward is zeros: it depends on no tangent) says nothing
+about which outputs reach its input, so the joint trace also records, from the autograd graph,
+which outputs reach each input (`Signature.grad_reach`); the runtime gives None to an input that
+no reached output leads to (fuzz seed 3895).
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ Note [Index functions]
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -83,7 +84,10 @@ class KernelBuilder:
 
     # -- ops -----------------------------------------------------------------------------------
     def add(self, kind: str, target, args: Sequence[int], dtype, index=None, mask=None) -> int:
-        key = (kind, target, tuple(args), dtype, index, mask)
+        # -0.0 == 0.0 and both hash alike: a float const's key carries its sign, else the two
+        # share one value (full_like(a, -0.0) + a * 0 computed a * -0.0: wrong signed zeros)
+        key_target = (target, math.copysign(1.0, target)) if isinstance(target, float) else target
+        key = (kind, key_target, tuple(args), dtype, index, mask)
         found = self._cse.get(key)
         if found is not None:
             return found

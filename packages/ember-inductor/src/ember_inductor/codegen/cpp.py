@@ -176,11 +176,16 @@ class CppKernelRenderer:
         step count, a 0-d learning rate) are computed once, before the loops, not per element.
         A load of a buffer this kernel stores is never hoisted: it reads what the loops write."""
         stored = {op.target for op in self.k.ops if op.kind == "store"}
+        # a load runs before the loops only if they run at all: an empty tensor's storage may be
+        # null (the loops of a zero-size kernel never load; a hoisted load crashed: fuzz seed 3674)
+        nonempty = all(isinstance(r, (int, sympy.Integer)) and int(r) > 0
+                       for r in (*self.k.ranges, *self.k.reduction_ranges))
         for op in self.k.ops:
             if op.kind == "const":
                 invariant = True
             elif op.kind == "load":
-                invariant = op.mask is None and not op.index.free_symbols and op.target not in stored
+                invariant = (nonempty and op.mask is None and not op.index.free_symbols
+                             and op.target not in stored)
             elif op.kind in ("pointwise", "convert"):
                 invariant = all(a in self.hoisted for a in op.args)
             else:

@@ -163,7 +163,11 @@ def _wrap(np_fn):
         with np.errstate(all="ignore"):
             out = np_fn(*arrays)
         out = np.asarray(out).astype(first.handle.data.dtype)
-        return tl.tensor(TensorHandle(out, first.handle.dtype.scalar), first.type)
+        # the arguments' broadcast shape, not the first's: a [1] constant and a [X, R] block give
+        # [X, R] (typed [1], the next op failed to broadcast it: fuzz seed 115 under --triton)
+        scalar = first.type.scalar
+        ty = tl.block_type(scalar, list(out.shape)) if out.ndim else scalar
+        return tl.tensor(TensorHandle(out, first.handle.dtype.scalar), ty)
     return fn
 
 

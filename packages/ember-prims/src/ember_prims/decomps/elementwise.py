@@ -227,7 +227,9 @@ def pow_tensor_scalar(a, e):
         if e == 0:
             return full(a.shape, 1, dtype, a.device)
         if dtype.is_floating_point and e in (1, 2, 3, 0.5, -0.5, -1, -2):
-            return elementwise(lambda x: _pow_special(x, e)(), a, result_dtype=dtype)
+            # an integer tensor to a float power: the result's float dtype, converted before
+            # the fast path (sqrt of an int32 computed in int32 was NaN cast to int, fuzz seed 3500)
+            return elementwise(lambda x: _pow_special(x, e)(), convert(a, dtype), result_dtype=dtype)
     return elementwise(P.pow, a, e)
 
 

@@ -11,7 +11,7 @@ import torch
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
     P, aten, broadcast_to, canon_dim, convert, full, numel_of, opmath, reduction_dims, reshape,
-    sum_dims, unsqueeze_dims,
+    slice_dim, sum_dims, unsqueeze_dims,
 )
 
 
@@ -176,7 +176,27 @@ def var(a, dim=None, *, correction=None, keepdim=False):
 @register(aten.var_mean.correction)
 def var_mean(a, dim=None, *, correction=None, keepdim=False):
     v, m = _var(a, dim, correction, keepdim)
+    if a.dtype.is_floating_point and a.numel():
+        m = _welford_infinities(a, m, dim, keepdim)
     return convert(v, a.dtype), convert(m, a.dtype)
+
+
+def _welford_infinities(a, m, dim, keepdim):
+    # ATen's var_mean computes the mean by Welford's update, mean += (x - mean) / k, in the
+    # group's order: an infinity followed by any element gives inf - inf = NaN, one in the last
+    # place gives the infinity (fuzz seeds 3142, 4350: ember's sum / n gave the infinity). So
+    # the mean is NaN where a group holds an infinity before its last element.
+    dims = reduction_dims(dim, a.dim())
+    if not dims:
+        return m
+    inf = convert(P.isinf(a), torch.int64)
+    last = inf
+    for d in dims:
+        last = slice_dim(last, d, a.shape[d] - 1, a.shape[d])
+    before_last = P.sub(sum_dims(inf, dims, keepdim=True), last)
+    bad = P.gt(before_last, full(before_last.shape, 0, torch.int64, a.device))
+    bad = bad if keepdim else reshape(bad, m.shape)
+    return P.where(bad, full(m.shape, float("nan"), m.dtype, a.device), m)
 
 
 @register(aten.std.correction)
