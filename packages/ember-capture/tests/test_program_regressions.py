@@ -384,3 +384,75 @@ def test_shape_change_of_an_input_in_place_is_a_break():
 
     check(f, (torch.randn(6, 1), torch.tensor(2.0)), (torch.randn(6, 1), torch.tensor(-1.0)),
           breaks=1, config=_STRICT)
+
+
+# -- found by the second round of harness programs -----------------------------------------------
+def test_true_division_of_symbolic_ints_rounds_as_eager():
+    """`a / b` of a dynamic int by -3 returned -1/3 * a, printed as that product, which rounds
+    differently from the quotient (7 / -3 gave -2.333333333333333)."""
+    def f(x, a, b):
+        return x + 1, a / b, (a + 1) / 3
+
+    fn, _ = _captured(f)
+    for a, b in [(-7, 2), (7, -3), (-8, 3), (11, -3), (13, 7)]:
+        actual, expected = fn(torch.ones(2), a, b), f(torch.ones(2), a, b)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], (a, b)
+
+
+def test_isinstance_and_method_lookup_see_bases_assigned_between_calls():
+    """isinstance and attribute lookup were guarded on the class dicts along the old MRO only;
+    `B.__bases__ = (C,)` changes both answers and the trace was reused."""
+    class A:
+        def scale(self):
+            return 2.0
+
+    class B(A):
+        pass
+
+    class C:
+        def scale(self):
+            return -1.0
+
+    obj = B()
+
+    def f(x):
+        return x * obj.scale() + (10 if isinstance(obj, A) else 0) + (100 if issubclass(B, C) else 0)
+
+    fn, _ = _captured(f)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(2)), f(torch.ones(2)))
+        B.__bases__ = (C,)
+
+
+def test_lru_cached_helper_with_constant_arguments_runs_as_eager():
+    """A call through functools.lru_cache inlined the wrapped function on every call: its side
+    effects ran again on what eager answers from the cache, and a cached mutable result was a
+    new object each call."""
+    import functools
+    calls = []
+
+    @functools.lru_cache(maxsize=None)
+    def coef(n):
+        calls.append(n)
+        return n * 1.5
+
+    @functools.lru_cache(maxsize=None)
+    def table(n):
+        return [n]
+
+    def f(x, n):
+        table(n).append(0)
+        return x * coef(n) + coef(n + 1), len(table(n))
+
+    fn, _ = _captured(f)
+    expected_calls = []
+    for n in (0, 1, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(2), n)
+        expected_calls += [k for k in (n, n + 1) if k not in expected_calls]
+        assert calls == expected_calls, (n, calls)
+    assert actual[1] == 2 and table(2) == [2, 0]

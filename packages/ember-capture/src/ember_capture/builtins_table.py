@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from . import semantics as S
-from .attributes import generic_getattr, module_store_attr, newobj_generic_getattr
+from .attributes import generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
@@ -60,12 +60,20 @@ def _object_init(fr, args, kwargs):
 @builtin(isinstance)
 def _isinstance(fr, args, kwargs):
     v, cls = args
-    return ConstVar(issubclass(python_type(v), S.const_value(cls)))
+    return ConstVar(_subclass_check(fr, python_type(v), S.const_value(cls)))
 
 
 @builtin(issubclass)
 def _issubclass(fr, args, kwargs):
-    return ConstVar(issubclass(*_consts(args)))
+    return ConstVar(_subclass_check(fr, *_consts(args)))
+
+
+def _subclass_check(fr, cls, classinfo) -> bool:
+    """issubclass, answered now and guarded on the MRO that answered it (a class whose
+    `__bases__` is assigned between calls answers differently)."""
+    if isinstance(cls, type):
+        guard_mro(fr.tr, cls)
+    return issubclass(cls, classinfo)
 
 
 @builtin(type)

@@ -270,8 +270,14 @@ def python_code(value, names: dict, size_class: str = "__Size") -> str:
     ``names`` maps each symbol to the runtime expression it was read from, ``size_class`` names
     torch.Size in the generated code."""
     if isinstance(value, SYM_TYPES):
-        text = SizePrinter(names).doprint(expr_of(value))
-        node = value.node
+        expr, node = expr_of(value), value.node
+        printer = SizePrinter(names)
+        if node.pytype is float and not expr.atoms(sympy.Float):
+            # one true division of ints, as eager computed it: sympy keeps n / -3 as
+            # -1/3 * n, and that product rounds differently from the quotient
+            numerator, denominator = sympy.fraction(sympy.together(expr))
+            return f"(({printer.doprint(numerator)}) / ({printer.doprint(denominator)}))"
+        text = printer.doprint(expr)
         if node.pytype is float:
             return f"float({text})"
         if node.pytype is int and expr_of(value).atoms(sympy.Float, sympy.Rational) - expr_of(value).atoms(sympy.Integer):
