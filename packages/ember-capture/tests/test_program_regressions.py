@@ -456,3 +456,28 @@ def test_lru_cached_helper_with_constant_arguments_runs_as_eager():
         expected_calls += [k for k in (n, n + 1) if k not in expected_calls]
         assert calls == expected_calls, (n, calls)
     assert actual[1] == 2 and table(2) == [2, 0]
+
+
+def test_float_arithmetic_on_symbolic_ints_rounds_as_eager():
+    """Note [symbolic floats]: `n / 3 + 0.5`, `n / 3 * 2`, `k / 0.7` were folded by sympy into
+    one rational with decimal-printed constants (2.16666666666667 for 2.166666666666667)."""
+    def f(x, k, s):
+        n = x.shape[0]
+        return x * (n / 3 * 2), n / 3 + 0.5, n / 3 * 2, k / s, n / 7 - n / 11, -(n / 3), math.sqrt(n) / 3
+
+    fn, _ = _captured(f)
+    for n, k, s in [(3, 1, 0.1), (5, 2, 0.7), (7, 3, 0.7), (10, 4, -1.3), (11, 5, 0.7)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(n), k, s)
+        expected = f(torch.ones(n), k, s)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], (n, k, s)
+
+
+def test_three_argument_pow_of_a_symbolic_int():
+    """pow(a, 2, 5) of a dynamic int called operator.pow with three arguments: a TypeError."""
+    def f(x, a):
+        return x + pow(a, 2, 5), pow(a, 2)
+
+    check(f, (torch.randn(2), 3), (torch.randn(2), 4), (torch.randn(2), 7), config=_STRICT, fallback_ok=False)

@@ -20,7 +20,7 @@ from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .protocol import CALLABLE, LEN
 from .queries import STABLE_TEXT, hasattr_var, python_type
-from .sizes import SYM_TYPES, concrete
+from .sizes import SYM_TYPES, concrete, note_float
 from .tables import registrar
 from .variables import (
     AutocastVar, BoundVar, ConstVar, DictVar, GradModeVar, IterVar, ListVar, NewObjVar, ObjVar, PartialVar, SetVar,
@@ -374,7 +374,7 @@ def _symbolic_or_fold(fn, symbolic):
             if symbolic is not None and not kwargs and len(values) == len(args) and all(isinstance(v, _NUMBERS) for v in values):
                 result = symbolic(*values)
                 if result is not NotImplemented:
-                    return ConstVar(result)
+                    return ConstVar(note_float(symbolic, result, values))
             args = [ConstVar(concrete(a.value)) if isinstance(a, ConstVar) else a for a in args]
         return fold(fr, args, kwargs)
     return handler
@@ -409,9 +409,14 @@ def _int(value):
     return int(concrete(value))
 
 
+def _pow(base, exp, mod=None):
+    """``pow(a, b)`` symbolically; ``pow(a, b, m)`` on the values (a guard)."""
+    return operator.pow(base, exp) if mod is None else NotImplemented
+
+
 _SYMBOLIC_BUILTINS = {
     min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: _int, float: torch.sym_float,
-    divmod: lambda a, b: (a // b, a % b), pow: operator.pow, round: round,
+    divmod: lambda a, b: (a // b, a % b), pow: _pow, round: round,
     math.ceil: math.ceil, math.floor: math.floor, math.trunc: math.trunc,
 }
 for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,

@@ -23,7 +23,7 @@ from .protocol import (  # noqa: F401  (the dispatchers, used through this modul
     BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, RBINARY, SETATTR, TRUTH, UNARY, contains, delitem, describe,
     getitem, setitem, unpack,
 )
-from .sizes import SYM_TYPES, concrete
+from .sizes import SYM_TYPES, concrete, note_float
 from .tables import TypeTable, registrar
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -543,7 +543,7 @@ def _const_binary(fr, fn, a, b):
     try:
         if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
             return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
-        return ConstVar(fn(a.value, b.value))
+        return ConstVar(note_float(fn, fn(a.value, b.value), (a.value, b.value)))
     except (ArithmeticError, ValueError) as exc:
         # `1 / 0`, `2.0 ** 10000`, `1 << -1` on guarded constants: the user's exception, raised
         # on every call the entry serves, so a traced `except` catches it (Note [Traced exceptions])
@@ -618,7 +618,7 @@ def _unary_of_value(fr, fn, a: Var) -> Var:
     value = const_value(a)
     if fn is operator.invert and isinstance(value, torch.SymInt):
         return ConstVar(-value - 1)
-    return ConstVar(fn(value))
+    return ConstVar(note_float(fn, fn(value), (value,)))
 UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a], {}))
 
 
