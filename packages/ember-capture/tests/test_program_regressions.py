@@ -481,3 +481,40 @@ def test_three_argument_pow_of_a_symbolic_int():
         return x + pow(a, 2, 5), pow(a, 2)
 
     check(f, (torch.randn(2), 3), (torch.randn(2), 4), (torch.randn(2), 7), config=_STRICT, fallback_ok=False)
+
+
+def test_dict_and_set_comprehensions_with_a_break_inside():
+    """After a break in a dict/set comprehension the dict being built is an input of the resume
+    function; MAP_ADD changed its symbolic items without writing them back, and the function
+    returned the empty real dict (SET_ADD likewise)."""
+    def f(xs):
+        d = {i: x.sum().item() for i, x in enumerate(xs)}
+        s = {x.max().item() for x in xs}
+        return d, s
+
+    fn, _ = _captured(f)
+    for n in (2, 3):
+        xs = [torch.full((2,), float(i)) for i in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(xs)
+        assert actual == f(xs)
+
+
+def test_keyword_argument_given_twice_raises_the_users_type_error():
+    """f(**a, **b) with a key in both: DICT_MERGE merged them silently, where CPython raises."""
+    def g(**k):
+        return k
+
+    def f(x, kw):
+        try:
+            return x + 1, g(**kw, **{"a": 2})
+        except TypeError as e:
+            return x - 1, str(e)
+
+    fn, _ = _captured(f)
+    for kw in ({}, {"a": 1}, {"b": 3}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1), kw)
+        assert_same(actual, f(torch.zeros(1), kw))
