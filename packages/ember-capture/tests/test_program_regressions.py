@@ -518,3 +518,75 @@ def test_keyword_argument_given_twice_raises_the_users_type_error():
             warnings.simplefilter("ignore")
             actual = fn(torch.zeros(1), kw)
         assert_same(actual, f(torch.zeros(1), kw))
+
+
+def test_in_place_operators_on_lists_and_sets_change_the_object():
+    """`lst *= 2` on an input list made a new list (the caller's was unchanged); `s |= t` on a
+    set made a new set (another name for it kept the old items); `lst += range(2)` likewise;
+    frozenset(...) was modelled as a set (its type, and `fs |= ...` changed it in place)."""
+    def f(x, lst, s):
+        lst *= 2
+        lst += range(2)
+        local = {1, 2}
+        alias = local
+        local |= {3}
+        local -= {1}
+        fs = frozenset([1])
+        fs_alias = fs
+        fs |= {2}
+        try:
+            s |= {9}
+        except TypeError:
+            pass
+        return x + 1, alias, fs_alias, fs, type(fs)
+
+    fn, _ = _captured(f)
+    for n in (1, 2):
+        args, expected_args = ([1] * n, {5}), ([1] * n, {5})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1), *args)
+        expected = f(torch.zeros(1), *expected_args)
+        assert_same(actual[0], expected[0])
+        assert actual[1:] == expected[1:] and args == expected_args
+
+
+def test_symbolic_int_from_a_list_is_read_before_the_list_is_written_back():
+    """`first = lst[0]; lst.reverse(); return first` with lst's items dynamic: the return value
+    was rebuilt as `L['lst'][0]` after the entry had written the reversed list back."""
+    def f(x, lst):
+        first = lst[0]
+        lst.reverse()
+        return x * first, first
+
+    fn, _ = _captured(f)
+    for i in range(4):
+        a, b = [i + 5, 1, 2], [i + 5, 1, 2]
+        actual, expected = fn(torch.ones(1), a), f(torch.ones(1), b)
+        assert_same(actual, expected)
+        assert a == b
+
+
+def test_vars_of_an_object_sees_attribute_writes_of_the_trace():
+    """vars(o) after `o.a = 5` in the trace read the real __dict__, which lacked the write that
+    the entry replays after the graph; and a write after vars(o) was read was not in the dict."""
+    class O:
+        pass
+
+    def make(o):
+        def f(x, k):
+            o.b = k
+            names = sorted(vars(o))
+            d = vars(o)
+            o.c = k + 1
+            return x * len(names), names, sorted(d)
+        return f
+
+    eager_obj, cap_obj = O(), O()
+    fn, _ = _captured(make(cap_obj))
+    for k in (1, 2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(1), k)
+        assert_same(actual, make(eager_obj)(torch.ones(1), k))
+        assert vars(cap_obj) == vars(eager_obj)

@@ -198,9 +198,16 @@ def _tuple(fr, args, kwargs):
     return TupleVar(S.unpack(fr, args[0]) if args else [])
 
 
-@builtin(set, frozenset)
+@builtin(set)
 def _set(fr, args, kwargs):
     return SetVar(S.dedupe(S.unpack(fr, args[0]) if args else []))
+
+
+@builtin(frozenset)
+def _frozenset(fr, args, kwargs):
+    """A frozenset is immutable, of its own type: a constant (a SetVar is a set)."""
+    items = S.dedupe(S.unpack(fr, args[0]) if args else [])
+    return ConstVar(frozenset(S.const_key(v) for v in items))
 
 
 @builtin(dict)

@@ -302,7 +302,8 @@ class FrameState:
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph,
-                       list(tr.mutated_lists) + list(tr.mutated_dicts), shapes.env.sources)
+                       list(tr.mutated_lists) + list(tr.mutated_dicts),
+                       {s: tr.guards.local_of(src) for s, src in shapes.env.sources.items()})
         # Note [Mutated input lists], Note [Mutated input dicts]: written back first, so that
         # every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
@@ -334,7 +335,8 @@ class FrameState:
         if "guards" in session.config.logs:
             notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
-        guard_lines = tr.guards.lines(keep=[s for s, _ in tr.graph.inputs]) + shapes.guard_lines()  # relations: after every input is read
+        kept = [s for s, _ in tr.graph.inputs] + list(shapes.env.sources.values())
+        guard_lines = tr.guards.lines(keep=kept) + shapes.guard_lines()  # relations: after every input is read
         entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]
