@@ -590,3 +590,45 @@ def test_vars_of_an_object_sees_attribute_writes_of_the_trace():
             actual = fn(torch.ones(1), k)
         assert_same(actual, make(eager_obj)(torch.ones(1), k))
         assert vars(cap_obj) == vars(eager_obj)
+
+
+def test_hooks_registered_after_the_trace_on_a_module_called_inside():
+    """A module called inside the compiled function, with no hooks when traced, was guarded by
+    identity only: a forward hook (or a backward hook) registered later was silently skipped."""
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x) + 1
+
+    fn, _ = _captured(f)
+    x = torch.ones(1, 2)
+    assert_same(fn(x), f(x))
+    handle = lin.register_forward_hook(lambda mod, args, kwargs, out: out * 2, with_kwargs=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(x), f(x))
+    handle.remove()
+    grads = []
+    lin.register_full_backward_hook(lambda mod, gi, go: grads.append(1))
+    xr = torch.ones(1, 2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(xr).sum().backward()
+    assert grads == [1]
+
+
+def test_modulo_of_a_symbolic_int_by_zero_is_pythons_error():
+    """`a % b` with a dynamic and b == 0 raised sympy's ZeroDivisionError('Modulo by zero'),
+    where Python says 'integer modulo by zero' (the user's except clause saw another message)."""
+    def f(x, a, b):
+        try:
+            m = a % b
+        except ZeroDivisionError as e:
+            m = str(e)
+        return x + 1, m
+
+    fn, _ = _captured(f)
+    for a, b in [(5, 0), (-5, 2), (7, 0), (11, -3)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.zeros(1), a, b), f(torch.zeros(1), a, b))

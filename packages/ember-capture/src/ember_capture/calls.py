@@ -215,10 +215,25 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
             or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
             or getattr(m, "_forward_hooks_always_called", None)):
         raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
+    _guard_no_other_hooks(fr.tr, mvar)
     forward = getattr_var(fr, mvar, "forward")
     if not (m._forward_hooks or m._forward_pre_hooks):
+        if mvar.source is not None:  # a hook registered after this trace changes the call
+            fr.tr.guards.add(mvar.source, "not (X._forward_hooks or X._forward_pre_hooks)",
+                             f"{mvar.source} has no forward hooks")
         return call(fr, forward, args, kwargs)
     return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
+
+
+def _guard_no_other_hooks(tr, mvar: ObjVar):
+    """What module_call_impl refused (backward, global and always-called hooks) is still absent
+    on the next call: registered after the trace, it would be silently skipped."""
+    mod = tr.ns.ref(_module_mod)
+    tr.guards.add(mod, "not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks)",
+                  "no global module hooks")
+    if mvar.source is not None:
+        tr.guards.add(mvar.source, "not (X._backward_hooks or X._backward_pre_hooks "
+                      "or getattr(X, '_forward_hooks_always_called', None))", f"{mvar.source} has no backward hooks")
 
 
 def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):
