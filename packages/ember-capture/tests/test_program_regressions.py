@@ -632,3 +632,19 @@ def test_modulo_of_a_symbolic_int_by_zero_is_pythons_error():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert_same(fn(torch.zeros(1), a, b), f(torch.zeros(1), a, b))
+
+
+def test_one_tensor_passed_as_two_arguments_after_a_trace_with_two():
+    """`a is b` was decided for two distinct tensors and the entry was reused when one tensor
+    was passed as both (no guard that the arguments stay distinct)."""
+    def f(a, b):
+        a.add_(1)
+        return b * 2, a is b
+
+    fn, _ = _captured(f)
+    assert_same(fn(torch.zeros(2), torch.zeros(2)), f(torch.zeros(2), torch.zeros(2)))
+    x, y = torch.zeros(2), torch.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = fn(x, x)
+    assert_same(actual, f(y, y))
