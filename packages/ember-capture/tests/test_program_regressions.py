@@ -648,3 +648,53 @@ def test_one_tensor_passed_as_two_arguments_after_a_trace_with_two():
         warnings.simplefilter("ignore")
         actual = fn(x, x)
     assert_same(actual, f(y, y))
+
+
+def test_any_and_all_of_a_generator_stop_at_the_deciding_item():
+    """any()/all() unpacked the whole generator first: its later items' side effects ran, where
+    Python stops at the first item that decides the answer."""
+    log = []
+
+    def check(v, tag):
+        log.append(tag)
+        return v
+
+    def f(x, a, b):
+        r1 = any(check(v > 0, i) for i, v in enumerate([a, b, 1]))
+        r2 = all(check(v > 0, -i) for i, v in enumerate([a, b, 1]))
+        return x * int(r1) + int(r2)
+
+    fn, _ = _captured(f)
+    for a, b in [(0, 1), (1, 0), (2, 3)]:
+        log.clear()
+        expected, expected_log = f(torch.ones(1), a, b), list(log)
+        log.clear()
+        assert_same(fn(torch.ones(1), a, b), expected)
+        assert log == expected_log, (a, b)
+
+
+def test_raise_from_and_raise_in_except_set_cause_and_context():
+    """`raise E from e` dropped the cause (e2.__cause__ was None) and a raise inside an except
+    block had no __context__."""
+    class AppError(Exception):
+        pass
+
+    def f(x, k):
+        try:
+            try:
+                if k:
+                    raise KeyError(k)
+            except KeyError as e:
+                if k > 1:
+                    raise AppError("plain")
+                raise AppError("wrapped") from e
+        except AppError as e2:
+            cause, context = e2.__cause__, e2.__context__
+            return x - 1, str(e2), repr(cause), repr(context), e2.__suppress_context__
+        return x + 1, None, None, None, None
+
+    fn, _ = _captured(f)
+    for k in (0, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.zeros(1), k), f(torch.zeros(1), k))

@@ -429,6 +429,25 @@ _SYMBOLIC_BUILTINS = {
 for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,
            hash, chr, ord, format, ascii, bin, hex, oct):
     builtin(_f)(_symbolic_or_fold(_f, _SYMBOLIC_BUILTINS.get(_f)))
+def _short_circuit(fn, stop: bool):
+    """any()/all() of a lazy iterator (a generator) stop at the first item that decides them, as
+    Python does: the generator's later items, and their side effects, are never produced (Note
+    [lazy iterators])."""
+    fold = _symbolic_or_fold(fn, None)
+
+    def handler(fr, args, kwargs):
+        it = args[0] if len(args) == 1 and not kwargs else None
+        if not (isinstance(it, IterVar) and it.pull is not None):
+            return fold(fr, args, kwargs)
+        while it.more():
+            if S.truthy(fr, it.take()) is stop:
+                return ConstVar(stop)
+        return ConstVar(not stop)
+    return handler
+
+
+builtin(any)(_short_circuit(any, True))
+builtin(all)(_short_circuit(all, False))
 for _name in dir(math):
     if callable(getattr(math, _name)) and not _name.startswith("_"):
         _f = getattr(math, _name)

@@ -375,9 +375,11 @@ def construct(fr, cls, args, kwargs) -> Var:
                                {}, [ObjVar(cls)] + list(args), kwargs)
         return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
     if issubclass(cls, BaseException):  # made here, raised (and caught) by traced code
-        if kwargs or not all(isinstance(a, ConstVar) for a in args):
-            return ConstVar(cls)
-        return ConstVar(cls(*[a.value for a in args]))
+        # with its arguments' values (a symbolic int by its value, guarded): str(e), e.args and
+        # the attributes its __init__ sets are what eager's exception holds
+        values = [S.concrete_value(a, f"{cls.__name__}()") for a in args]
+        named = {k: S.concrete_value(v, f"{cls.__name__}()") for k, v in kwargs.items()}
+        return ConstVar(cls(*values, **named))
     if issubclass(cls, torch.nn.Module):
         return construct_module(fr, cls, args, kwargs)
     obj = _new_instance(cls)

@@ -189,14 +189,24 @@ def _end_send(fr, inst):
 def _raise_varargs(fr, inst):
     if inst.arg == 0:
         raise Unsupported("unsupported_opcode", "bare raise is not traced")
-    if inst.arg == 2:
-        fr.pop()  # the cause of `raise ... from ...`
-    exc = S.const_value(fr.pop(), "raise")
+    cause = S.const_value(fr.pop(), "raise ... from") if inst.arg == 2 else _NO_CAUSE
+    exc = _instance(S.const_value(fr.pop(), "raise"))
+    if cause is not _NO_CAUSE:  # `raise E from c`: E.__cause__ is c (None: suppressed context)
+        exc.__cause__ = None if cause is None else _instance(cause)
+    if fr.tr.handling and fr.tr.handling[-1] not in (None, exc):  # raised while handling: the implicit context
+        exc.__context__ = fr.tr.handling[-1]
+    raise TracedRaise(exc)  # Note [Traced exceptions]
+
+
+_NO_CAUSE = object()
+
+
+def _instance(exc):
     if isinstance(exc, type) and issubclass(exc, BaseException):
         exc = exc()
     if not isinstance(exc, BaseException):
         raise Unsupported("trace_error", f"exceptions must derive from BaseException, not {type(exc).__name__}")
-    raise TracedRaise(exc)  # Note [Traced exceptions]
+    return exc
 
 
 @op("RERAISE")
@@ -217,6 +227,7 @@ def _push_exc_info(fr, inst):
     exc = fr.pop()
     fr.push(NO_PREVIOUS_EXCEPTION)
     fr.push(exc)
+    fr.tr.handling.append(exc.value if isinstance(exc, ConstVar) else None)
 
 
 def in_except_block(fr) -> bool:
@@ -230,6 +241,8 @@ def in_except_block(fr) -> bool:
 @op("POP_EXCEPT")
 def _pop_except(fr, inst):
     fr.pop()
+    if fr.tr.handling:
+        fr.tr.handling.pop()
 
 
 @op("CHECK_EXC_MATCH")
