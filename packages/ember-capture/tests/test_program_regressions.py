@@ -698,3 +698,27 @@ def test_raise_from_and_raise_in_except_set_cause_and_context():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert_same(fn(torch.zeros(1), k), f(torch.zeros(1), k))
+
+
+def test_isinstance_of_an_abc_sees_classes_registered_between_calls():
+    """isinstance(o, SomeABC) was answered at trace time and reused after SomeABC.register(...)
+    changed it."""
+    import abc
+
+    class Base(abc.ABC):
+        pass
+
+    class Other:
+        pass
+
+    obj = Other()
+
+    def f(x):
+        return x * (2 if isinstance(obj, Base) else -1)
+
+    fn, _ = _captured(f)
+    assert_same(fn(torch.ones(1)), f(torch.ones(1)))
+    Base.register(Other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(torch.ones(1)), f(torch.ones(1)))

@@ -1,6 +1,7 @@
 """Python builtins (and a few stdlib callables) on symbolic values: one entry per callable."""
 from __future__ import annotations
 
+import abc
 import collections
 import functools
 import itertools
@@ -73,6 +74,12 @@ def _subclass_check(fr, cls, classinfo) -> bool:
     `__bases__` is assigned between calls answers differently)."""
     if isinstance(cls, type):
         guard_mro(fr.tr, cls)
+    infos = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+    if any(isinstance(c, abc.ABCMeta) for c in infos):
+        # an ABC answers from its registry: ABC.register() between calls changes the answer,
+        # and bumps the global cache token
+        token = abc.get_cache_token()
+        fr.tr.guards.add(fr.tr.ns.ref(abc.get_cache_token), f"X() == {token!r}", "no ABC registered since")
     return issubclass(cls, classinfo)
 
 
