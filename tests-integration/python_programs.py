@@ -8,11 +8,14 @@ and an optional `state()` snapshot compared after every call.
 """
 from __future__ import annotations
 
+import abc
+import bisect
 import collections
 import contextlib
 import dataclasses
 import enum
 import functools
+import heapq
 import itertools
 import math
 import operator
@@ -1535,10 +1538,7 @@ def p_builtins_on_user_objects():
 
 
 # == round 2 (capture's second differential pass): areas the first round did not cover ==========
-
 # -- lru_cache, class hierarchies, dataclasses, aliasing, grad modes, RNG state ------------------
-
-
 def p_lru_cache_helper():
     calls = []
     @functools.lru_cache(maxsize=None)
@@ -1908,9 +1908,9 @@ def p_recursion_depth_changes():
     def f(x, d):
         return tree(x, d) * fact(d + 1)
     return P(f, lambda i: (t(2), i))
+
+
 # -- config modules, defaults, generators, comprehension scopes, enums, identity -----------------
-
-
 CONFIG = types.SimpleNamespace(use_bias=True, eps=1e-3, mode="a")
 
 
@@ -2222,9 +2222,9 @@ def p_is_comparisons():
             return x, True
         return x + v, v is cache[key]
     return P(f, lambda i: (t(2), KW(key=[1, 1, 2, None][i])), state=lambda: dict(cache))
+
+
 # -- floats computed from symbolic ints ----------------------------------------------------------
-
-
 def p_sym_float_exprs():
     def f(x):
         n = x.shape[0]
@@ -2260,9 +2260,9 @@ def p_float_args_changing():
     def f(x, s, k):
         return x * s + k, s * 2, s / 3, k / s, s ** 2, -s, abs(s), round(s, 1), math.floor(s), s // 1
     return P(f, lambda i: (t(2), [0.1, 0.7, -1.3, 2.5, 3.0][i], [1, 2, 3, 4, 5][i]), calls=5, dynamic=True)
+
+
 # -- global tensors, aliased inputs, parameters, exceptions, tensor branches ---------------------
-
-
 G_T = torch.ones(3)
 
 
@@ -2489,9 +2489,9 @@ def p_grad_mode_leak_after_break():
         torch.set_grad_enabled(True)
         return z, z.requires_grad, torch.is_grad_enabled()
     return P(f, lambda i: (t(2).requires_grad_(),))
+
+
 # -- escaping closures, module attributes, dataclasses, slots, context stacks --------------------
-
-
 def p_closure_escapes():
     def f(x, k):
         def scale(y):
@@ -2735,9 +2735,9 @@ def p_user_container_protocol():
     def mutate(i):
         bags[0].items.append(i) if i != 1 else bags.__setitem__(0, Bag([]))
     return P(f, lambda i: (t(2),), mutate)
+
+
 # -- graph breaks inside context managers, closures, comprehensions and loops --------------------
-
-
 def p_break_inside_user_cm():
     st = {"log": [], "depth": 0}
     class CM:
@@ -2915,9 +2915,9 @@ def p_list_of_tensors_aliasing_after_break():
         a.add_(1)
         return xs[0] is xs[1], n
     return P(f, lambda i: ([t(2), t(2)],))
+
+
 # -- in-place operators on containers, views of dicts, copies, attributes by name ----------------
-
-
 def p_inplace_operators_on_input_containers():
     def f(x, lst, d, s, tup):
         lst *= 2
@@ -3063,9 +3063,9 @@ def p_tensor_list_inplace_via_loop_var():
             ts[i] = ts[i] + 1
         return sum(ts), ws
     return P(f, lambda i: ([t(2) for _ in range(i + 1)], [float(j) for j in range(i + 1)]))
+
+
 # -- RNG around graph breaks and seeds -----------------------------------------------------------
-
-
 def p_rng_around_breaks():
     def f(x):
         a = torch.rand(2)
@@ -3117,9 +3117,9 @@ def p_random_in_loop_choice():
         random.shuffle(picks)
         return out, picks, random.uniform(0, 1)
     return P(f, lambda i: (t(2), i + 1), state=lambda: random.getstate())
+
+
 # -- modules: dynamic names, dtype changes, hooks, forward replaced, shared layers ---------------
-
-
 def p_module_dynamic_names_and_swap():
     class M(torch.nn.Module):
         def __init__(self):
@@ -3219,9 +3219,9 @@ def p_module_apply_and_buffers_iter():
         elif i == 1: m.b = None
         elif i == 2: m.register_buffer("c", torch.full((2,), 5.0))
     return P(m, lambda i: (t(2),), mutate)
+
+
 # -- Python ints, floats and strings: protocols, errors, formatting ------------------------------
-
-
 def p_symint_python_protocols():
     def f(x):
         n = x.shape[0]
@@ -3306,9 +3306,9 @@ def p_string_formatting_forms():
         h = "{:,}".format(n * 1000)
         return x * n, a, b, c, e, g, h, name.center(7, "*"), name.zfill(5), name.title(), name.split("_")
     return P(f, lambda i: (t(2), ["ab_c", "x", "hello_world", "q_q"][i], [1, 22, 333, -4][i]))
+
+
 # -- identity, gradients, hooks on tensors, weakrefs, iterators ----------------------------------
-
-
 def p_id_keyed_cache():
     cache = {}
     def f(x, w):
@@ -3440,3 +3440,330 @@ def p_class_property_on_module_setter():
             return self.lin(x) * self.scale
     m = M()
     return P(m, lambda i: (t(1, 2),), state=lambda: m._scale)
+
+
+# -- short-circuit evaluation, decorators with state, exception chaining, stdlib helpers ---------
+def p_short_circuit_side_effects():
+    log = []
+    def check(v, tag):
+        log.append(tag)
+        return v
+    def f(x, a, b):
+        r1 = any(check(v > 0, i) for i, v in enumerate([a, b, 1]))
+        r2 = all(check(v > 0, -i) for i, v in enumerate([a, b]))
+        r3 = check(a, "a") and check(b, "b")
+        r4 = check(a, "a2") or check(b, "b2")
+        return x * int(r1) + int(r2), r3, r4
+    return P(f, lambda i: (t(2), [0, 1, -1, 2][i], [1, 0, 2, -2][i]), state=lambda: list(log))
+
+
+def p_counting_decorator():
+    def counted(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            wrapper.calls += 1
+            return fn(*a, **k)
+        wrapper.calls = 0
+        return wrapper
+    @counted
+    def helper(x, k=1):
+        return x * k
+    def f(x):
+        return helper(x, k=helper.calls), helper.__name__, helper.calls
+    return P(f, lambda i: (t(2),), state=lambda: helper.calls)
+
+
+def p_exception_chaining():
+    class AppError(Exception): pass
+    def inner(k):
+        if k % 2:
+            raise KeyError(k)
+        return k
+    def f(x, k):
+        try:
+            try:
+                v = inner(k)
+            except KeyError as e:
+                raise AppError(f"wrapped {k}") from e
+        except AppError as e2:
+            return x - 1, str(e2), type(e2.__cause__).__name__, e2.__cause__.args
+        return x * v, None, None, None
+    return P(f, lambda i: (t(2), i))
+
+
+def p_operator_getters_and_deque():
+    def f(x, recs):
+        ig = operator.itemgetter(1, 0)
+        ag = operator.attrgetter("real")
+        mc = operator.methodcaller("upper")
+        dq = collections.deque(maxlen=3)
+        for r in recs:
+            dq.append(r[0])
+        dq.appendleft(-1)
+        dq.rotate(1)
+        od = collections.OrderedDict.fromkeys("abc", 0)
+        od.move_to_end("a")
+        return x * len(dq), [ig(r) for r in recs], ag(3), mc("ab"), list(dq), list(od), dq.maxlen
+    return P(f, lambda i: (t(2), [(j, str(j)) for j in range(i + 2)]))
+
+
+def p_heapq_bisect():
+    def f(x, vals):
+        h = []
+        for v in vals:
+            heapq.heappush(h, v)
+        smallest = heapq.heappop(h)
+        srt = sorted(vals)
+        pos = bisect.bisect_left(srt, 2)
+        bisect.insort(srt, 2)
+        return x * smallest, h, pos, srt, heapq.nlargest(2, vals)
+    return P(f, lambda i: (t(2), [5, 1, 3, 2, 4][: i + 2]))
+
+
+def p_shape_arith_and_unpack_errors():
+    def f(x):
+        s = x.shape
+        a = s + (1,)
+        b = s[1:]
+        v = x.view(*s[:-1], -1, 1)
+        try:
+            r, c = x.shape
+            err = None
+        except ValueError as e:
+            r = c = 0
+            err = str(e)
+        return v, a, b, torch.Size([2, 3]) == s, r, c, err, x.dim(), x.ndim, len(s), s.numel()
+    return P(f, lambda i: (t(*[[2, 3], [2, 3, 4], [4], [2, 3]][i]),))
+
+
+def p_dtype_device_queries():
+    def f(x):
+        eps = torch.finfo(x.dtype).eps if x.dtype.is_floating_point else torch.iinfo(x.dtype).max
+        y = x.float() if not torch.is_floating_point(x) else x
+        c = x.t().is_contiguous() if x.dim() == 2 else x.is_contiguous()
+        return y * 2, eps, x.device.type == "cpu", str(x.dtype), c, x.stride(), x.element_size(), x.is_complex()
+    return P(f, lambda i: ([t(2, 3), torch.arange(6).view(2, 3), t(3, dtype=torch.float64), torch.ones(2, 2, dtype=torch.int32)][i],))
+
+
+def p_with_multiple_items_and_else_return():
+    log = []
+    @contextlib.contextmanager
+    def cm(n):
+        log.append(("in", n))
+        yield n * 2
+        log.append(("out", n))
+    def f(x, k):
+        with cm(1) as a, cm(2) as b:
+            try:
+                if k == 2:
+                    raise ValueError("v")
+            except ValueError:
+                return x - a, "except"
+            else:
+                if k == 1:
+                    return x + b, "else"
+            finally:
+                log.append("finally")
+        return x * a * b, "end"
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_global_list_rebound_inside():
+    def f(x):
+        global G_REB
+        old = G_REB
+        G_REB = G_REB + [x.shape[0]]
+        old.append(-1)
+        return x * len(G_REB), old is G_REB
+    return P(f, lambda i: (t(i + 1),), state=lambda: list(G_REB))
+
+
+G_REB = [0]
+
+
+def p_class_attr_via_instance_and_class():
+    class C:
+        count = 0
+        items = []
+        def bump(self):
+            self.count += 1
+            self.items.append(self.count)
+            type(self).total = getattr(type(self), "total", 0) + 1
+            return self.count
+    objs = [C(), C()]
+    def f(x):
+        a = objs[0].bump()
+        b = objs[1].bump()
+        return x * (a + b), C.count, list(C.items), C.total, objs[0].count
+    def mutate(i):
+        C.count = 10 * (i + 1)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+# -- cached_property, ABC registration, symbolic ints held by objects, descriptors, registries ---
+def p_cached_property():
+    class C:
+        def __init__(self, k):
+            self.k = k
+            self.computed = 0
+        @functools.cached_property
+        def scale(self):
+            self.computed += 1
+            return self.k * 2
+    objs = [C(1)]
+    def f(x):
+        c = objs[0]
+        return x * c.scale + c.scale, c.computed
+    def mutate(i):
+        if i == 0: objs[0].k = 5
+        elif i == 1: del objs[0].scale
+        elif i == 2: objs[0] = C(7)
+    return P(f, lambda i: (t(2),), mutate, state=lambda: (objs[0].computed, vars(objs[0]).get("scale")))
+
+
+def p_abc_register_changes():
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def go(self): ...
+    class Impl(Base):
+        def go(self): return 2
+    class Other:
+        def go(self): return 3
+    objs = [Impl()]
+    def f(x):
+        o = objs[0]
+        k = o.go() if isinstance(o, Base) else -1
+        return x * k, issubclass(type(o), Base)
+    def mutate(i):
+        if i == 0: objs[0] = Other()
+        elif i == 1: Base.register(Other)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_symint_in_exception_and_objects():
+    class Info:
+        def __init__(self, n):
+            self.n = n
+            self.tag = f"n={n}"
+    def f(x):
+        n = x.shape[0]
+        info = Info(n)
+        out = {"n": n, "half": n // 2, "items": [n, n + 1]}
+        try:
+            if n > 3:
+                raise ValueError(n, f"too big {n}")
+        except ValueError as e:
+            out["err"] = e.args
+        return x * n, info.n, info.tag, out, range(n)[-1], slice(0, n).stop, tuple(range(n))
+    return P(f, lambda i: (t([2, 3, 5, 7][i]),), dynamic=True)
+
+
+def p_generator_method_and_iter_class():
+    class Seq:
+        def __init__(self, n): self.n = n
+        def __iter__(self):
+            for i in range(self.n):
+                yield i * 2
+        def pairs(self):
+            yield from zip(self, list(self)[1:])
+    seqs = [Seq(3)]
+    def f(x):
+        s = seqs[0]
+        return x * sum(s), list(s.pairs()), max(s, default=-1)
+    def mutate(i):
+        seqs[0].n = [0, 5, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_set_name_and_class_getitem():
+    class Field:
+        def __set_name__(self, owner, name):
+            self.name = name
+        def __get__(self, obj, objtype=None):
+            return self if obj is None else obj.__dict__.get(self.name, 0) + 100
+    class Rec:
+        a = Field()
+        b = Field()
+    r = Rec()
+    def f(x):
+        return x * r.a + r.b, Rec.a.name, list[int] == list[int]
+    def mutate(i):
+        r.__dict__["a"] = i
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_staticmethod_registry_dict():
+    REG = {}
+    def register(name):
+        def deco(fn):
+            REG[name] = fn
+            return fn
+        return deco
+    @register("double")
+    def _d(x): return x * 2
+    @register("neg")
+    def _n(x): return -x
+    mode = ["double"]
+    def f(x):
+        fn = REG[mode[0]]
+        return fn(x), sorted(REG)
+    def mutate(i):
+        mode[0] = ["neg", "sq", "double"][i]
+        if i == 0:
+            register("sq")(lambda x: x * x)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+# -- symbolic ints read, then their container, attribute or global rewritten ---------------------
+def p_list_items_symbolic_then_mutated_and_returned():
+    def f(x, lst, d):
+        a = lst[0]
+        lst[0] = lst[-1]
+        lst[-1] = a
+        b = d["k"]
+        d["k"] = b + 1
+        del lst[1]
+        return x * a, a, b, lst, d
+    return P(f, lambda i: (t(2), [i + 5, i + 1, i + 2], {"k": i + 3}), calls=5, dynamic=True)
+
+
+def p_attr_symbolic_swap():
+    class S: pass
+    s = S()
+    s.a, s.b = 3, 4
+    def f(x):
+        s.a, s.b = s.b, s.a + x.shape[0]
+        return x * s.a, s.a, s.b
+    return P(f, lambda i: (t(i + 1),), state=lambda: (s.a, s.b), calls=5)
+
+
+def p_global_int_symbolic_read_then_written():
+    def f(x):
+        global G_N
+        old = G_N
+        G_N = old + x.shape[0]
+        return x * old, old, G_N
+    return P(f, lambda i: (t(i + 2),), state=lambda: G_N, calls=5)
+
+
+G_N = 1
+
+
+def p_closure_int_symbolic_read_then_written():
+    n = 1
+    def f(x):
+        nonlocal n
+        old = n
+        n = old * 2 + x.shape[0]
+        return x * old, old, n
+    return P(f, lambda i: (t(i + 2),), state=lambda: n, calls=5)
+
+
+def p_list_of_ints_grows_in_place_dynamic():
+    hist = [1]
+    def f(x):
+        last = hist[-1]
+        hist.append(last + x.shape[0])
+        hist.insert(0, -last)
+        return x * last, last, len(hist)
+    return P(f, lambda i: (t(i + 1),), state=lambda: list(hist), calls=5)
