@@ -722,3 +722,36 @@ def test_isinstance_of_an_abc_sees_classes_registered_between_calls():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_same(fn(torch.ones(1)), f(torch.ones(1)))
+
+
+def test_exception_made_with_a_list_argument_keeps_it():
+    """ValueError("bad", lst) with a list argument became the bare class ValueError: str(e) and
+    e.args were empty."""
+    def f(x, lst):
+        try:
+            raise ValueError("bad", lst, x.shape[0])
+        except ValueError as e:
+            return x + 1, str(e), len(e.args)
+
+    fn, _ = _captured(f)
+    for n in (2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(n), [n, 1]), f(torch.ones(n), [n, 1]))
+
+
+def test_raising_an_exception_object_from_the_arguments():
+    """`raise err` of an argument baked the first call's exception object into the trace: the
+    handler's str(e) said the first call's message on every later call."""
+    def f(x, err):
+        try:
+            raise err
+        except ValueError as e:
+            return x + 1, str(e), e is err
+
+    fn, _ = _captured(f)
+    for i in range(3):
+        err = ValueError(f"m{i}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(1), err), f(torch.ones(1), err))

@@ -377,6 +377,9 @@ def construct(fr, cls, args, kwargs) -> Var:
     if issubclass(cls, BaseException):  # made here, raised (and caught) by traced code
         # with its arguments' values (a symbolic int by its value, guarded): str(e), e.args and
         # the attributes its __init__ sets are what eager's exception holds
+        for a in list(args) + list(kwargs.values()):
+            if not isinstance(a, ConstVar):  # a list, a tensor: the exception holds that object
+                raise Unsupported("unsupported_call", f"{cls.__name__}() of {S.describe(a)}")
         values = [S.concrete_value(a, f"{cls.__name__}()") for a in args]
         named = {k: S.concrete_value(v, f"{cls.__name__}()") for k, v in kwargs.items()}
         return ConstVar(cls(*values, **named))
