@@ -3767,3 +3767,78 @@ def p_list_of_ints_grows_in_place_dynamic():
         hist.insert(0, -last)
         return x * last, last, len(hist)
     return P(f, lambda i: (t(i + 1),), state=lambda: list(hist), calls=5)
+
+
+# -- exceptions holding lists, symbolic ints and custom attributes; sum() starts; mixed scalars ---
+def p_exception_args_non_constant():
+    def f(x, lst):
+        try:
+            raise ValueError("bad", lst, x.shape[0])
+        except ValueError as e:
+            a = e.args
+        try:
+            raise KeyError({"k": lst[0]})
+        except KeyError as e:
+            b = str(e)
+        return x + 1, a[0], a[1] == lst, a[2], b
+    return P(f, lambda i: (t(i + 2), [i, 2]))
+
+
+def p_exception_custom_init_attrs_dynamic():
+    class E(Exception):
+        def __init__(self, n, where):
+            super().__init__(f"{where}:{n}")
+            self.n = n
+            self.where = where
+    def f(x, k):
+        try:
+            if k >= 0:
+                raise E(k * 2, "f")
+        except E as e:
+            return x * e.n, str(e), e.where, e.args
+        return x, None, None, None
+    return P(f, lambda i: (t(2), [3, 4, -1, 5, 6][i]), calls=5)
+
+
+def p_sum_with_start_and_floats():
+    def f(x, vals):
+        s = sum(vals, 0.5)
+        s2 = sum([[v] for v in vals], [])
+        s3 = sum((v / 3 for v in vals), start=0.1)
+        return x * s, s, s2, s3, math.prod(vals), math.fsum(v / 3 for v in vals)
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][: i + 1]))
+
+
+def p_int_float_scalar_mixing_dynamic():
+    def f(x, a, b):
+        return x * (a + b), a + b, a * b, a / b, (a + 0.5) * 2, b ** 2, a - b, (a * 1.0) / 3
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][i], [0.5, 1.5, -2.0, 3.25][i]), dynamic=True)
+
+
+def p_raise_exception_argument():
+    def f(x, err):
+        try:
+            raise err
+        except ValueError as e:
+            return x + 1, str(e), e is err
+
+    return P(f, lambda i: (t(2), ValueError(f"m{i}")))
+
+
+def p_breaks_in_nested_comprehensions():
+    def f(xs, d):
+        nested = [[x.sum().item() * j for j in range(2)] for x in xs]
+        by_key = {k: v.max().item() for k, v in d.items()}
+        gen = list(x.min().item() for x in xs)
+        merged = {**by_key, **{f"n{i}": v for i, v in enumerate(gen)}}
+        return nested, by_key, gen, merged, {round(v) for v in gen}
+    return P(f, lambda i: ([t(2) for _ in range(i + 1)], {"a": t(2), "b": t(3)}))
+
+
+def p_dict_comprehension_into_input_after_break():
+    def f(x, d):
+        s = x.sum().item()
+        d.update({k: v * s for k, v in d.items()})
+        d |= {"s": s}
+        return x * s
+    return P(f, lambda i: (t(2), {"a": i, "b": 2}))
