@@ -3842,3 +3842,35 @@ def p_dict_comprehension_into_input_after_break():
         d |= {"s": s}
         return x * s
     return P(f, lambda i: (t(2), {"a": i, "b": 2}))
+
+
+def p_no_grad_method_decorator_and_inference_mode_nesting():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+        @torch.no_grad()
+        def stats(self, x):
+            return self.lin(x).mean()
+        @torch.inference_mode()
+        def frozen(self, x):
+            return x * 2
+        def forward(self, x):
+            s = self.stats(x)
+            with torch.inference_mode(False):
+                y = self.lin(x) * s
+            with torch.enable_grad():
+                z = y.sum()
+            return y, s.requires_grad, z.requires_grad, torch.is_grad_enabled()
+    m = M()
+    return P(m, lambda i: (t(1, 2),))
+
+
+def p_autocast_branches():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            enabled = torch.is_autocast_enabled("cpu") if hasattr(torch, "is_autocast_enabled") else None
+        z = x @ w
+        return y.dtype, z.dtype, y.float(), z
+    return P(f, lambda i: (t(2, 2), t(2, 2)))
