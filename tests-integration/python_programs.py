@@ -8,16 +8,21 @@ and an optional `state()` snapshot compared after every call.
 """
 from __future__ import annotations
 
+import abc
+import bisect
 import collections
 import contextlib
 import dataclasses
 import enum
 import functools
+import heapq
 import itertools
 import math
 import operator
 import random
+import types
 import typing
+import weakref
 
 import torch
 
@@ -30,6 +35,7 @@ class P:
     state: typing.Callable[[], object] | None = None
     calls: int = 4
     aot: bool = False  # also run with backend="aot_eager"
+    dynamic: bool = False  # also run with dynamic=True (every int and size symbolic from the first call)
 
 
 class KW(dict):
@@ -1529,3 +1535,2342 @@ def p_builtins_on_user_objects():
     def mutate(i):
         b.v = [0, 3, 1][i]
     return P(f, lambda i: (t(2),), mutate)
+
+
+# == round 2 (capture's second differential pass): areas the first round did not cover ==========
+# -- lru_cache, class hierarchies, dataclasses, aliasing, grad modes, RNG state ------------------
+def p_lru_cache_helper():
+    calls = []
+    @functools.lru_cache(maxsize=None)
+    def coef(n):
+        calls.append(n)
+        return n * 1.5
+    def f(x, n):
+        return x * coef(n) + coef(n + 1)
+    return P(f, lambda i: (t(3), i % 2), state=lambda: list(calls), dynamic=True)
+
+
+def p_dataclass_replace_frozen():
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        scale: float = 1.0
+        shift: int = 0
+        tags: tuple = ()
+    cfg = [Cfg()]
+    def f(x):
+        c = cfg[0]
+        c2 = dataclasses.replace(c, shift=c.shift + 1)
+        try:
+            c2.scale = 5
+        except dataclasses.FrozenInstanceError as e:
+            err = str(e)
+        return x * c2.scale + c2.shift + len(c2.tags), err, c2
+    def mutate(i):
+        cfg[0] = Cfg(scale=[2.0, -1.0, 0.5][i], shift=i, tags=tuple(range(i)))
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_namedtuple_fields():
+    Pt = collections.namedtuple("Pt", "a b c", defaults=(3,))
+    state = {"p": Pt(1, 2)}
+    def f(x):
+        p = state["p"]
+        q = p._replace(b=p.b * 2)
+        a, b, c = q
+        d = q._asdict()
+        return x * a + b - c, q, d, p.count(2), p.index(p[0])
+    def mutate(i):
+        state["p"] = Pt(i, i + 2, -i)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_list_alias_two_names():
+    data = [1, 2, 3]
+    def f(x, lst):
+        alias = lst
+        alias.append(x.shape[0])
+        lst += [7]
+        alias[0] = alias[-1] * 2
+        del alias[1]
+        return x * len(lst), lst is alias
+    return P(f, lambda i: (t(i + 2), list(range(i))), state=lambda: list(data))
+
+
+def p_dict_iteration_keys_change():
+    d = {"a": 1.0, "b": 2.0}
+    def f(x):
+        out = x
+        for k, v in d.items():
+            out = out * v if k < "c" else out + v
+        keys = list(reversed(d))
+        return out, keys, sorted(d.values())
+    def mutate(i):
+        if i == 0: d["c"] = 3.0
+        elif i == 1: del d["a"]
+        elif i == 2: d["a"] = -1.0
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_enumerate_zip_reversed_sizes():
+    def f(x, y):
+        acc = []
+        for i, (a, b) in enumerate(zip(x, y)):
+            acc.append(a * i + b)
+        for j in reversed(range(x.shape[0])):
+            acc.append(x[j] - j)
+        for j in range(0, x.size(0), 2):
+            acc.append(x[j] * 2)
+        return torch.stack(acc), len(acc)
+    return P(f, lambda i: (t(i + 2, 3), t(i + 3, 3)), dynamic=True)
+
+
+def p_fstring_shapes():
+    def f(x, n):
+        s = f"{x.shape[0]}x{x.shape[1]}:{n:+d}:{n/3:.2f}:{x.dtype}"
+        s2 = "{}-{!r}-{:>5}".format(x.size(), n, str(n))
+        s3 = "%d/%s" % (x.numel(), tuple(x.shape))
+        return x.sum() + len(s) + len(s2), s, s2, s3, str(x.shape), repr(x.size(1))
+    return P(f, lambda i: (t(i + 1, 2 + i % 2), i - 2), dynamic=True)
+
+
+def p_isinstance_class_hierarchy_changes():
+    class A: pass
+    class B(A): pass
+    class C: pass
+    objs = [B()]
+    def f(x):
+        o = objs[0]
+        r = []
+        if isinstance(o, A):
+            x = x + 1
+            r.append("A")
+        if isinstance(o, (C, int)):
+            x = x * 2
+            r.append("C")
+        if issubclass(type(o), A):
+            r.append("sub")
+        return x, r, type(o).__name__
+    def mutate(i):
+        if i == 0: objs[0] = C()
+        elif i == 1: objs[0] = A()
+        elif i == 2:
+            B.__bases__ = (C,)
+            objs[0] = B()
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_module_property_getattr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.k = 2
+        @property
+        def scale(self):
+            return self.k * 0.5
+        def forward(self, x):
+            y = self.lin(x) * self.scale
+            if hasattr(self, "extra"):
+                y = y + self.extra
+            return y + getattr(self, "bias2", 0.0)
+    m = M()
+    def mutate(i):
+        if i == 0: m.k = 5
+        elif i == 1: m.extra = torch.ones(3)
+        elif i == 2: m.register_buffer("bias2", torch.full((3,), 2.0))
+    return P(m, lambda i: (t(2, 3),), mutate)
+
+
+def p_module_hooks_added_removed():
+    m = torch.nn.Linear(3, 3)
+    log = []
+    handles = []
+    def f(x):
+        return m(x) * 2
+    def mutate(i):
+        if i == 0:
+            handles.append(m.register_forward_pre_hook(lambda mod, a: (a[0] * 10,)))
+        elif i == 1:
+            handles.append(m.register_forward_hook(lambda mod, a, o: log.append(o.shape[0]) or o + 1))
+        elif i == 2:
+            handles.pop(0).remove()
+        elif i == 3:
+            handles.pop(0).remove()
+    return P(f, lambda i: (t(i + 1, 3),), mutate, state=lambda: list(log), calls=5)
+
+
+def p_grad_mode_nesting():
+    def f(x, w):
+        with torch.no_grad():
+            a = x * w
+            with torch.enable_grad():
+                b = x * w
+            with torch.set_grad_enabled(False):
+                c = b * 2
+        d = a + b + c
+        return d, a.requires_grad, b.requires_grad, c.requires_grad, torch.is_grad_enabled()
+    return P(f, lambda i: (t(3), t(3).requires_grad_(i % 2 == 0)))
+
+
+def p_grad_mode_decorators():
+    @torch.no_grad()
+    def helper(x):
+        return x * 2
+    @torch.enable_grad()
+    def helper2(x):
+        return x * 3
+    def f(x):
+        a = helper(x)
+        with torch.no_grad():
+            b = helper2(x)
+        with torch.inference_mode():
+            c = x + 1
+        return a.requires_grad, b.requires_grad, a + b, c.is_inference(), torch.is_inference_mode_enabled()
+    return P(f, lambda i: (t(3).requires_grad_(),))
+
+
+def p_requires_grad_toggle():
+    w = torch.randn(3)
+    def f(x):
+        y = x * w
+        z = y.requires_grad
+        if w.requires_grad:
+            y = y * 2
+        return y, z, y.is_leaf, w.is_leaf
+    def mutate(i):
+        w.requires_grad_(not w.requires_grad)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_data_grad_attrs():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        (w * x).sum().backward()
+        g = w.grad.clone()
+        w.data.mul_(0.5)
+        d = w.data
+        return g, d.requires_grad, w.grad is None, w.detach() * 2
+    def mutate(i):
+        if i == 1: w.grad = None
+    return P(f, lambda i: (t(3),), mutate, state=lambda: (w.detach().clone(), None if w.grad is None else w.grad.clone()))
+
+
+def p_item_tolist_branches():
+    def f(x):
+        v = x.sum().item()
+        lst = x.tolist()
+        if v > 0:
+            y = x * 2
+        else:
+            y = x - 1
+        m = max(lst)
+        return y + m, int(v > 0), [round(a, 3) for a in lst], lst.index(m)
+    return P(f, lambda i: (t(4),))
+
+
+def p_inplace_view_slices_of_list():
+    def f(xs, y):
+        xs[0][1:].add_(1)
+        v = xs[1].view(-1)
+        v.mul_(2)
+        xs[2].t_() if False else None
+        y[:, 0] = xs[0].sum()
+        return xs[0] + xs[1].sum(), y
+    return P(f, lambda i: ([t(3), t(2, 2), t(2)], t(2, 2)))
+
+
+def p_try_finally_returns():
+    log = []
+    def g(x, k):
+        try:
+            if k > 1:
+                return x * 2
+            return x - 1
+        finally:
+            log.append(k)
+            if k == 3:
+                return x * 10
+    def f(x, k):
+        for i in range(2):
+            try:
+                if i == k: break
+                x = x + 1
+            finally:
+                log.append(("i", i))
+        return g(x, k)
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_user_cm_mutating_state():
+    st = {"depth": 0, "log": []}
+    class CM:
+        def __init__(self, name): self.name = name
+        def __enter__(self):
+            st["depth"] += 1
+            st["log"].append(("in", self.name, st["depth"]))
+            return self
+        def __exit__(self, et, ev, tb):
+            st["log"].append(("out", self.name, et.__name__ if et else None))
+            st["depth"] -= 1
+            return et is KeyError
+    def f(x, k):
+        with CM("a") as a:
+            x = x + st["depth"]
+            with CM("b"):
+                if k == 1:
+                    raise KeyError("k")
+                x = x * st["depth"]
+        return x, a.name
+    return P(f, lambda i: (t(2), i % 3), state=lambda: (st["depth"], list(st["log"])))
+
+
+def p_rng_state_after():
+    def f(x):
+        a = torch.rand(3)
+        b = torch.randn_like(x)
+        torch.manual_seed(7) if x.shape[0] > 3 else None
+        c = torch.randint(0, 10, (2,))
+        r = random.random()
+        return x + a.sum() + b, c, r
+    return P(f, lambda i: (t(2 + i),), state=lambda: (torch.get_rng_state(), random.getstate()))
+
+
+def p_int_ops_negative():
+    def f(x, a, b):
+        r = (a // b, a % b, -a // b, a / b, divmod(a, b), a ** 2, abs(a), -(-a // b), a << 2, a >> 1, a & 3, a | 4, a ^ b)
+        n = x.shape[0]
+        s = (n // -3, n % -3, -n // 2, n / 4, (n - 7) % 3, (n - 7) // 3, round(n / 3), n ** 2 // 5)
+        return x * r[0] + s[0], r, s
+    return P(f, lambda i: (t(i + 1), [-7, 7, -8, 5][i], [2, -3, 3, -2][i]), dynamic=True)
+
+
+def p_bool_none_guards():
+    def f(x, flag=None, mode=None):
+        if flag is None:
+            x = x + 1
+        elif flag:
+            x = x * 2
+        if not mode:
+            x = x - 3
+        if mode == "":
+            x = x / 2
+        return x, flag, mode
+    return P(f, lambda i: (t(2), KW(flag=[None, True, False, 0][i], mode=[None, "", "a", 0][i])))
+
+
+def p_class_level_mutable():
+    class Reg:
+        items = []
+        count = 0
+        def __init__(self):
+            Reg.count += 1
+            self.items.append(Reg.count)
+    def f(x):
+        r = Reg()
+        return x * len(Reg.items) + r.count, list(r.items)
+    return P(f, lambda i: (t(2),), state=lambda: None)
+
+
+def p_call_objects_and_bound_methods():
+    class Scaler:
+        def __init__(self, s): self.s = s
+        def __call__(self, x): return x * self.s
+        def add(self, x, k=1): return x + k * self.s
+    objs = [Scaler(2.0)]
+    def f(x):
+        s = objs[0]
+        m = s.add
+        u = Scaler.add
+        return s(x), m(x), u(s, x, k=3), getattr(s, "missing", 5), getattr(s, "s", 0)
+    def mutate(i):
+        if i == 0: objs[0].s = -1.0
+        elif i == 1: objs[0] = Scaler(4.0)
+        elif i == 2: Scaler.add = lambda self, x, k=1: x - k
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_super_chain():
+    class A(torch.nn.Module):
+        def forward(self, x): return x + 1
+    class B(A):
+        def forward(self, x): return super().forward(x) * 2
+    class C(B):
+        def forward(self, x): return super(B, self).forward(x) - super().forward(x)
+    m = C()
+    return P(m, lambda i: (t(2),))
+
+
+def p_recursion_depth_changes():
+    def fact(n): return 1 if n <= 1 else n * fact(n - 1)
+    def tree(x, d):
+        if d == 0: return x
+        return tree(x * 0.5, d - 1) + tree(x + 1, d - 1)
+    def f(x, d):
+        return tree(x, d) * fact(d + 1)
+    return P(f, lambda i: (t(2), i))
+
+
+# -- config modules, defaults, generators, comprehension scopes, enums, identity -----------------
+CONFIG = types.SimpleNamespace(use_bias=True, eps=1e-3, mode="a")
+
+
+def p_other_module_config_flag():
+    def f(x):
+        if CONFIG.use_bias:
+            x = x + 1
+        if CONFIG.mode == "a":
+            x = x * 2
+        return x / (1 + CONFIG.eps)
+    def mutate(i):
+        if i == 0: CONFIG.use_bias = False
+        elif i == 1: CONFIG.mode = "b"
+        elif i == 2: CONFIG.eps = 0.5
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_math_module_attr_rebound():
+    mod = types.ModuleType("m")
+    mod.act = torch.relu
+    mod.K = 3
+    def f(x):
+        return mod.act(x) * mod.K
+    def mutate(i):
+        if i == 0: mod.act = torch.tanh
+        elif i == 1: mod.K = 5
+        elif i == 2: del mod.K; mod.K = 1.5
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_mutable_default_list_accum():
+    def g(x, acc=[]):
+        acc.append(x.shape[0])
+        return acc
+    def f(x):
+        a = g(x)
+        b = g(x, [])
+        return x * len(a), list(a), b
+    return P(f, lambda i: (t(i + 1),), calls=4)
+
+
+def p_generator_send_throw():
+    def gen():
+        total = 0
+        while True:
+            try:
+                v = yield total
+            except ValueError:
+                total = -1
+                continue
+            if v is None:
+                return
+            total += v
+    def f(x, ks):
+        g = gen()
+        next(g)
+        for k in ks:
+            s = g.send(k)
+        s2 = g.throw(ValueError)
+        return x * s + s2
+    return P(f, lambda i: (t(2), list(range(i + 1))))
+
+
+def p_comprehension_scopes_shadow():
+    x_outer = 5
+    def f(x, n):
+        ys = [x * i for i in range(n)]
+        i = 100
+        d = {i: i * 2 for i in range(n)}
+        s = {k % 2 for k in range(n)}
+        g = sum(v for v in range(n))
+        nested = [[a * b for b in range(a)] for a in range(n)]
+        return torch.stack(ys).sum(0) + i, d, s, g, nested, x_outer
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_dict_order_after_mutation_inside():
+    def f(x, d):
+        d.pop("a", None)
+        d["a"] = x.sum()
+        d.setdefault("z", 0)
+        d.update(b=1, c=2)
+        del d["b"]
+        d["b"] = 3
+        return list(d), x * len(d)
+    return P(f, lambda i: (t(2), {"b": 0, "a": 1, "q": 2} if i % 2 else {"z": 5}))
+
+
+def p_set_iteration_order_ints_strs():
+    def f(x, items):
+        s = set(items)
+        s.add(7)
+        s.discard(items[0] if items else 0)
+        out = x
+        for v in sorted(s):
+            out = out + v
+        return out, sorted(s), len(s), 7 in s
+    return P(f, lambda i: (t(2), [i, i + 1, 3, 3]))
+
+
+def p_item_float_int_values():
+    def f(x):
+        n = int(x.argmax())
+        v = float(x.max())
+        b = bool((x > 0).any())
+        lst = x.int().tolist()
+        return x[n] * v, n, v, b, lst, x.sum().item() > 0
+    return P(f, lambda i: (t(5) * 3,))
+
+
+def p_inplace_on_input_views():
+    def f(x):
+        v = x[1:3]
+        v.mul_(2)
+        x.t_() if False else None
+        w = x.view(2, -1)
+        w[0].zero_()
+        x.unsqueeze(0).add_(1)
+        return x.sum(), v.sum()
+    return P(f, lambda i: (t(4 * (i + 1)),))
+
+
+def p_list_of_tensors_inplace_slices():
+    def f(ts):
+        for t_ in ts[1:]:
+            t_.add_(1)
+        ts[0][:] = ts[-1]
+        ts.reverse()
+        return ts[0] * 2, len(ts)
+    return P(f, lambda i: ([t(2) for _ in range(i + 2)],))
+
+
+def p_hasattr_module_later_attr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3))
+        def forward(self, x):
+            y = x * self.w
+            if hasattr(self, "gate"):
+                y = self.gate(y)
+            if getattr(self, "scale", None) is not None:
+                y = y * self.scale
+            return y
+    m = M()
+    def mutate(i):
+        if i == 0: m.gate = torch.nn.ReLU()
+        elif i == 1: m.scale = 3.0
+        elif i == 2: del m.gate
+        elif i == 3: m.scale = None
+    return P(m, lambda i: (t(2, 3),), mutate, calls=5)
+
+
+def p_getattr_module_dunder():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.extra = {}
+        def __getattr__(self, name):
+            if name.startswith("alias_"):
+                return getattr(self, name[6:])
+            return super().__getattr__(name)
+        def forward(self, x):
+            return self.alias_lin(x) + len(self.extra)
+    m = M()
+    def mutate(i):
+        m.extra[i] = i
+    return P(m, lambda i: (t(2, 2),), mutate)
+
+
+def p_nonlocal_mutated_between():
+    def outer():
+        count = 0
+        factor = [1.0]
+        def f(x):
+            nonlocal count
+            count += 1
+            return x * factor[0] + count
+        def bump(i):
+            nonlocal count
+            count = count * 10
+            factor[0] = -factor[0]
+            factor.append(i)
+        return f, bump, lambda: (count, list(factor))
+    f, bump, st = outer()
+    return P(f, lambda i: (t(2),), bump, st)
+
+
+def p_global_function_rebound_in_helper():
+    def f(x):
+        return _helper_global(x)
+    def mutate(i):
+        global _helper_global
+        _helper_global = [lambda x: x * 2, lambda x: x - 1, torch.neg][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def _helper_global(x):
+    return x + 100
+
+
+def p_partial_kw_override():
+    def base(x, a=1, *, b=2, c=3):
+        return x * a + b - c
+    parts = [functools.partial(base, a=2)]
+    def f(x):
+        p = parts[0]
+        return p(x), p(x, b=10), p(x, a=5, c=0), p.keywords.get("a")
+    def mutate(i):
+        parts[0] = [functools.partial(base, b=0), functools.partial(parts[0], c=-1), functools.partial(base, 3)][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_enum_flag_and_members():
+    class Mode(enum.Enum):
+        A = 1
+        B = 2
+    class F(enum.IntFlag):
+        X = 1
+        Y = 2
+    cur = [Mode.A, F.X]
+    def f(x):
+        m, fl = cur
+        if m is Mode.A:
+            x = x + 1
+        if fl & F.Y:
+            x = x * 2
+        return x, m.name, int(fl), m.value, str(fl) if False else None, Mode(2).name
+    def mutate(i):
+        cur[0] = [Mode.B, Mode.A, Mode.B][i]
+        cur[1] = [F.X | F.Y, F.Y, F(0)][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_sym_int_division_dynamic():
+    def f(x):
+        n = x.shape[0]
+        a = n / 3
+        b = n // -2
+        c = -n % 4
+        d = (n - 10) // 3
+        e = int(n / 2)
+        g = round(n / 4)
+        h = n * 1.5
+        k = math.floor(n / 3)
+        m = math.sqrt(n)
+        return x * a + b, a, b, c, d, e, g, h, k, m, n ** 0.5, 2 ** n, n / 0.25
+    return P(f, lambda i: (t([3, 5, 7, 10, 11][i]),), calls=5, dynamic=True)
+
+
+def p_str_of_scalars_shapes():
+    def f(x):
+        n = x.shape[0]
+        return x, str(n), repr(x.shape), "%s" % (x.size(),), f"{n/3}", f"{n!r:>4}", str(n * 0.1), format(n, "b"), hex(n)
+    return P(f, lambda i: (t([3, 5, 7, 10][i]),), dynamic=True)
+
+
+def p_try_finally_in_loop_with_continue():
+    log = []
+    def f(x, k):
+        for i in range(4):
+            try:
+                if i == k:
+                    continue
+                if i == 3:
+                    return x * i
+                x = x + i
+            finally:
+                log.append(i)
+        return x
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_rng_fork_and_state():
+    def f(x):
+        st = torch.get_rng_state()
+        a = torch.rand(2)
+        torch.set_rng_state(st)
+        b = torch.rand(2)
+        with torch.random.fork_rng():
+            torch.manual_seed(3)
+            c = torch.rand(2)
+        d = torch.rand(2)
+        g = torch.Generator().manual_seed(5)
+        e = torch.rand(2, generator=g)
+        return x + a, b, c, d, e
+    return P(f, lambda i: (t(2),), state=lambda: torch.get_rng_state())
+
+
+def p_random_module_state():
+    def f(x):
+        random.seed(x.shape[0])
+        a = random.randint(0, 100)
+        b = random.choice([1, 2, 3])
+        l = [1, 2, 3, 4]
+        random.shuffle(l)
+        return x * a, b, l
+    return P(f, lambda i: (t(i + 1),), state=lambda: random.getstate())
+
+
+def p_is_comparisons():
+    sentinel = object()
+    cache = {}
+    def f(x, key=None):
+        v = cache.get(key, sentinel)
+        if v is sentinel:
+            cache[key] = x.sum()
+            return x, True
+        return x + v, v is cache[key]
+    return P(f, lambda i: (t(2), KW(key=[1, 1, 2, None][i])), state=lambda: dict(cache))
+
+
+# -- floats computed from symbolic ints ----------------------------------------------------------
+def p_sym_float_exprs():
+    def f(x):
+        n = x.shape[0]
+        a = n / 3 + 0.5
+        b = n / 3 * 2
+        c = 1 / math.sqrt(n)
+        d = n ** 0.5 / 3
+        e = (n + 0.1) * 3
+        g = n * 0.1 + n * 0.2
+        h = n / 7 - n / 11
+        k = float(n) / 3
+        return x * c, a, b, c, d, e, g, h, k
+    return P(f, lambda i: (t([3, 5, 7, 10, 11][i]),), calls=5, dynamic=True)
+
+
+def p_sym_float_into_tensor_and_compare():
+    def f(x):
+        n = x.shape[0]
+        scale = n / 3
+        if scale > 2.0:
+            x = x * 2
+        return x * scale, scale == n / 3, int(scale), math.ceil(scale), round(scale, 2)
+    return P(f, lambda i: (t([3, 5, 7, 9, 12][i]),), calls=5, dynamic=True)
+
+
+def p_int_args_dynamic_arith():
+    def f(x, a, b):
+        return x * (a / b), a / b, a // b, a % b, -a / b, (a * 3) / (b + 1), a / b / 2, divmod(a, b), pow(a, 2, 5)
+    return P(f, lambda i: (t(2), [7, -9, 13, 22, -5][i], [3, 4, -5, 7, 3][i]), calls=5, dynamic=True)
+
+
+def p_float_args_changing():
+    def f(x, s, k):
+        return x * s + k, s * 2, s / 3, k / s, s ** 2, -s, abs(s), round(s, 1), math.floor(s), s // 1
+    return P(f, lambda i: (t(2), [0.1, 0.7, -1.3, 2.5, 3.0][i], [1, 2, 3, 4, 5][i]), calls=5, dynamic=True)
+
+
+# -- global tensors, aliased inputs, parameters, exceptions, tensor branches ---------------------
+G_T = torch.ones(3)
+
+
+G_IDX = [0, 2]
+
+
+G_VALS = [1.0, 2.0, 3.0]
+
+
+def p_global_tensor_mutated_and_rebound():
+    def f(x):
+        return x + G_T, G_T.shape[0]
+    def mutate(i):
+        global G_T
+        if i == 0: G_T.add_(1)
+        elif i == 1: G_T = torch.zeros(3)
+        elif i == 2: G_T = torch.full((1,), 5.0)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_python_list_to_tensor_mutated():
+    def f(x):
+        w = torch.tensor(G_VALS)
+        idx = x[G_IDX]
+        return x * w, idx, x.new_tensor(G_IDX)
+    def mutate(i):
+        G_VALS[i] = -G_VALS[i]
+        G_IDX.append(1) if i == 0 else G_IDX.pop(0)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_aliased_inputs():
+    def f(a, b):
+        a.add_(1)
+        return b * 2, a is b
+    def inputs(i):
+        x = t(3)
+        return [(x, x), (x, x[0]), (x, t(3)), (x, x.view(3))][i]
+    return P(f, inputs)
+
+
+def p_param_replaced_and_data_assign():
+    m = torch.nn.Linear(2, 2)
+    def f(x):
+        return m(x), m.weight.shape, m.weight.requires_grad
+    def mutate(i):
+        if i == 0: m.weight = torch.nn.Parameter(torch.ones(2, 2))
+        elif i == 1:
+            with torch.no_grad(): m.weight.data = torch.full((2, 2), 3.0)
+        elif i == 2: m.weight.requires_grad_(False)
+    return P(f, lambda i: (t(1, 2),), mutate)
+
+
+def p_batchnorm_train_eval_toggle():
+    m = torch.nn.BatchNorm1d(3)
+    def f(x):
+        return m(x), m.num_batches_tracked.item() if False else None
+    def mutate(i):
+        m.train(i % 2 == 1)
+    return P(m, lambda i: (t(4, 3),), mutate, state=lambda: (m.running_mean.clone(), m.running_var.clone(), int(m.num_batches_tracked)), calls=5)
+
+
+def p_custom_exception_attrs():
+    class MyErr(Exception):
+        def __init__(self, code, msg):
+            super().__init__(msg)
+            self.code = code
+    def g(x, k):
+        if k > 1:
+            raise MyErr(k, f"bad {k}")
+        return x + k
+    def f(x, k):
+        try:
+            return g(x, k), None
+        except MyErr as e:
+            return x - e.code, str(e)
+    return P(f, lambda i: (t(2), i))
+
+
+def p_zip_strict_and_shape_compare():
+    def f(x, y):
+        out = []
+        for a, b in zip(x.shape, y.shape):
+            out.append(a == b)
+        same = x.shape == y.shape
+        tup = tuple(x.shape) == (2, 3)
+        try:
+            list(zip(x, y, strict=True))
+            ok = True
+        except ValueError as e:
+            ok = str(e)
+        return x.sum() + y.sum(), out, same, tup, ok, len(x), x.size(0) * y.size(-1)
+    return P(f, lambda i: (t(2 + i % 2, 3), t(2, 3 + i // 2)))
+
+
+def p_zero_and_one_sized():
+    def f(x):
+        n = x.numel()
+        if n == 0:
+            return x.sum(), "empty"
+        if x.shape[0] == 1:
+            return x.squeeze(0) * 2, "one"
+        return x.mean(0), f"{n}"
+    return P(f, lambda i: (t([0, 1, 3, 1, 0][i], 2),), calls=5, dynamic=True)
+
+
+def p_tensor_bool_branches():
+    def f(x):
+        if x.any():
+            y = x * 2
+        else:
+            y = x - 1
+        if (x > 0).all():
+            y = y + 10
+        while y.sum() > 5:
+            y = y / 2
+        return y
+    return P(f, lambda i: ([torch.zeros(3), torch.ones(3), -torch.ones(3), torch.full((3,), 8.0)][i],))
+
+
+def p_int_tensor_overflow_vs_python():
+    def f(x, n):
+        big = n * 2 ** 62
+        t_ = torch.tensor([2 ** 62], dtype=torch.int64) * 2 if False else x.to(torch.int64) * 3
+        return t_, big, big // 7, -big % 9, (x.int() + 2 ** 31 - 1).dtype, n ** 20
+    return P(f, lambda i: (torch.tensor([1, 2]), i + 1))
+
+
+def p_tensor_from_symbolic_int():
+    def f(x):
+        n = x.shape[0]
+        a = torch.tensor([n, n * 2])
+        b = torch.full((2,), n / 4)
+        c = torch.arange(n) * (n // 2)
+        d = x.new_full((n,), n % 3)
+        return a, b, c, d, torch.tensor(n / 3).dtype
+    return P(f, lambda i: (t([2, 3, 5, 8][i]),), dynamic=True)
+
+
+def p_method_with_self_state():
+    class Acc:
+        def __init__(self):
+            self.total = 0
+            self.hist = []
+        def __call__(self, x):
+            self.total += x.shape[0]
+            self.hist.append(self.total)
+            return x * self.total
+    acc = Acc()
+    def f(x):
+        return acc(x) + acc(x)
+    def mutate(i):
+        acc.total = -acc.total
+    return P(f, lambda i: (t(i + 1),), mutate, state=lambda: (acc.total, list(acc.hist)))
+
+
+def p_generator_with_break_inside():
+    def gen(x, n):
+        for i in range(n):
+            y = x * i
+            if i == 1:
+                print("mid", i)
+            yield y
+    def f(x, n):
+        return sum(gen(x, n)), [g.shape for g in gen(x, 2)]
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_sorted_key_closure_changed():
+    order = {"key": lambda p: p[1]}
+    def f(x, pairs):
+        s = sorted(pairs, key=order["key"])
+        return x * s[0][0], s, max(pairs, key=lambda p: -p[0]), min(pairs, default=None)
+    def mutate(i):
+        order["key"] = [lambda p: -p[1], lambda p: p[0] * p[1], operator.itemgetter(0)][i]
+    return P(f, lambda i: (t(2), [(1, 3), (2, 1), (3, 2), (-1, 0)][: i + 2]), mutate)
+
+
+def p_dict_default_and_counter():
+    counts = collections.Counter()
+    groups = collections.defaultdict(list)
+    def f(x, words):
+        for w in words:
+            counts[w] += 1
+            groups[len(w)].append(w)
+        top = counts.most_common(1)
+        return x * len(counts), top, dict(groups)
+    return P(f, lambda i: (t(2), ["a", "bb", "a", "c"][: i + 1]), state=lambda: (dict(counts), {k: list(v) for k, v in groups.items()}))
+
+
+def p_module_dict_iteration_order():
+    md = torch.nn.ModuleDict({"b": torch.nn.Linear(2, 2), "a": torch.nn.Linear(2, 2)})
+    def f(x):
+        names = []
+        for k, m in md.items():
+            x = m(x)
+            names.append(k)
+        return x, names, "c" in md, len(md)
+    def mutate(i):
+        if i == 0: md["c"] = torch.nn.Identity()
+        elif i == 1: del md["b"]
+        elif i == 2: md["b"] = torch.nn.Tanh()
+    return P(f, lambda i: (t(1, 2),), mutate)
+
+
+def p_set_grad_enabled_arg():
+    flags = [True]
+    def f(x):
+        with torch.set_grad_enabled(flags[0]):
+            y = x * 2
+        torch.set_grad_enabled(True)
+        return y, y.requires_grad
+    def mutate(i):
+        flags[0] = not flags[0]
+    return P(f, lambda i: (t(2).requires_grad_(),), mutate)
+
+
+def p_grad_mode_leak_after_break():
+    def f(x):
+        torch.set_grad_enabled(False)
+        y = x * 2
+        print("inside")
+        z = y + x
+        torch.set_grad_enabled(True)
+        return z, z.requires_grad, torch.is_grad_enabled()
+    return P(f, lambda i: (t(2).requires_grad_(),))
+
+
+# -- escaping closures, module attributes, dataclasses, slots, context stacks --------------------
+def p_closure_escapes():
+    def f(x, k):
+        def scale(y):
+            return y * k + x.sum()
+        g = lambda y, kk=k: y - kk
+        return scale(x), scale, g
+    def inputs(i):
+        return (t(2), i)
+    # the returned closures are compared by calling them in state? use wrapper
+    def wrapper(x, k):
+        a, s, g = f(x, k)
+        return a, s(torch.ones(2)), g(torch.ones(2)), s.__name__, g.__defaults__
+    return P(wrapper, inputs)
+
+
+def p_closure_returned_called_later():
+    store = []
+    def f(x, k):
+        def scale(y):
+            return y * k
+        store.append(scale)
+        return x + 1
+    return P(f, lambda i: (t(2), i), state=lambda: [s(torch.ones(1)) for s in store])
+
+
+def p_module_attr_assign_in_forward():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.calls = 0
+        def forward(self, x):
+            self.calls += 1
+            self.cache = x.detach() * 2
+            if self.calls > 2:
+                self.extra = torch.nn.Parameter(torch.ones(2))
+            if hasattr(self, "extra"):
+                x = x + self.extra
+            return self.lin(x)
+    m = M()
+    return P(m, lambda i: (t(1, 2),), state=lambda: (m.calls, m.cache, sorted(n for n, _ in m.named_parameters())))
+
+
+def p_register_buffer_in_forward():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            if not hasattr(self, "count"):
+                self.register_buffer("count", torch.zeros(()))
+            self.count += 1
+            return x * self.count
+    m = M()
+    return P(m, lambda i: (t(2),), state=lambda: m.count.clone())
+
+
+def p_dataclass_default_factory_post_init():
+    @dataclasses.dataclass
+    class Acc:
+        name: str
+        items: list = dataclasses.field(default_factory=list)
+        total: float = 0.0
+        def __post_init__(self):
+            self.name = self.name.upper()
+        def add(self, v):
+            self.items.append(v)
+            self.total += v
+    def f(x, vals):
+        a = Acc("acc")
+        for v in vals:
+            a.add(v)
+        b = dataclasses.replace(a, name="b")
+        return x * a.total, a, b.items is a.items, dataclasses.asdict(a), dataclasses.astuple(b)
+    return P(f, lambda i: (t(2), [1.0 * j for j in range(i + 1)]))
+
+
+def p_namedtuple_subclass_methods():
+    class Pt(typing.NamedTuple):
+        x: float
+        y: float = 0.0
+        def norm(self):
+            return math.hypot(self.x, self.y)
+        def scaled(self, k):
+            return Pt(self.x * k, self.y * k)
+    pts = [Pt(3.0, 4.0)]
+    def f(t_):
+        p = pts[0]
+        q = p.scaled(2)
+        return t_ * p.norm() + q.x, q, q._fields, isinstance(q, tuple), q == (q.x, q.y)
+    def mutate(i):
+        pts[0] = Pt(float(i), -1.0) if i else Pt(1.0)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_slots_property_setter():
+    class V:
+        __slots__ = ("_v", "hist")
+        def __init__(self, v):
+            self._v = v
+            self.hist = []
+        @property
+        def v(self):
+            return self._v
+        @v.setter
+        def v(self, val):
+            self.hist.append(val)
+            self._v = max(val, 0)
+    obj = V(1)
+    def f(x, k):
+        obj.v = obj.v + k
+        return x * obj.v
+    return P(f, lambda i: (t(2), [2, -5, 3, 1][i]), state=lambda: (obj._v, list(obj.hist)))
+
+
+def p_static_class_methods():
+    class K:
+        base = 2
+        @staticmethod
+        def s(x): return x + 1
+        @classmethod
+        def c(cls, x): return x * cls.base
+    class K2(K):
+        base = 5
+    objs = [K()]
+    def f(x):
+        o = objs[0]
+        return o.s(x), o.c(x), type(o).c(x), K.c(x)
+    def mutate(i):
+        if i == 0: objs[0] = K2()
+        elif i == 1: K2.base = -1
+        elif i == 2: K.c = classmethod(lambda cls, x: x - cls.base)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_exitstack_and_suppress():
+    log = []
+    @contextlib.contextmanager
+    def tag(n):
+        log.append(("enter", n))
+        try:
+            yield n
+        finally:
+            log.append(("exit", n))
+    def f(x, k):
+        with contextlib.ExitStack() as st:
+            for j in range(k):
+                st.enter_context(tag(j))
+            x = x * (k + 1)
+        with contextlib.suppress(ZeroDivisionError):
+            x = x + 1 / (k - 1)
+        return x
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_assert_statements():
+    def f(x, n):
+        assert n >= 0, f"negative {n}"
+        assert x.shape[0] == 2, "shape"
+        return x * n
+    return P(f, lambda i: (t(2 if i != 2 else 3), [1, 0, 2, -1][i]))
+
+
+def p_global_written_by_nested_helper():
+    def bump(v):
+        global _G_TOTAL
+        _G_TOTAL = _G_TOTAL + v
+        return _G_TOTAL
+    def f(x, v):
+        a = bump(v)
+        b = bump(v)
+        return x * a + b
+    def mutate(i):
+        global _G_TOTAL
+        _G_TOTAL = [10, -3, 0][i]
+    return P(f, lambda i: (t(2), i + 1), mutate, state=lambda: _G_TOTAL)
+
+
+_G_TOTAL = 0
+
+
+def p_varargs_kwargs_shapes_change():
+    def g(*args, **kw):
+        out = sum(args)
+        for k in sorted(kw):
+            out = out * kw[k]
+        return out, list(kw), len(args)
+    def f(x, *rest, **kw):
+        return g(x, *rest, **kw)
+    def inputs(i):
+        return [(t(2),), (t(2), t(2)), (t(2), KW(b=2, a=3)), (t(2), t(2), t(2), KW(a=1))][i]
+    return P(f, inputs)
+
+
+def p_intenum_and_bool_args():
+    class Lvl(enum.IntEnum):
+        LOW = 1
+        HIGH = 3
+    def f(x, lvl, flag):
+        y = x * lvl
+        if flag:
+            y = y + 1
+        return y, lvl + 1, type(lvl).__name__, flag + 1, lvl == 3
+    return P(f, lambda i: (t(2), [Lvl.LOW, 1, Lvl.HIGH, 3][i], [True, 1, False, 0][i]))
+
+
+def p_reduce_accumulate_map():
+    def f(x, ws):
+        a = functools.reduce(lambda acc, w: acc * w + 1, ws, x)
+        b = list(itertools.accumulate(ws, operator.mul))
+        c = list(map(lambda w: x * w, ws))
+        d = list(filter(lambda w: w > 1, ws))
+        return a, b, torch.stack(c).sum(0), d, list(itertools.chain(ws, [0])), list(itertools.product(ws[:2], repeat=1))
+    return P(f, lambda i: (t(2), [1.0 + j for j in range(i + 1)]))
+
+
+def p_param_data_inplace_no_grad():
+    m = torch.nn.Linear(2, 2)
+    def f(x):
+        out = m(x).sum()
+        with torch.no_grad():
+            m.weight.data.mul_(0.5)
+            m.bias.add_(1.0)
+            m.weight[0, 0] = 7.0
+        return out, m.weight.sum()
+    return P(f, lambda i: (t(1, 2),), state=lambda: m.state_dict())
+
+
+def p_user_container_protocol():
+    class Bag:
+        def __init__(self, items): self.items = list(items)
+        def __len__(self): return len(self.items)
+        def __getitem__(self, i): return self.items[i]
+        def __iter__(self): return iter(self.items)
+        def __contains__(self, v): return v in self.items
+        def __bool__(self): return bool(self.items)
+    bags = [Bag([1, 2])]
+    def f(x):
+        b = bags[0]
+        out = x
+        for v in b:
+            out = out + v
+        return out, len(b), 2 in b, (b[0] if b else None), bool(b), list(b)
+    def mutate(i):
+        bags[0].items.append(i) if i != 1 else bags.__setitem__(0, Bag([]))
+    return P(f, lambda i: (t(2),), mutate)
+
+
+# -- graph breaks inside context managers, closures, comprehensions and loops --------------------
+def p_break_inside_user_cm():
+    st = {"log": [], "depth": 0}
+    class CM:
+        def __enter__(self):
+            st["depth"] += 1
+            st["log"].append("in")
+            return st["depth"]
+        def __exit__(self, *a):
+            st["log"].append(("out", a[0] is not None))
+            st["depth"] -= 1
+            return False
+    def f(x):
+        with CM() as d:
+            x = x * d
+            print("mid", d)
+            x = x + st["depth"]
+        return x, st["depth"]
+    return P(f, lambda i: (t(2),), state=lambda: (list(st["log"]), st["depth"]))
+
+
+def p_break_inside_nested_closure():
+    def f(x, k):
+        acc = []
+        total = 0
+        def step(y):
+            nonlocal total
+            total += 1
+            acc.append(y.sum().item())
+            return y * total
+        for _ in range(k):
+            x = step(x)
+        return x, acc, total
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_break_in_loop_mutating_list_and_dict():
+    def f(x, lst, d):
+        for i in range(3):
+            lst.append(i)
+            d[i] = x.shape[0] + i
+            if i == 1:
+                v = int(x.sum() > 0)
+                lst.append(v)
+            x = x + 1
+        return x, len(lst)
+    return P(f, lambda i: (t(2), [9] * i, {"k": i}))
+
+
+def p_item_in_comprehension():
+    def f(xs):
+        vals = [x.max().item() for x in xs]
+        d = {i: x.sum().item() for i, x in enumerate(xs)}
+        return sum(vals), d, [x * v for x, v in zip(xs, vals)]
+    return P(f, lambda i: ([t(3) for _ in range(i + 1)],))
+
+
+def p_break_then_exception_caught():
+    log = []
+    def f(x, k):
+        try:
+            log.append("a")
+            y = x.tolist()
+            log.append(len(y))
+            if k % 2:
+                raise ValueError(k)
+            z = x * 2
+        except ValueError as e:
+            log.append(("caught", e.args))
+            z = x - 1
+        finally:
+            log.append("fin")
+        return z
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_break_in_generator_consumer():
+    def gen(xs):
+        for x in xs:
+            if x.sum() > 0:
+                yield x * 2
+            else:
+                yield x
+    def f(xs):
+        out = []
+        for y in gen(xs):
+            out.append(y + 1)
+        return torch.stack(out)
+    return P(f, lambda i: ([t(2) for _ in range(3)],))
+
+
+def p_break_inside_dict_iteration():
+    def f(x, d):
+        out = x
+        for k, v in d.items():
+            if v.sum() > 0:
+                out = out + v
+            else:
+                out = out - v
+            d[k] = v * 2
+        return out
+    return P(f, lambda i: (t(2), {"a": t(2), "b": t(2), "c": t(2)}))
+
+
+def p_break_in_while_with_counter():
+    def f(x):
+        n = 0
+        while x.abs().max() > 1 and n < 10:
+            x = x / 2
+            n += 1
+        return x, n
+    return P(f, lambda i: (t(3) * (i + 1) * 4,))
+
+
+def p_grad_mode_break_inside_no_grad():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            if y.sum() > 0:
+                y = y + 1
+            z = y * x
+        return z, z.requires_grad, (x * 3).requires_grad
+    return P(f, lambda i: (t(2).requires_grad_(),))
+
+
+def p_break_in_method_of_module_with_attr_write():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = 0
+            self.lin = torch.nn.Linear(2, 2)
+        def forward(self, x):
+            self.steps += 1
+            h = self.lin(x)
+            if h.mean() > 0:
+                self.steps += 10
+                h = h.relu()
+            self.last = self.steps
+            return h * self.steps
+    m = M()
+    return P(m, lambda i: (t(3, 2),), state=lambda: (m.steps, m.last))
+
+
+def p_break_return_in_finally_stack():
+    log = []
+    def f(x):
+        for i in range(3):
+            try:
+                try:
+                    if x[i] > 0:
+                        return x * i
+                finally:
+                    log.append(("inner", i))
+            finally:
+                log.append(("outer", i))
+        return x
+    return P(f, lambda i: (t(3),), state=lambda: list(log))
+
+
+def p_inplace_after_break_on_input():
+    def f(x, y):
+        x.mul_(2)
+        s = float(x.sum())
+        y.add_(s)
+        x.add_(y)
+        return s
+    return P(f, lambda i: (t(2), t(2)))
+
+
+def p_list_of_tensors_aliasing_after_break():
+    def f(xs):
+        a = xs[0]
+        xs[0] = xs[1]
+        n = a.sum().item()
+        xs[1] = a * n
+        a.add_(1)
+        return xs[0] is xs[1], n
+    return P(f, lambda i: ([t(2), t(2)],))
+
+
+# -- in-place operators on containers, views of dicts, copies, attributes by name ----------------
+def p_inplace_operators_on_input_containers():
+    def f(x, lst, d, s, tup):
+        lst *= 2
+        lst[1:3] = [x.shape[0], 7, 8]
+        del lst[::3]
+        d |= {"z": 1}
+        s |= {5}
+        s -= {1}
+        tup += (3,)
+        alias = lst
+        alias += [0]
+        return x * len(lst), tup, len(s)
+    return P(f, lambda i: (t(2), list(range(i + 2)), {"a": i}, {1, 2, i}, (i,)), dynamic=True)
+
+
+def p_tensor_augassign_inputs():
+    def f(x, y, z):
+        a = x
+        x += 1
+        y *= 2
+        z = z + 1
+        w = y
+        w -= 3
+        return a is x, x, y, z
+    return P(f, lambda i: (t(2), t(2), t(2)))
+
+
+def p_list_sort_reverse_keys():
+    def f(x, lst, key_sign):
+        lst.sort(key=lambda v: key_sign * v)
+        first = lst[0]
+        lst.reverse()
+        lst.insert(1, -1)
+        lst.remove(lst[-1])
+        return x * first, lst.index(-1), lst.count(-1)
+    return P(f, lambda i: (t(2), [3, 1, 2, i], [1, -1][i % 2]), dynamic=True)
+
+
+def p_dict_views_live():
+    def f(x, d):
+        ks = d.keys()
+        vs = d.values()
+        d["new"] = x.shape[0]
+        n = len(ks)
+        lst = list(vs)
+        items = sorted(d.items())
+        return x * n, lst, items, "new" in ks
+    return P(f, lambda i: (t(2), {"a": i, "b": 2}))
+
+
+def p_string_accumulate():
+    def f(x, words):
+        s = ""
+        for w in words:
+            s += w.upper()
+        s2 = "-".join(words) * 2
+        parts = s2.split("-")
+        return x * len(s), s, parts, s2.count("a"), s.lower().startswith("a")
+    return P(f, lambda i: (t(2), ["a", "bc", "d"][: i + 1]))
+
+
+def p_copy_semantics():
+    import copy
+    proto = {"w": [1, 2], "n": 3}
+    def f(x):
+        a = copy.copy(proto)
+        b = copy.deepcopy(proto)
+        a["w"].append(x.shape[0])
+        b["w"].append(-1)
+        a["n"] += 1
+        c = dict(proto)
+        c["n"] = 100
+        l2 = proto["w"][:]
+        l2.append(9)
+        return x * len(proto["w"]), a, b, proto["n"]
+    return P(f, lambda i: (t(i + 1),), state=lambda: {"w": list(proto["w"]), "n": proto["n"]})
+
+
+def p_object_attr_del_and_dict():
+    class O: pass
+    o = O()
+    o.a = 1
+    def f(x):
+        o.b = x.shape[0]
+        if hasattr(o, "a"):
+            del o.a
+            r = 1
+        else:
+            o.a = 5
+            r = 2
+        vars(o)["c"] = 3
+        return x * r, sorted(vars(o)), o.__dict__.get("a")
+    return P(f, lambda i: (t(i + 1),), state=lambda: dict(vars(o)))
+
+
+def p_setattr_getattr_dynamic_names():
+    class O: pass
+    o = O()
+    names = ["p", "q"]
+    def f(x):
+        for j, n in enumerate(names):
+            setattr(o, n, x * j)
+        total = sum(getattr(o, n) for n in names)
+        delattr(o, names[0])
+        return total, hasattr(o, names[0]), getattr(o, "zz", None)
+    def mutate(i):
+        names.append(f"r{i}")
+    return P(f, lambda i: (t(2),), mutate, state=lambda: sorted(vars(o)))
+
+
+def p_nested_list_mutation_alias():
+    grid = [[0] * 3 for _ in range(2)]
+    row = grid[0]
+    def f(x):
+        row[1] += x.shape[0]
+        grid[1] = row
+        grid[0][0] = -1
+        return x * sum(map(sum, grid)), grid[0] is grid[1]
+    return P(f, lambda i: (t(i + 1),), state=lambda: [list(r) for r in grid])
+
+
+def p_global_list_cleared_and_rebound():
+    def f(x):
+        G_ACC.append(x.shape[0])
+        if len(G_ACC) > 2:
+            G_ACC.clear()
+        return x * len(G_ACC)
+    def mutate(i):
+        global G_ACC
+        if i == 1:
+            G_ACC = [100]
+    return P(f, lambda i: (t(i + 1),), mutate, state=lambda: list(G_ACC))
+
+
+G_ACC = []
+
+
+def p_tensor_list_inplace_via_loop_var():
+    def f(ts, ws):
+        for a, b in zip(ts, ws):
+            a.mul_(b)
+        for i in range(len(ts)):
+            ts[i] = ts[i] + 1
+        return sum(ts), ws
+    return P(f, lambda i: ([t(2) for _ in range(i + 1)], [float(j) for j in range(i + 1)]))
+
+
+# -- RNG around graph breaks and seeds -----------------------------------------------------------
+def p_rng_around_breaks():
+    def f(x):
+        a = torch.rand(2)
+        print("b")
+        b = torch.randn(2) + x
+        s = torch.manual_seed(3) if x.sum() > 100 else None
+        c = torch.randperm(5)
+        d = torch.nn.functional.dropout(x, 0.5, training=True)
+        e = torch.bernoulli(torch.full((3,), 0.5))
+        return a, b, c, d, e, x.normal_() if False else torch.empty(2).uniform_()
+    return P(f, lambda i: (t(2),), state=lambda: (torch.get_rng_state(), random.getstate()))
+
+
+def p_manual_seed_inside():
+    def f(x, seed):
+        torch.manual_seed(seed)
+        a = torch.rand(2)
+        random.seed(seed)
+        r = random.random()
+        return x + a, r, torch.rand(1)
+    return P(f, lambda i: (t(2), [1, 2, 1, 3][i]), state=lambda: (torch.get_rng_state(), random.getstate()))
+
+
+def p_dropout_module_train_eval():
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.3))
+    def mutate(i):
+        m.train(i % 2 == 0)
+    return P(m, lambda i: (t(4, 3),), mutate, state=lambda: torch.get_rng_state(), calls=5)
+
+
+def p_fork_rng_and_state_restore():
+    def f(x):
+        st = torch.random.get_rng_state()
+        a = torch.rand(3)
+        torch.random.set_rng_state(st)
+        b = torch.rand(3)
+        return x + a - b, torch.equal(a, b)
+    return P(f, lambda i: (t(3),), state=lambda: torch.get_rng_state())
+
+
+def p_random_in_loop_choice():
+    def f(x, n):
+        out = x
+        picks = []
+        for _ in range(n):
+            k = random.randint(0, 3)
+            picks.append(k)
+            out = out * k
+        random.shuffle(picks)
+        return out, picks, random.uniform(0, 1)
+    return P(f, lambda i: (t(2), i + 1), state=lambda: random.getstate())
+
+
+# -- modules: dynamic names, dtype changes, hooks, forward replaced, shared layers ---------------
+def p_module_dynamic_names_and_swap():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = 2
+            for i in range(3):
+                setattr(self, f"layer{i}", torch.nn.Linear(2, 2))
+        def forward(self, x):
+            for i in range(self.n):
+                x = getattr(self, f"layer{i}")(x)
+            return x, sum(p.numel() for p in self.parameters()), [n for n, _ in self.named_children()]
+    m = M()
+    def mutate(i):
+        if i == 0: m.n = 3
+        elif i == 1: m.layer0 = torch.nn.Tanh()
+        elif i == 2: m.layer1 = m.layer2
+    return P(m, lambda i: (t(1, 2),), mutate)
+
+
+def p_module_to_dtype_between_calls():
+    m = torch.nn.Linear(2, 2)
+    def f(x):
+        return m(x.to(m.weight.dtype)), m.weight.dtype
+    def mutate(i):
+        m.to([torch.float64, torch.float32, torch.bfloat16][i])
+    return P(f, lambda i: (t(1, 2),), mutate)
+
+
+def p_forward_hook_with_kwargs_and_state():
+    m = torch.nn.Linear(2, 2)
+    seen = []
+    hs = []
+    def f(x):
+        return m(x) + 1
+    def mutate(i):
+        if i == 0:
+            hs.append(m.register_forward_hook(lambda mod, args, kwargs, out: seen.append(len(args)) or out * 2, with_kwargs=True))
+        elif i == 1:
+            hs.append(m.register_forward_pre_hook(lambda mod, args: None))
+        elif i == 2:
+            for h in hs: h.remove()
+    return P(f, lambda i: (t(1, 2),), mutate, state=lambda: list(seen))
+
+
+def p_instance_forward_replaced():
+    m = torch.nn.Linear(2, 2)
+    orig = m.forward
+    def f(x):
+        return m(x)
+    def mutate(i):
+        if i == 0: m.forward = lambda x: orig(x) * 3
+        elif i == 1: del m.forward
+        elif i == 2: m.forward = types.MethodType(lambda self, x: x - 1, m)
+    return P(f, lambda i: (t(1, 2),), mutate)
+
+
+def p_shared_module_and_param_requires_grad():
+    lin = torch.nn.Linear(2, 2)
+    seq = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
+    def f(x):
+        y = seq(x).sum()
+        y.backward()
+        g = lin.weight.grad.clone() if lin.weight.grad is not None else None
+        lin.zero_grad()
+        return y.detach(), g
+    def mutate(i):
+        lin.weight.requires_grad_(i % 2 == 1)
+    return P(f, lambda i: (t(1, 2),), mutate)
+
+
+def p_modulelist_index_slice():
+    ml = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(4)])
+    def f(x, k):
+        for m in ml[k:]:
+            x = m(x)
+        x = ml[-1](x)
+        return x, len(ml[:k])
+    def mutate(i):
+        if i == 1: ml.append(torch.nn.Identity())
+        if i == 2: del ml[0]
+    return P(f, lambda i: (t(1, 2), i % 3), mutate)
+
+
+def p_module_apply_and_buffers_iter():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("a", torch.ones(2))
+            self.register_buffer("b", torch.zeros(2), persistent=False)
+        def forward(self, x):
+            for name, buf in self.named_buffers():
+                x = x + buf
+            return x, [n for n, _ in self.named_buffers()]
+    m = M()
+    def mutate(i):
+        if i == 0: m.a.mul_(3)
+        elif i == 1: m.b = None
+        elif i == 2: m.register_buffer("c", torch.full((2,), 5.0))
+    return P(m, lambda i: (t(2),), mutate)
+
+
+# -- Python ints, floats and strings: protocols, errors, formatting ------------------------------
+def p_symint_python_protocols():
+    def f(x):
+        n = x.shape[0]
+        a = [0] * n
+        s = "ab" * n
+        tup = (10, 20, 30, 40, 50, 60)
+        r = list(range(n))
+        return (x * len(a), s, tup[n], tup[-n], tup[:n], r[n // 2:], n in {2, 3}, bool(n - 2), hash(n) == hash(int(n)),
+                n.bit_length(), bin(n), max(n, 3), min(n - 5, 0), abs(n - 4), divmod(n, 3), n.__index__(), [1, 2, 3, 4, 5][n - 2],
+                "%d-%s" % (n, n), f"{n:03d}", n == 1, int(str(n)) + 1, n & 1, n | 8, n ^ 3, n << 1, n >> 1, ~n)
+    return P(f, lambda i: (t([2, 3, 4, 5, 2][i]),), calls=5, dynamic=True)
+
+
+def p_int_args_python_protocols():
+    def f(x, n):
+        return (x * n, [0] * n, (1, 2, 3, 4, 5, 6)[n], n.bit_length(), n & 1, n << 2, n >> 1, ~n, -n // 4, n % -3,
+                divmod(n, -4), float(n) / 7, n ** 3, math.gcd(n, 12), math.factorial(n) if n < 8 else 0, math.comb(n, 2), round(n / 4), math.isqrt(n))
+    return P(f, lambda i: (t(2), [2, 3, 4, 5, 1][i]), calls=5, dynamic=True)
+
+
+def p_float_python_edge():
+    def f(x, v):
+        return (x * v, round(v), round(v, 1), math.floor(v), math.ceil(v), int(v), v // 0.5, v % 0.75, divmod(v, -1.5),
+                math.fsum([v, 1e16, -1e16]), sum([v, 1e16, -1e16]), float(str(v)), v.is_integer(), v.hex(), math.isclose(v, 2.5),
+                math.copysign(1, v), math.fmod(v, 2), f"{v:.3e}", "%.2f" % v, repr(v), str(v * 1e20))
+    return P(f, lambda i: (t(2), [2.5, -0.5, 1.5, -2.675, 0.0][i]), calls=5)
+
+
+def p_zero_division_and_overflow_ints():
+    def f(x, a, b):
+        try:
+            q = a // b
+        except ZeroDivisionError as e:
+            q = str(e)
+        try:
+            r = a / b
+        except ZeroDivisionError as e:
+            r = str(e)
+        try:
+            m = a % b
+        except ZeroDivisionError as e:
+            m = str(e)
+        try:
+            p = 2.0 ** (a * 100)
+        except OverflowError as e:
+            p = str(e)
+        return x + 1, q, r, m, p
+    return P(f, lambda i: (t(2), [5, -5, 7, 11, 0][i], [0, 2, 0, -3, 0][i]), calls=5, dynamic=True)
+
+
+def p_chained_comparisons_and_bool_ops():
+    def f(x, a, b, c):
+        r1 = a < b <= c
+        r2 = a == b or c
+        r3 = a and b and c
+        r4 = not a or (b and not c)
+        r5 = (a if a > b else b) if c else None
+        r6 = a is None or a < 0
+        y = x * (1 if r1 else 2)
+        return y, r1, r2, r3, r4, r5, r6
+    return P(f, lambda i: (t(2), [0, 1, 2, -1, 3][i], [1, 1, 0, 2, 3][i], [2, 0, 1, 5, 3][i]), calls=5)
+
+
+def p_sort_stability_and_ties():
+    def f(x, items):
+        s = sorted(items, key=lambda p: p[0])
+        s2 = sorted(items, key=lambda p: p[0], reverse=True)
+        mx = max(items, key=lambda p: p[0])
+        mn = min(items, key=lambda p: p[0])
+        return x * len(s), s, s2, mx, mn
+    return P(f, lambda i: (t(2), [(1, "a"), (0, "b"), (1, "c"), (0, "d")][: i + 2]))
+
+
+def p_string_formatting_forms():
+    def f(x, name, n):
+        d = {"name": name, "n": n}
+        a = "%(name)s=%(n)d" % d
+        b = "{name}:{n:>4}".format(**d)
+        c = "{0}{1}{0}".format(name, n)
+        e = "{name!r} {n:x}".format_map(d)
+        g = f"{name=} {n=:+} {x.shape[0]=}"
+        h = "{:,}".format(n * 1000)
+        return x * n, a, b, c, e, g, h, name.center(7, "*"), name.zfill(5), name.title(), name.split("_")
+    return P(f, lambda i: (t(2), ["ab_c", "x", "hello_world", "q_q"][i], [1, 22, 333, -4][i]))
+
+
+# -- identity, gradients, hooks on tensors, weakrefs, iterators ----------------------------------
+def p_id_keyed_cache():
+    cache = {}
+    def f(x, w):
+        k = id(w)
+        if k not in cache:
+            cache[k] = w.sum()
+        return x * cache[k], len(cache)
+    ws = [torch.ones(2), torch.full((2,), 2.0)]
+    def inputs(i):
+        return (t(2), ws[i % 2])
+    return P(f, inputs, state=lambda: len(cache))
+
+
+def p_tensor_identity_after_inplace():
+    def f(x, y):
+        a = x.add_(1)
+        b = x.view(-1)
+        c = x.detach()
+        d = x.data
+        return a is x, b is x, c is x, d is x, x is y, (a + b + c + d)
+    def inputs(i):
+        x = t(2)
+        return (x, x if i % 2 else t(2))
+    return P(f, inputs)
+
+
+def p_grad_accumulation_across_calls():
+    w = torch.ones(3, requires_grad=True)
+    def f(x):
+        y = (w * x).sum()
+        y.backward()
+        return w.grad.clone(), w.is_leaf, y.is_leaf, y.requires_grad
+    def mutate(i):
+        if i == 1: w.grad.zero_()
+        if i == 2: w.grad = None
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_tensor_register_hook_and_retain_grad():
+    def f(x):
+        y = x * 2
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g: seen.append(g.sum().item()) or g * 3)
+        z = (y ** 2).sum()
+        z.backward()
+        return x.grad, y.grad, seen
+    return P(f, lambda i: (t(3).requires_grad_(),))
+
+
+def p_weakref_and_finalize():
+    class Node: pass
+    keep = [Node()]
+    def f(x):
+        r = weakref.ref(keep[0])
+        alive = r() is not None
+        return x + 1, alive, r() is keep[0]
+    return P(f, lambda i: (t(2),))
+
+
+def p_getattr_raising_attributeerror():
+    class Lazy:
+        def __init__(self):
+            self.vals = {"a": 1}
+        def __getattr__(self, name):
+            if name in self.vals:
+                return self.vals[name]
+            raise AttributeError(name)
+    obj = Lazy()
+    def f(x):
+        return x * getattr(obj, "a", 0) + getattr(obj, "b", 10), hasattr(obj, "b")
+    def mutate(i):
+        obj.vals["b"] = i
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_eq_returning_tensor_in_containers():
+    def f(x, xs):
+        found = any(t_ is x for t_ in xs)
+        idx = [i for i, t_ in enumerate(xs) if t_ is x]
+        try:
+            k = xs.index(x)
+        except RuntimeError as e:
+            k = "ambiguous"
+        return found, idx, k, x * 2
+    def inputs(i):
+        x = t(1)
+        return (x, [t(1), x] if i % 2 else [x])
+    return P(f, inputs)
+
+
+def p_closure_over_loop_variable():
+    def f(x, n):
+        fns = [lambda y: y * i for i in range(n)]
+        fns2 = [(lambda y, i=i: y * i) for i in range(n)]
+        return [g(x) for g in fns], [g(x) for g in fns2]
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_iterator_protocol_partial():
+    def f(x, lst):
+        it = iter(lst)
+        first = next(it)
+        rest = list(it)
+        again = list(it)
+        g = (v * 2 for v in lst)
+        a = next(g)
+        b = next(g, None)
+        z = zip(lst, lst[1:])
+        pairs = list(z)
+        return x * first, rest, again, a, b, pairs, next(iter([]), "empty")
+    return P(f, lambda i: (t(2), list(range(1, i + 3))))
+
+
+def p_class_property_on_module_setter():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._scale = 1.0
+            self.lin = torch.nn.Linear(2, 2)
+        @property
+        def scale(self):
+            return self._scale
+        @scale.setter
+        def scale(self, v):
+            self._scale = float(v) * 2
+        def forward(self, x):
+            self.scale = self.scale + 1
+            return self.lin(x) * self.scale
+    m = M()
+    return P(m, lambda i: (t(1, 2),), state=lambda: m._scale)
+
+
+# -- short-circuit evaluation, decorators with state, exception chaining, stdlib helpers ---------
+def p_short_circuit_side_effects():
+    log = []
+    def check(v, tag):
+        log.append(tag)
+        return v
+    def f(x, a, b):
+        r1 = any(check(v > 0, i) for i, v in enumerate([a, b, 1]))
+        r2 = all(check(v > 0, -i) for i, v in enumerate([a, b]))
+        r3 = check(a, "a") and check(b, "b")
+        r4 = check(a, "a2") or check(b, "b2")
+        return x * int(r1) + int(r2), r3, r4
+    return P(f, lambda i: (t(2), [0, 1, -1, 2][i], [1, 0, 2, -2][i]), state=lambda: list(log))
+
+
+def p_counting_decorator():
+    def counted(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            wrapper.calls += 1
+            return fn(*a, **k)
+        wrapper.calls = 0
+        return wrapper
+    @counted
+    def helper(x, k=1):
+        return x * k
+    def f(x):
+        return helper(x, k=helper.calls), helper.__name__, helper.calls
+    return P(f, lambda i: (t(2),), state=lambda: helper.calls)
+
+
+def p_exception_chaining():
+    class AppError(Exception): pass
+    def inner(k):
+        if k % 2:
+            raise KeyError(k)
+        return k
+    def f(x, k):
+        try:
+            try:
+                v = inner(k)
+            except KeyError as e:
+                raise AppError(f"wrapped {k}") from e
+        except AppError as e2:
+            return x - 1, str(e2), type(e2.__cause__).__name__, e2.__cause__.args
+        return x * v, None, None, None
+    return P(f, lambda i: (t(2), i))
+
+
+def p_operator_getters_and_deque():
+    def f(x, recs):
+        ig = operator.itemgetter(1, 0)
+        ag = operator.attrgetter("real")
+        mc = operator.methodcaller("upper")
+        dq = collections.deque(maxlen=3)
+        for r in recs:
+            dq.append(r[0])
+        dq.appendleft(-1)
+        dq.rotate(1)
+        od = collections.OrderedDict.fromkeys("abc", 0)
+        od.move_to_end("a")
+        return x * len(dq), [ig(r) for r in recs], ag(3), mc("ab"), list(dq), list(od), dq.maxlen
+    return P(f, lambda i: (t(2), [(j, str(j)) for j in range(i + 2)]))
+
+
+def p_heapq_bisect():
+    def f(x, vals):
+        h = []
+        for v in vals:
+            heapq.heappush(h, v)
+        smallest = heapq.heappop(h)
+        srt = sorted(vals)
+        pos = bisect.bisect_left(srt, 2)
+        bisect.insort(srt, 2)
+        return x * smallest, h, pos, srt, heapq.nlargest(2, vals)
+    return P(f, lambda i: (t(2), [5, 1, 3, 2, 4][: i + 2]))
+
+
+def p_shape_arith_and_unpack_errors():
+    def f(x):
+        s = x.shape
+        a = s + (1,)
+        b = s[1:]
+        v = x.view(*s[:-1], -1, 1)
+        try:
+            r, c = x.shape
+            err = None
+        except ValueError as e:
+            r = c = 0
+            err = str(e)
+        return v, a, b, torch.Size([2, 3]) == s, r, c, err, x.dim(), x.ndim, len(s), s.numel()
+    return P(f, lambda i: (t(*[[2, 3], [2, 3, 4], [4], [2, 3]][i]),))
+
+
+def p_dtype_device_queries():
+    def f(x):
+        eps = torch.finfo(x.dtype).eps if x.dtype.is_floating_point else torch.iinfo(x.dtype).max
+        y = x.float() if not torch.is_floating_point(x) else x
+        c = x.t().is_contiguous() if x.dim() == 2 else x.is_contiguous()
+        return y * 2, eps, x.device.type == "cpu", str(x.dtype), c, x.stride(), x.element_size(), x.is_complex()
+    return P(f, lambda i: ([t(2, 3), torch.arange(6).view(2, 3), t(3, dtype=torch.float64), torch.ones(2, 2, dtype=torch.int32)][i],))
+
+
+def p_with_multiple_items_and_else_return():
+    log = []
+    @contextlib.contextmanager
+    def cm(n):
+        log.append(("in", n))
+        yield n * 2
+        log.append(("out", n))
+    def f(x, k):
+        with cm(1) as a, cm(2) as b:
+            try:
+                if k == 2:
+                    raise ValueError("v")
+            except ValueError:
+                return x - a, "except"
+            else:
+                if k == 1:
+                    return x + b, "else"
+            finally:
+                log.append("finally")
+        return x * a * b, "end"
+    return P(f, lambda i: (t(2), i), state=lambda: list(log))
+
+
+def p_global_list_rebound_inside():
+    def f(x):
+        global G_REB
+        old = G_REB
+        G_REB = G_REB + [x.shape[0]]
+        old.append(-1)
+        return x * len(G_REB), old is G_REB
+    return P(f, lambda i: (t(i + 1),), state=lambda: list(G_REB))
+
+
+G_REB = [0]
+
+
+def p_class_attr_via_instance_and_class():
+    class C:
+        count = 0
+        items = []
+        def bump(self):
+            self.count += 1
+            self.items.append(self.count)
+            type(self).total = getattr(type(self), "total", 0) + 1
+            return self.count
+    objs = [C(), C()]
+    def f(x):
+        a = objs[0].bump()
+        b = objs[1].bump()
+        return x * (a + b), C.count, list(C.items), C.total, objs[0].count
+    def mutate(i):
+        C.count = 10 * (i + 1)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+# -- cached_property, ABC registration, symbolic ints held by objects, descriptors, registries ---
+def p_cached_property():
+    class C:
+        def __init__(self, k):
+            self.k = k
+            self.computed = 0
+        @functools.cached_property
+        def scale(self):
+            self.computed += 1
+            return self.k * 2
+    objs = [C(1)]
+    def f(x):
+        c = objs[0]
+        return x * c.scale + c.scale, c.computed
+    def mutate(i):
+        if i == 0: objs[0].k = 5
+        elif i == 1: del objs[0].scale
+        elif i == 2: objs[0] = C(7)
+    return P(f, lambda i: (t(2),), mutate, state=lambda: (objs[0].computed, vars(objs[0]).get("scale")))
+
+
+def p_abc_register_changes():
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def go(self): ...
+    class Impl(Base):
+        def go(self): return 2
+    class Other:
+        def go(self): return 3
+    objs = [Impl()]
+    def f(x):
+        o = objs[0]
+        k = o.go() if isinstance(o, Base) else -1
+        return x * k, issubclass(type(o), Base)
+    def mutate(i):
+        if i == 0: objs[0] = Other()
+        elif i == 1: Base.register(Other)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_symint_in_exception_and_objects():
+    class Info:
+        def __init__(self, n):
+            self.n = n
+            self.tag = f"n={n}"
+    def f(x):
+        n = x.shape[0]
+        info = Info(n)
+        out = {"n": n, "half": n // 2, "items": [n, n + 1]}
+        try:
+            if n > 3:
+                raise ValueError(n, f"too big {n}")
+        except ValueError as e:
+            out["err"] = e.args
+        return x * n, info.n, info.tag, out, range(n)[-1], slice(0, n).stop, tuple(range(n))
+    return P(f, lambda i: (t([2, 3, 5, 7][i]),), dynamic=True)
+
+
+def p_generator_method_and_iter_class():
+    class Seq:
+        def __init__(self, n): self.n = n
+        def __iter__(self):
+            for i in range(self.n):
+                yield i * 2
+        def pairs(self):
+            yield from zip(self, list(self)[1:])
+    seqs = [Seq(3)]
+    def f(x):
+        s = seqs[0]
+        return x * sum(s), list(s.pairs()), max(s, default=-1)
+    def mutate(i):
+        seqs[0].n = [0, 5, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_set_name_and_class_getitem():
+    class Field:
+        def __set_name__(self, owner, name):
+            self.name = name
+        def __get__(self, obj, objtype=None):
+            return self if obj is None else obj.__dict__.get(self.name, 0) + 100
+    class Rec:
+        a = Field()
+        b = Field()
+    r = Rec()
+    def f(x):
+        return x * r.a + r.b, Rec.a.name, list[int] == list[int]
+    def mutate(i):
+        r.__dict__["a"] = i
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_staticmethod_registry_dict():
+    REG = {}
+    def register(name):
+        def deco(fn):
+            REG[name] = fn
+            return fn
+        return deco
+    @register("double")
+    def _d(x): return x * 2
+    @register("neg")
+    def _n(x): return -x
+    mode = ["double"]
+    def f(x):
+        fn = REG[mode[0]]
+        return fn(x), sorted(REG)
+    def mutate(i):
+        mode[0] = ["neg", "sq", "double"][i]
+        if i == 0:
+            register("sq")(lambda x: x * x)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+# -- symbolic ints read, then their container, attribute or global rewritten ---------------------
+def p_list_items_symbolic_then_mutated_and_returned():
+    def f(x, lst, d):
+        a = lst[0]
+        lst[0] = lst[-1]
+        lst[-1] = a
+        b = d["k"]
+        d["k"] = b + 1
+        del lst[1]
+        return x * a, a, b, lst, d
+    return P(f, lambda i: (t(2), [i + 5, i + 1, i + 2], {"k": i + 3}), calls=5, dynamic=True)
+
+
+def p_attr_symbolic_swap():
+    class S: pass
+    s = S()
+    s.a, s.b = 3, 4
+    def f(x):
+        s.a, s.b = s.b, s.a + x.shape[0]
+        return x * s.a, s.a, s.b
+    return P(f, lambda i: (t(i + 1),), state=lambda: (s.a, s.b), calls=5)
+
+
+def p_global_int_symbolic_read_then_written():
+    def f(x):
+        global G_N
+        old = G_N
+        G_N = old + x.shape[0]
+        return x * old, old, G_N
+    return P(f, lambda i: (t(i + 2),), state=lambda: G_N, calls=5)
+
+
+G_N = 1
+
+
+def p_closure_int_symbolic_read_then_written():
+    n = 1
+    def f(x):
+        nonlocal n
+        old = n
+        n = old * 2 + x.shape[0]
+        return x * old, old, n
+    return P(f, lambda i: (t(i + 2),), state=lambda: n, calls=5)
+
+
+def p_list_of_ints_grows_in_place_dynamic():
+    hist = [1]
+    def f(x):
+        last = hist[-1]
+        hist.append(last + x.shape[0])
+        hist.insert(0, -last)
+        return x * last, last, len(hist)
+    return P(f, lambda i: (t(i + 1),), state=lambda: list(hist), calls=5)
+
+
+# -- exceptions holding lists, symbolic ints and custom attributes; sum() starts; mixed scalars ---
+def p_exception_args_non_constant():
+    def f(x, lst):
+        try:
+            raise ValueError("bad", lst, x.shape[0])
+        except ValueError as e:
+            a = e.args
+        try:
+            raise KeyError({"k": lst[0]})
+        except KeyError as e:
+            b = str(e)
+        return x + 1, a[0], a[1] == lst, a[2], b
+    return P(f, lambda i: (t(i + 2), [i, 2]))
+
+
+def p_exception_custom_init_attrs_dynamic():
+    class E(Exception):
+        def __init__(self, n, where):
+            super().__init__(f"{where}:{n}")
+            self.n = n
+            self.where = where
+    def f(x, k):
+        try:
+            if k >= 0:
+                raise E(k * 2, "f")
+        except E as e:
+            return x * e.n, str(e), e.where, e.args
+        return x, None, None, None
+    return P(f, lambda i: (t(2), [3, 4, -1, 5, 6][i]), calls=5)
+
+
+def p_sum_with_start_and_floats():
+    def f(x, vals):
+        s = sum(vals, 0.5)
+        s2 = sum([[v] for v in vals], [])
+        s3 = sum((v / 3 for v in vals), start=0.1)
+        return x * s, s, s2, s3, math.prod(vals), math.fsum(v / 3 for v in vals)
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][: i + 1]))
+
+
+def p_int_float_scalar_mixing_dynamic():
+    def f(x, a, b):
+        return x * (a + b), a + b, a * b, a / b, (a + 0.5) * 2, b ** 2, a - b, (a * 1.0) / 3
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][i], [0.5, 1.5, -2.0, 3.25][i]), dynamic=True)
+
+
+def p_raise_exception_argument():
+    def f(x, err):
+        try:
+            raise err
+        except ValueError as e:
+            return x + 1, str(e), e is err
+
+    return P(f, lambda i: (t(2), ValueError(f"m{i}")))
+
+
+def p_breaks_in_nested_comprehensions():
+    def f(xs, d):
+        nested = [[x.sum().item() * j for j in range(2)] for x in xs]
+        by_key = {k: v.max().item() for k, v in d.items()}
+        gen = list(x.min().item() for x in xs)
+        merged = {**by_key, **{f"n{i}": v for i, v in enumerate(gen)}}
+        return nested, by_key, gen, merged, {round(v) for v in gen}
+    return P(f, lambda i: ([t(2) for _ in range(i + 1)], {"a": t(2), "b": t(3)}))
+
+
+def p_dict_comprehension_into_input_after_break():
+    def f(x, d):
+        s = x.sum().item()
+        d.update({k: v * s for k, v in d.items()})
+        d |= {"s": s}
+        return x * s
+    return P(f, lambda i: (t(2), {"a": i, "b": 2}))
+
+
+def p_no_grad_method_decorator_and_inference_mode_nesting():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+        @torch.no_grad()
+        def stats(self, x):
+            return self.lin(x).mean()
+        @torch.inference_mode()
+        def frozen(self, x):
+            return x * 2
+        def forward(self, x):
+            s = self.stats(x)
+            with torch.inference_mode(False):
+                y = self.lin(x) * s
+            with torch.enable_grad():
+                z = y.sum()
+            return y, s.requires_grad, z.requires_grad, torch.is_grad_enabled()
+    m = M()
+    return P(m, lambda i: (t(1, 2),))
+
+
+def p_autocast_branches():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            enabled = torch.is_autocast_enabled("cpu") if hasattr(torch, "is_autocast_enabled") else None
+        z = x @ w
+        return y.dtype, z.dtype, y.float(), z
+    return P(f, lambda i: (t(2, 2), t(2, 2)))

@@ -1,6 +1,7 @@
 """Differential harness: small ordinary Python programs (python_programs.py), run eagerly and
 through `ember.compile` (backend="eager": capture alone; "aot_eager" for the programs marked
-`aot`), several calls each with the inputs and the external state changed between calls.
+`aot`; dynamic=True too for those marked `dynamic`), several calls each with the inputs and the
+external state changed between calls.
 
 Each program is built twice from two fresh loads of python_programs.py, so the eager world and
 the compiled world have their own globals, classes and closures. After every call the results,
@@ -46,6 +47,7 @@ def fresh_world():
 _INDEX = fresh_world()
 NAMES = sorted(n for n in vars(_INDEX) if n.startswith("p_"))
 AOT_NAMES = sorted(n for n in NAMES if getattr(_INDEX, n)().aot)
+DYNAMIC_NAMES = sorted(n for n in NAMES if getattr(_INDEX, n)().dynamic)
 
 
 def same(actual, expected, path="out"):
@@ -111,10 +113,10 @@ def _build(world, name):
     return getattr(world, name)()
 
 
-def run_program(name, backend, fullgraph=False):
+def run_program(name, backend, fullgraph=False, dynamic=None):
     worlds = [fresh_world(), fresh_world()]
     eager, comp = (_build(w, name) for w in worlds)
-    compiled = ember.compile(comp.fn, backend=backend, fullgraph=fullgraph)
+    compiled = ember.compile(comp.fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     for i in range(eager.calls):
         torch.manual_seed(1000 + i)
         e_inputs = eager.inputs(i)
@@ -146,3 +148,8 @@ def test_program_capture_only(name):
 @pytest.mark.parametrize("name", AOT_NAMES)
 def test_program_aot_eager(name):
     run_program(name, "aot_eager")
+
+
+@pytest.mark.parametrize("name", DYNAMIC_NAMES)
+def test_program_dynamic(name):
+    run_program(name, "eager", dynamic=True)

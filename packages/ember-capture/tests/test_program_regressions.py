@@ -384,3 +384,374 @@ def test_shape_change_of_an_input_in_place_is_a_break():
 
     check(f, (torch.randn(6, 1), torch.tensor(2.0)), (torch.randn(6, 1), torch.tensor(-1.0)),
           breaks=1, config=_STRICT)
+
+
+# -- found by the second round of harness programs -----------------------------------------------
+def test_true_division_of_symbolic_ints_rounds_as_eager():
+    """`a / b` of a dynamic int by -3 returned -1/3 * a, printed as that product, which rounds
+    differently from the quotient (7 / -3 gave -2.333333333333333)."""
+    def f(x, a, b):
+        return x + 1, a / b, (a + 1) / 3
+
+    fn, _ = _captured(f)
+    for a, b in [(-7, 2), (7, -3), (-8, 3), (11, -3), (13, 7)]:
+        actual, expected = fn(torch.ones(2), a, b), f(torch.ones(2), a, b)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], (a, b)
+
+
+def test_isinstance_and_method_lookup_see_bases_assigned_between_calls():
+    """isinstance and attribute lookup were guarded on the class dicts along the old MRO only;
+    `B.__bases__ = (C,)` changes both answers and the trace was reused."""
+    class A:
+        def scale(self):
+            return 2.0
+
+    class B(A):
+        pass
+
+    class C:
+        def scale(self):
+            return -1.0
+
+    obj = B()
+
+    def f(x):
+        return x * obj.scale() + (10 if isinstance(obj, A) else 0) + (100 if issubclass(B, C) else 0)
+
+    fn, _ = _captured(f)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(2)), f(torch.ones(2)))
+        B.__bases__ = (C,)
+
+
+def test_lru_cached_helper_with_constant_arguments_runs_as_eager():
+    """A call through functools.lru_cache inlined the wrapped function on every call: its side
+    effects ran again on what eager answers from the cache, and a cached mutable result was a
+    new object each call."""
+    import functools
+    calls = []
+
+    @functools.lru_cache(maxsize=None)
+    def coef(n):
+        calls.append(n)
+        return n * 1.5
+
+    @functools.lru_cache(maxsize=None)
+    def table(n):
+        return [n]
+
+    def f(x, n):
+        table(n).append(0)
+        return x * coef(n) + coef(n + 1), len(table(n))
+
+    fn, _ = _captured(f)
+    expected_calls = []
+    for n in (0, 1, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(2), n)
+        expected_calls += [k for k in (n, n + 1) if k not in expected_calls]
+        assert calls == expected_calls, (n, calls)
+    assert actual[1] == 2 and table(2) == [2, 0]
+
+
+def test_float_arithmetic_on_symbolic_ints_rounds_as_eager():
+    """Note [symbolic floats]: `n / 3 + 0.5`, `n / 3 * 2`, `k / 0.7` were folded by sympy into
+    one rational with decimal-printed constants (2.16666666666667 for 2.166666666666667)."""
+    def f(x, k, s):
+        n = x.shape[0]
+        return x * (n / 3 * 2), n / 3 + 0.5, n / 3 * 2, k / s, n / 7 - n / 11, -(n / 3), math.sqrt(n) / 3
+
+    fn, _ = _captured(f)
+    for n, k, s in [(3, 1, 0.1), (5, 2, 0.7), (7, 3, 0.7), (10, 4, -1.3), (11, 5, 0.7)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(n), k, s)
+        expected = f(torch.ones(n), k, s)
+        assert_same(actual[0], expected[0])
+        assert [(type(v), v) for v in actual[1:]] == [(type(v), v) for v in expected[1:]], (n, k, s)
+
+
+def test_three_argument_pow_of_a_symbolic_int():
+    """pow(a, 2, 5) of a dynamic int called operator.pow with three arguments: a TypeError."""
+    def f(x, a):
+        return x + pow(a, 2, 5), pow(a, 2)
+
+    check(f, (torch.randn(2), 3), (torch.randn(2), 4), (torch.randn(2), 7), config=_STRICT, fallback_ok=False)
+
+
+def test_dict_and_set_comprehensions_with_a_break_inside():
+    """After a break in a dict/set comprehension the dict being built is an input of the resume
+    function; MAP_ADD changed its symbolic items without writing them back, and the function
+    returned the empty real dict (SET_ADD likewise)."""
+    def f(xs):
+        d = {i: x.sum().item() for i, x in enumerate(xs)}
+        s = {x.max().item() for x in xs}
+        return d, s
+
+    fn, _ = _captured(f)
+    for n in (2, 3):
+        xs = [torch.full((2,), float(i)) for i in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(xs)
+        assert actual == f(xs)
+
+
+def test_keyword_argument_given_twice_raises_the_users_type_error():
+    """f(**a, **b) with a key in both: DICT_MERGE merged them silently, where CPython raises."""
+    def g(**k):
+        return k
+
+    def f(x, kw):
+        try:
+            return x + 1, g(**kw, **{"a": 2})
+        except TypeError as e:
+            return x - 1, str(e)
+
+    fn, _ = _captured(f)
+    for kw in ({}, {"a": 1}, {"b": 3}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1), kw)
+        assert_same(actual, f(torch.zeros(1), kw))
+
+
+def test_in_place_operators_on_lists_and_sets_change_the_object():
+    """`lst *= 2` on an input list made a new list (the caller's was unchanged); `s |= t` on a
+    set made a new set (another name for it kept the old items); `lst += range(2)` likewise;
+    frozenset(...) was modelled as a set (its type, and `fs |= ...` changed it in place)."""
+    def f(x, lst, s):
+        lst *= 2
+        lst += range(2)
+        local = {1, 2}
+        alias = local
+        local |= {3}
+        local -= {1}
+        fs = frozenset([1])
+        fs_alias = fs
+        fs |= {2}
+        try:
+            s |= {9}
+        except TypeError:
+            pass
+        return x + 1, alias, fs_alias, fs, type(fs)
+
+    fn, _ = _captured(f)
+    for n in (1, 2):
+        args, expected_args = ([1] * n, {5}), ([1] * n, {5})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.zeros(1), *args)
+        expected = f(torch.zeros(1), *expected_args)
+        assert_same(actual[0], expected[0])
+        assert actual[1:] == expected[1:] and args == expected_args
+
+
+def test_symbolic_int_from_a_list_is_read_before_the_list_is_written_back():
+    """`first = lst[0]; lst.reverse(); return first` with lst's items dynamic: the return value
+    was rebuilt as `L['lst'][0]` after the entry had written the reversed list back."""
+    def f(x, lst):
+        first = lst[0]
+        lst.reverse()
+        return x * first, first
+
+    fn, _ = _captured(f)
+    for i in range(4):
+        a, b = [i + 5, 1, 2], [i + 5, 1, 2]
+        actual, expected = fn(torch.ones(1), a), f(torch.ones(1), b)
+        assert_same(actual, expected)
+        assert a == b
+
+
+def test_vars_of_an_object_sees_attribute_writes_of_the_trace():
+    """vars(o) after `o.a = 5` in the trace read the real __dict__, which lacked the write that
+    the entry replays after the graph; and a write after vars(o) was read was not in the dict."""
+    class O:
+        pass
+
+    def make(o):
+        def f(x, k):
+            o.b = k
+            names = sorted(vars(o))
+            d = vars(o)
+            o.c = k + 1
+            return x * len(names), names, sorted(d)
+        return f
+
+    eager_obj, cap_obj = O(), O()
+    fn, _ = _captured(make(cap_obj))
+    for k in (1, 2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actual = fn(torch.ones(1), k)
+        assert_same(actual, make(eager_obj)(torch.ones(1), k))
+        assert vars(cap_obj) == vars(eager_obj)
+
+
+def test_hooks_registered_after_the_trace_on_a_module_called_inside():
+    """A module called inside the compiled function, with no hooks when traced, was guarded by
+    identity only: a forward hook (or a backward hook) registered later was silently skipped."""
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x) + 1
+
+    fn, _ = _captured(f)
+    x = torch.ones(1, 2)
+    assert_same(fn(x), f(x))
+    handle = lin.register_forward_hook(lambda mod, args, kwargs, out: out * 2, with_kwargs=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(x), f(x))
+    handle.remove()
+    grads = []
+    lin.register_full_backward_hook(lambda mod, gi, go: grads.append(1))
+    xr = torch.ones(1, 2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(xr).sum().backward()
+    assert grads == [1]
+
+
+def test_modulo_of_a_symbolic_int_by_zero_is_pythons_error():
+    """`a % b` with a dynamic and b == 0 raised sympy's ZeroDivisionError('Modulo by zero'),
+    where Python says 'integer modulo by zero' (the user's except clause saw another message)."""
+    def f(x, a, b):
+        try:
+            m = a % b
+        except ZeroDivisionError as e:
+            m = str(e)
+        return x + 1, m
+
+    fn, _ = _captured(f)
+    for a, b in [(5, 0), (-5, 2), (7, 0), (11, -3)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.zeros(1), a, b), f(torch.zeros(1), a, b))
+
+
+def test_one_tensor_passed_as_two_arguments_after_a_trace_with_two():
+    """`a is b` was decided for two distinct tensors and the entry was reused when one tensor
+    was passed as both (no guard that the arguments stay distinct)."""
+    def f(a, b):
+        a.add_(1)
+        return b * 2, a is b
+
+    fn, _ = _captured(f)
+    assert_same(fn(torch.zeros(2), torch.zeros(2)), f(torch.zeros(2), torch.zeros(2)))
+    x, y = torch.zeros(2), torch.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = fn(x, x)
+    assert_same(actual, f(y, y))
+
+
+def test_any_and_all_of_a_generator_stop_at_the_deciding_item():
+    """any()/all() unpacked the whole generator first: its later items' side effects ran, where
+    Python stops at the first item that decides the answer."""
+    log = []
+
+    def check(v, tag):
+        log.append(tag)
+        return v
+
+    def f(x, a, b):
+        r1 = any(check(v > 0, i) for i, v in enumerate([a, b, 1]))
+        r2 = all(check(v > 0, -i) for i, v in enumerate([a, b, 1]))
+        return x * int(r1) + int(r2)
+
+    fn, _ = _captured(f)
+    for a, b in [(0, 1), (1, 0), (2, 3)]:
+        log.clear()
+        expected, expected_log = f(torch.ones(1), a, b), list(log)
+        log.clear()
+        assert_same(fn(torch.ones(1), a, b), expected)
+        assert log == expected_log, (a, b)
+
+
+def test_raise_from_and_raise_in_except_set_cause_and_context():
+    """`raise E from e` dropped the cause (e2.__cause__ was None) and a raise inside an except
+    block had no __context__."""
+    class AppError(Exception):
+        pass
+
+    def f(x, k):
+        try:
+            try:
+                if k:
+                    raise KeyError(k)
+            except KeyError as e:
+                if k > 1:
+                    raise AppError("plain")
+                raise AppError("wrapped") from e
+        except AppError as e2:
+            cause, context = e2.__cause__, e2.__context__
+            return x - 1, str(e2), repr(cause), repr(context), e2.__suppress_context__
+        return x + 1, None, None, None, None
+
+    fn, _ = _captured(f)
+    for k in (0, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.zeros(1), k), f(torch.zeros(1), k))
+
+
+def test_isinstance_of_an_abc_sees_classes_registered_between_calls():
+    """isinstance(o, SomeABC) was answered at trace time and reused after SomeABC.register(...)
+    changed it."""
+    import abc
+
+    class Base(abc.ABC):
+        pass
+
+    class Other:
+        pass
+
+    obj = Other()
+
+    def f(x):
+        return x * (2 if isinstance(obj, Base) else -1)
+
+    fn, _ = _captured(f)
+    assert_same(fn(torch.ones(1)), f(torch.ones(1)))
+    Base.register(Other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(torch.ones(1)), f(torch.ones(1)))
+
+
+def test_exception_made_with_a_list_argument_keeps_it():
+    """ValueError("bad", lst) with a list argument became the bare class ValueError: str(e) and
+    e.args were empty."""
+    def f(x, lst):
+        try:
+            raise ValueError("bad", lst, x.shape[0])
+        except ValueError as e:
+            return x + 1, str(e), len(e.args)
+
+    fn, _ = _captured(f)
+    for n in (2, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(n), [n, 1]), f(torch.ones(n), [n, 1]))
+
+
+def test_raising_an_exception_object_from_the_arguments():
+    """`raise err` of an argument baked the first call's exception object into the trace: the
+    handler's str(e) said the first call's message on every later call."""
+    def f(x, err):
+        try:
+            raise err
+        except ValueError as e:
+            return x + 1, str(e), e is err
+
+    fn, _ = _captured(f)
+    for i in range(3):
+        err = ValueError(f"m{i}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(1), err), f(torch.ones(1), err))

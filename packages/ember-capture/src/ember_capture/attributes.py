@@ -65,7 +65,17 @@ def mro_lookup(tr, mro, name):
     return _ABSENT
 
 
+def guard_mro(tr, cls) -> None:
+    """Guard that a user class's __mro__ is the one the trace read: assigning `__bases__`
+    recomputes it (a new tuple), and every lookup and isinstance answer made along the old one
+    would be stale; the per-dict guards of Note [Attribute lookup] see only the old classes."""
+    if not cls.__flags__ & _IMMUTABLE_TYPE:
+        tr.guards.add(f"{tr.ns.ref(cls)}.__mro__", f"X is {tr.ns.ref(cls.__mro__)}",
+                      f"{cls.__qualname__}'s bases are unchanged")
+
+
 def class_lookup(tr, cls, name):
+    guard_mro(tr, cls)
     return mro_lookup(tr, cls.__mro__, name)
 
 

@@ -1,6 +1,7 @@
 """Python builtins (and a few stdlib callables) on symbolic values: one entry per callable."""
 from __future__ import annotations
 
+import abc
 import collections
 import functools
 import itertools
@@ -13,14 +14,14 @@ import sympy
 import torch
 
 from . import semantics as S
-from .attributes import generic_getattr, module_store_attr, newobj_generic_getattr
+from .attributes import generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .protocol import CALLABLE, LEN
 from .queries import STABLE_TEXT, hasattr_var, python_type
-from .sizes import SYM_TYPES, concrete
+from .sizes import SYM_TYPES, concrete, note_float
 from .tables import registrar
 from .variables import (
     AutocastVar, BoundVar, ConstVar, DictVar, GradModeVar, IterVar, ListVar, NewObjVar, ObjVar, PartialVar, SetVar,
@@ -60,12 +61,26 @@ def _object_init(fr, args, kwargs):
 @builtin(isinstance)
 def _isinstance(fr, args, kwargs):
     v, cls = args
-    return ConstVar(issubclass(python_type(v), S.const_value(cls)))
+    return ConstVar(_subclass_check(fr, python_type(v), S.const_value(cls)))
 
 
 @builtin(issubclass)
 def _issubclass(fr, args, kwargs):
-    return ConstVar(issubclass(*_consts(args)))
+    return ConstVar(_subclass_check(fr, *_consts(args)))
+
+
+def _subclass_check(fr, cls, classinfo) -> bool:
+    """issubclass, answered now and guarded on the MRO that answered it (a class whose
+    `__bases__` is assigned between calls answers differently)."""
+    if isinstance(cls, type):
+        guard_mro(fr.tr, cls)
+    infos = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+    if any(isinstance(c, abc.ABCMeta) for c in infos):
+        # an ABC answers from its registry: ABC.register() between calls changes the answer,
+        # and bumps the global cache token
+        token = abc.get_cache_token()
+        fr.tr.guards.add(fr.tr.ns.ref(abc.get_cache_token), f"X() == {token!r}", "no ABC registered since")
+    return issubclass(cls, classinfo)
 
 
 @builtin(type)
@@ -190,9 +205,16 @@ def _tuple(fr, args, kwargs):
     return TupleVar(S.unpack(fr, args[0]) if args else [])
 
 
-@builtin(set, frozenset)
+@builtin(set)
 def _set(fr, args, kwargs):
     return SetVar(S.dedupe(S.unpack(fr, args[0]) if args else []))
+
+
+@builtin(frozenset)
+def _frozenset(fr, args, kwargs):
+    """A frozenset is immutable, of its own type: a constant (a SetVar is a set)."""
+    items = S.dedupe(S.unpack(fr, args[0]) if args else [])
+    return ConstVar(frozenset(S.const_key(v) for v in items))
 
 
 @builtin(dict)
@@ -366,7 +388,7 @@ def _symbolic_or_fold(fn, symbolic):
             if symbolic is not None and not kwargs and len(values) == len(args) and all(isinstance(v, _NUMBERS) for v in values):
                 result = symbolic(*values)
                 if result is not NotImplemented:
-                    return ConstVar(result)
+                    return ConstVar(note_float(symbolic, result, values))
             args = [ConstVar(concrete(a.value)) if isinstance(a, ConstVar) else a for a in args]
         return fold(fr, args, kwargs)
     return handler
@@ -401,14 +423,38 @@ def _int(value):
     return int(concrete(value))
 
 
+def _pow(base, exp, mod=None):
+    """``pow(a, b)`` symbolically; ``pow(a, b, m)`` on the values (a guard)."""
+    return operator.pow(base, exp) if mod is None else NotImplemented
+
+
 _SYMBOLIC_BUILTINS = {
     min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: _int, float: torch.sym_float,
-    divmod: lambda a, b: (a // b, a % b), pow: operator.pow, round: round,
+    divmod: lambda a, b: (a // b, a % b), pow: _pow, round: round,
     math.ceil: math.ceil, math.floor: math.floor, math.trunc: math.trunc,
 }
 for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,
            hash, chr, ord, format, ascii, bin, hex, oct):
     builtin(_f)(_symbolic_or_fold(_f, _SYMBOLIC_BUILTINS.get(_f)))
+def _short_circuit(fn, stop: bool):
+    """any()/all() of a lazy iterator (a generator) stop at the first item that decides them, as
+    Python does: the generator's later items, and their side effects, are never produced (Note
+    [lazy iterators])."""
+    fold = _symbolic_or_fold(fn, None)
+
+    def handler(fr, args, kwargs):
+        it = args[0] if len(args) == 1 and not kwargs else None
+        if not (isinstance(it, IterVar) and it.pull is not None):
+            return fold(fr, args, kwargs)
+        while it.more():
+            if S.truthy(fr, it.take()) is stop:
+                return ConstVar(stop)
+        return ConstVar(not stop)
+    return handler
+
+
+builtin(any)(_short_circuit(any, True))
+builtin(all)(_short_circuit(all, False))
 for _name in dir(math):
     if callable(getattr(math, _name)) and not _name.startswith("_"):
         _f = getattr(math, _name)

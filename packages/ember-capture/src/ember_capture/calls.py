@@ -215,10 +215,25 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
             or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
             or getattr(m, "_forward_hooks_always_called", None)):
         raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
+    _guard_no_other_hooks(fr.tr, mvar)
     forward = getattr_var(fr, mvar, "forward")
     if not (m._forward_hooks or m._forward_pre_hooks):
+        if mvar.source is not None:  # a hook registered after this trace changes the call
+            fr.tr.guards.add(mvar.source, "not (X._forward_hooks or X._forward_pre_hooks)",
+                             f"{mvar.source} has no forward hooks")
         return call(fr, forward, args, kwargs)
     return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
+
+
+def _guard_no_other_hooks(tr, mvar: ObjVar):
+    """What module_call_impl refused (backward, global and always-called hooks) is still absent
+    on the next call: registered after the trace, it would be silently skipped."""
+    mod = tr.ns.ref(_module_mod)
+    tr.guards.add(mod, "not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks)",
+                  "no global module hooks")
+    if mvar.source is not None:
+        tr.guards.add(mvar.source, "not (X._backward_hooks or X._backward_pre_hooks "
+                      "or getattr(X, '_forward_hooks_always_called', None))", f"{mvar.source} has no backward hooks")
 
 
 def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):
@@ -360,9 +375,14 @@ def construct(fr, cls, args, kwargs) -> Var:
                                {}, [ObjVar(cls)] + list(args), kwargs)
         return TupleVar([bound[f] for f in cls._fields], cls=cls, fields={f: i for i, f in enumerate(cls._fields)})
     if issubclass(cls, BaseException):  # made here, raised (and caught) by traced code
-        if kwargs or not all(isinstance(a, ConstVar) for a in args):
-            return ConstVar(cls)
-        return ConstVar(cls(*[a.value for a in args]))
+        # with its arguments' values (a symbolic int by its value, guarded): str(e), e.args and
+        # the attributes its __init__ sets are what eager's exception holds
+        for a in list(args) + list(kwargs.values()):
+            if not isinstance(a, ConstVar):  # a list, a tensor: the exception holds that object
+                raise Unsupported("unsupported_call", f"{cls.__name__}() of {S.describe(a)}")
+        values = [S.concrete_value(a, f"{cls.__name__}()") for a in args]
+        named = {k: S.concrete_value(v, f"{cls.__name__}()") for k, v in kwargs.items()}
+        return ConstVar(cls(*values, **named))
     if issubclass(cls, torch.nn.Module):
         return construct_module(fr, cls, args, kwargs)
     obj = _new_instance(cls)

@@ -135,6 +135,14 @@ class Guards:
         return [f"X = _s{i} = {self.rewrite(source, allowed=allowed)}",
                 f"if not ({' and '.join(self.items[source])}): return _MISS"]
 
+    def local_of(self, source: str) -> str:
+        """The local a guarded source is read into (`_s<i>`; `lines` must keep it), else the
+        source: its value when the guards ran. A symbolic int read from a list is read there
+        once: the entry's write-back of that list (Note [Mutated input lists]) runs before the
+        return value is rebuilt, and reading the list again would see the new items."""
+        hit = self._index().get(source)
+        return source if hit is None else f"_s{hit}"
+
     def rewrite(self, expr: str, limit: int | None = None, allowed=None) -> str:
         """`expr` read from the local of its longest guarded prefix (a source it extends by an
         attribute or a subscript) whose index passes `allowed` (or is below `limit`); by

@@ -170,7 +170,7 @@ def _list_append(fr, inst):
 @op("SET_ADD")
 def _set_add(fr, inst):
     v = fr.pop()
-    target = fr.stack[-inst.arg]
+    target = _own_set(fr.stack[-inst.arg])
     target.items = S.dedupe(target.items + [v])
 
 
@@ -178,7 +178,7 @@ def _set_add(fr, inst):
 def _map_add(fr, inst):
     v = fr.pop()
     k = fr.pop()
-    fr.stack[-inst.arg].items[S.const_key(k)] = v
+    S.mutable_dict(fr, fr.stack[-inst.arg]).items[S.const_key(k)] = v
 
 
 @op("LIST_EXTEND")
@@ -190,8 +190,16 @@ def _list_extend(fr, inst):
 @op("SET_UPDATE")
 def _set_update(fr, inst):
     v = fr.pop()
-    target = fr.stack[-inst.arg]
+    target = _own_set(fr.stack[-inst.arg])
     target.items = S.dedupe(target.items + S.unpack(fr, v))
+
+
+def _own_set(target):
+    """The set a comprehension or display builds. After a break it is an input of the resume
+    function: a real set, whose changes capture does not write back (as set methods refuse)."""
+    if target.source is not None:
+        raise Unsupported("side_effect", "adding to a set built before a graph break")
+    return target
 
 
 @op("DICT_UPDATE", "DICT_MERGE")
@@ -200,7 +208,12 @@ def _dict_update(fr, inst):
     target = fr.stack[-inst.arg]
     if not isinstance(v, DictVar):
         raise Unsupported("unsupported_container", f"dict update from {type(v).__name__}")
-    target.items.update(v.items)
+    if inst.opname == "DICT_MERGE":  # f(**a, **b): a key in both is the caller's TypeError
+        repeated = next((k for k in v.items if k in target.items), None)
+        if repeated is not None:
+            raise Unsupported("trace_error", f"keyword argument {repeated!r} given twice (CPython raises "
+                              "the TypeError naming the function)")
+    S.mutable_dict(fr, target).items.update(v.items)
 
 
 @op("LIST_TO_TUPLE", versions=((3, 11),))

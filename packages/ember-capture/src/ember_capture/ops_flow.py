@@ -12,6 +12,7 @@ from . import semantics as S
 from .config import Unsupported
 from .contexts import is_noop_context
 from .frame import TracedRaise, op, since
+from .guards import _HELD as _HELD_REF  # an object the trace holds by reference
 from .variables import NULL, AutocastVar, BoundVar, ConstVar, ExitVar, GradModeVar, IterVar, ObjVar
 
 V311 = ((3, 11),)
@@ -189,19 +190,38 @@ def _end_send(fr, inst):
 def _raise_varargs(fr, inst):
     if inst.arg == 0:
         raise Unsupported("unsupported_opcode", "bare raise is not traced")
-    if inst.arg == 2:
-        fr.pop()  # the cause of `raise ... from ...`
-    exc = S.const_value(fr.pop(), "raise")
+    cause = S.const_value(fr.pop(), "raise ... from") if inst.arg == 2 else _NO_CAUSE
+    exc = _instance(_raised_value(fr.pop()))
+    if cause is not _NO_CAUSE:  # `raise E from c`: E.__cause__ is c (None: suppressed context)
+        exc.__cause__ = None if cause is None else _instance(cause)
+    if fr.tr.handling and fr.tr.handling[-1] not in (None, exc):  # raised while handling: the implicit context
+        exc.__context__ = fr.tr.handling[-1]
+    raise TracedRaise(exc)  # Note [Traced exceptions]
+
+
+_NO_CAUSE = object()
+
+
+def _raised_value(v):
+    """The exception a raise raises. One read from the inputs (an argument, a global, an exception
+    a native call raised before a break) is another object on the next call, guarded by its type
+    only: raised natively (a break), never baked into the trace as this call's object."""
+    if isinstance(v, ObjVar) and v.source is not None and not _HELD_REF.match(v.source):
+        raise Unsupported("unsupported_opcode", "raising an exception object read from the inputs")
+    return S.const_value(v, "raise")
+
+
+def _instance(exc):
     if isinstance(exc, type) and issubclass(exc, BaseException):
         exc = exc()
     if not isinstance(exc, BaseException):
         raise Unsupported("trace_error", f"exceptions must derive from BaseException, not {type(exc).__name__}")
-    raise TracedRaise(exc)  # Note [Traced exceptions]
+    return exc
 
 
 @op("RERAISE")
 def _reraise(fr, inst):
-    exc = S.const_value(fr.pop(), "raise")
+    exc = _raised_value(fr.pop())
     if inst.arg:
         fr.pop()  # the saved offset (lasti)
     raise TracedRaise(exc)
@@ -217,6 +237,7 @@ def _push_exc_info(fr, inst):
     exc = fr.pop()
     fr.push(NO_PREVIOUS_EXCEPTION)
     fr.push(exc)
+    fr.tr.handling.append(exc.value if isinstance(exc, ConstVar) else None)
 
 
 def in_except_block(fr) -> bool:
@@ -230,6 +251,8 @@ def in_except_block(fr) -> bool:
 @op("POP_EXCEPT")
 def _pop_except(fr, inst):
     fr.pop()
+    if fr.tr.handling:
+        fr.tr.handling.pop()
 
 
 @op("CHECK_EXC_MATCH")

@@ -17,9 +17,14 @@ symbolically: the call is a graph break (``copy.deepcopy`` runs natively there),
 Hugging Face T5, BART, Marian and Whisper deep-copy their config in ``forward``
 (``get_text_config``, Whisper's decoder-cache config) and then rename attributes on the copy.
 
-Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper calls the wrapped function
-(``__wrapped__``, read through the wrapper and guarded), as torch.compile does: the cache only
-remembers results, and a trace that inlines the function computes what a call would. A function
+Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper with constant arguments calls
+the wrapper at trace time and uses its result: on a miss the function runs once, its side
+effects (a log, a counter) happen once as eager's first call with that key does, and later calls
+with the same (guarded) arguments hit the cache in eager and run nothing in the compiled code;
+a mutable result (a list, a tensor) is the cached object itself, held by reference and guarded,
+so that mutating it is seen as eager sees it. A call with other arguments (a tensor, an object)
+calls the wrapped function (``__wrapped__``, read through the wrapper and guarded), as
+torch.compile does: the cache would miss on a new tensor's identity anyway. A function
 marked constant (the ``_dynamo_marked_constant`` attribute of torch's assume-constant-result decorator, which
 Hugging Face puts on install probes such as ``is_torch_available``) is called once at trace time
 with constant arguments and its result used as a constant, as that contract says.
@@ -196,9 +201,34 @@ def is_marked_constant(value) -> bool:
 def call_lru_cached(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
     """A call through an lru_cache wrapper: Note [lru_cache]."""
     tr, wrapper = fr.tr, fn.value
+    keys = _constant_arguments(args, kwargs)
+    if keys is not None:
+        values, named = keys
+        try:
+            result = wrapper(*values, **named)
+        except Exception as e:
+            raise Unsupported("trace_error", f"{wrapper.__qualname__} raised {type(e).__name__}: {e}") from None
+        return ConstVar(result) if _immutable_constant(result) else wrap(tr, result, None)
     src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
     inner = wrap(tr, wrapper.__wrapped__, f"{src}.__wrapped__")
     return call(fr, inner, args, kwargs)
+
+
+def _constant_arguments(args, kwargs):
+    """The Python values of a call's arguments when all are constants (a cache key), else None."""
+    plain = (ConstVar, TupleVar)
+    if not all(isinstance(a, plain) for a in (*args, *kwargs.values())):
+        return None
+    try:
+        return ([S.concrete_value(a) for a in args], {k: S.concrete_value(v) for k, v in kwargs.items()})
+    except Unsupported:
+        return None
+
+
+def _immutable_constant(value) -> bool:
+    if isinstance(value, tuple) and type(value) is tuple:
+        return all(_immutable_constant(v) for v in value)
+    return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
 @call_rule(is_marked_constant)

@@ -302,7 +302,8 @@ class FrameState:
                 raise
         tr.ns["_NULL"] = RUNTIME_NULL
         rb = Rebuilder(tr.ns, {v.node: i for i, v in enumerate(outputs)}, has_graph,
-                       list(tr.mutated_lists) + list(tr.mutated_dicts), shapes.env.sources)
+                       list(tr.mutated_lists) + list(tr.mutated_dicts),
+                       {s: tr.guards.local_of(src) for s, src in shapes.env.sources.items()})
         # Note [Mutated input lists], Note [Mutated input dicts]: written back first, so that
         # every later reader sees them
         effects = [f"{rb.expr(v)}[:] = {rb.items_expr(v)}" for v in tr.mutated_lists.values()]
@@ -334,12 +335,14 @@ class FrameState:
         if "guards" in session.config.logs:
             notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
-        guard_lines = tr.guards.lines(keep=[s for s, _ in tr.graph.inputs]) + shapes.guard_lines()  # relations: after every input is read
+        kept = [s for s, _ in tr.graph.inputs] + list(shapes.env.sources.values())
+        guard_lines = tr.guards.lines(keep=kept) + shapes.guard_lines() + _distinct_tensor_arguments(tr)  # relations: after every input is read
         entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]
         entry.guard_checks = dict(tr.guards.items)
         entry.size_checks = relations
+        entry.distinct_tensors = tensor_arguments(tr)
         entry.ns = tr.ns
         self.event("entry", graph=len(session.stats.graphs) - 1 if has_graph else None,
                    guards=tuple(named_locals(n, self.arg_names) for n in tr.guards.notes)
@@ -424,6 +427,21 @@ def _guard_no_hooks(tr, module):
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
 
+def _distinct_tensor_arguments(tr) -> list[str]:
+    """Two tensor arguments that were distinct objects when traced must be distinct on reuse:
+    the graph holds them as two inputs, and `a is b` (or an in-place op on one read through the
+    other) was decided for two objects. One tensor passed twice is one input, guarded `X is`
+    (builder._wrap_tensor); parameters are reached through modules guarded by identity."""
+    args = [tr.guards.local_of(s) for s in tensor_arguments(tr)]
+    if len(args) < 2:
+        return []
+    return [f"if len({{id(_a) for _a in ({', '.join(args)}, )}}) != {len(args)}: return _MISS"]
+
+
+def tensor_arguments(tr) -> list[str]:
+    return [s for s, real in tr.graph.inputs if isinstance(real, torch.Tensor) and s.startswith("L[")]
+
+
 def _has_hooks(m):
     return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
 
@@ -464,6 +482,15 @@ def failed_guard(entry, L, arg_names=()) -> str:
             ok = False
         if not ok:
             return f"guard failed: sizes: {text}"
+    seen = {}
+    for source in getattr(entry, "distinct_tensors", ()):
+        try:
+            other = seen.setdefault(id(eval(source, scope)), source)
+        except Exception:
+            continue
+        if other != source:
+            return (f"guard failed: {named_locals(other, arg_names)} and {named_locals(source, arg_names)} "
+                    "are one tensor (distinct when traced)")
     for expr, expected in entry.global_state.items():
         got = GLOBAL_STATE[expr]()
         if got is not expected:

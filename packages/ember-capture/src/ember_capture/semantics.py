@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from .attributes import attr_source, bind_class_attr, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
+from .attributes import attr_source, bind_class_attr, instance_dict, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .frame import TracedRaise
@@ -23,7 +23,7 @@ from .protocol import (  # noqa: F401  (the dispatchers, used through this modul
     BINARY, CONST_VALUE, GETATTR, IDENTITY, ITER, RBINARY, SETATTR, TRUTH, UNARY, contains, delitem, describe,
     getitem, setitem, unpack,
 )
-from .sizes import SYM_TYPES, concrete
+from .sizes import SYM_TYPES, concrete, note_float
 from .tables import TypeTable, registrar
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -118,7 +118,7 @@ def from_python(value) -> Var:
         return ListVar([from_python(v) for v in value])
     if type(value) is dict:
         return DictVar({k: from_python(v) for k, v in value.items()})
-    if type(value) in (set, frozenset):
+    if type(value) is set:
         return SetVar([ConstVar(v) for v in value])
     return ConstVar(value)
 
@@ -294,6 +294,9 @@ def _obj_attr(fr, o: ObjVar, name):
     overlay = fr.tr.attr_writes.get((id(o.value), name))
     if overlay is not None:
         return overlay
+    if name == "__dict__" and any(key[0] == id(o.value) for key in fr.tr.attr_writes):
+        # the real dict lacks the attribute writes not replayed yet (Note [Plain attribute writes])
+        raise Unsupported("side_effect", "reading __dict__ of an object whose attributes the traced code set")
     return REAL_ATTRS.find(type(o.value), load_attr)(fr, o, name)
 
 
@@ -372,6 +375,10 @@ def _obj_setattr(fr, obj: ObjVar, name, value):
     why = _not_a_plain_write(type(m), name)
     if why is not None:
         raise Unsupported("unsupported_attr", f"setting {name!r} on a {type(m).__name__}: {why}")
+    d = instance_dict(m)
+    if d is not None and id(d) in fr.tr.containers:
+        # its __dict__ (`vars(obj)`) is modelled in this trace and would not see the write
+        raise Unsupported("side_effect", f"setting {name!r} on an object whose __dict__ the traced code read")
     fr.tr.record_attr_write(obj, name, value)
 
 
@@ -543,7 +550,7 @@ def _const_binary(fr, fn, a, b):
     try:
         if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
             return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
-        return ConstVar(fn(a.value, b.value))
+        return ConstVar(note_float(fn, fn(a.value, b.value), (a.value, b.value)))
     except (ArithmeticError, ValueError) as exc:
         # `1 / 0`, `2.0 ** 10000`, `1 << -1` on guarded constants: the user's exception, raised
         # on every call the entry serves, so a traced `except` catches it (Note [Traced exceptions])
@@ -552,10 +559,32 @@ def _const_binary(fr, fn, a, b):
 
 @BINARY.rule(ListVar)
 def _list_binary(fr, fn, a, b):
-    if fn is operator.iadd and type(b) in (ListVar, TupleVar):  # lst += seq: in place
-        mutable_items(fr, a).extend(unpack(fr, b))
+    if fn is operator.iadd:  # lst += iterable: in place
+        new = unpack(fr, b)
+        mutable_items(fr, a).extend(new)
+        return a
+    if fn is operator.imul and type(b) is ConstVar and type(b.value) in (int, bool):  # lst *= n: in place
+        items = mutable_items(fr, a)
+        items[:] = items * b.value
         return a
     return _concat_or_repeat(fr, ListVar, fn, a, b)
+
+
+_SET_INPLACE = {operator.ior: operator.or_, operator.iand: operator.and_, operator.isub: operator.sub,
+                operator.ixor: operator.xor}
+
+
+@BINARY.rule(SetVar)
+def _set_binary(fr, fn, a, b):
+    """``s |= t`` and the other in-place set operators change ``s`` itself, which other names
+    may hold; a set from the inputs is not written back (as set methods refuse)."""
+    pure = _SET_INPLACE.get(fn)
+    if pure is None:
+        return NotImplemented
+    if a.source is not None:
+        raise Unsupported("side_effect", f"{fn.__name__} on an input set")
+    a.items = _binary_values(pure, a, b).items
+    return a
 
 
 BINARY.rule(TupleVar)(lambda fr, fn, a, b: _concat_or_repeat(fr, TupleVar, fn, a, b))
@@ -618,7 +647,7 @@ def _unary_of_value(fr, fn, a: Var) -> Var:
     value = const_value(a)
     if fn is operator.invert and isinstance(value, torch.SymInt):
         return ConstVar(-value - 1)
-    return ConstVar(fn(value))
+    return ConstVar(note_float(fn, fn(value), (value,)))
 UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a], {}))
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+import weakref
 
 import sympy
 import torch
@@ -265,15 +266,42 @@ def concrete(value):
     return value
 
 
+# Note [symbolic floats]: eager rounds each step of float arithmetic on sizes (`n / 3 * 2`,
+# `k / 0.7`, `n / 7 - n / 11`), where sympy folds the steps into one exact rational printed with
+# 15-digit constants (2.16666666666667 for 2.166666666666667). Inside the graph a float of sizes
+# only scales tensors, and stays symbolic (an LR schedule's `0.9 ** step`: one graph for every
+# step). As a Python value rebuilt outside the graph (returned, stored), it must be eager's float
+# exactly: one true division of ints (`n / 3`, `a / b`, `float(n)`), which Python rounds once,
+# is computed from the inputs as numerator / denominator; any other is this call's value, its
+# symbols guarded (`concrete`): a recompile for other sizes.
+_ROUNDED_ONCE = (operator.truediv, operator.itruediv, torch.sym_float)
+_ONE_ROUNDING: "weakref.WeakSet" = weakref.WeakSet()  # SymNodes of the floats rounded once
+
+
+def note_float(fn, result, operands):
+    """``result`` of ``fn(*operands)``, remembered when it is a float rounded once (Note
+    [symbolic floats])."""
+    if isinstance(result, torch.SymFloat):
+        exact = fn in _ROUNDED_ONCE and not any(isinstance(v, (float, torch.SymFloat)) for v in operands)
+        if exact or (fn in (operator.neg, operator.pos, operator.abs) and operands[0].node in _ONE_ROUNDING):
+            _ONE_ROUNDING.add(result.node)
+    return result
+
+
 def python_code(value, names: dict, size_class: str = "__Size") -> str:
     """Python that computes ``value`` (a symbolic size, or a container of them) from the inputs;
     ``names`` maps each symbol to the runtime expression it was read from, ``size_class`` names
     torch.Size in the generated code."""
     if isinstance(value, SYM_TYPES):
-        text = SizePrinter(names).doprint(expr_of(value))
-        node = value.node
-        if node.pytype is float:
-            return f"float({text})"
+        expr, node = expr_of(value), value.node
+        printer = SizePrinter(names)
+        if node.pytype is float:  # Note [symbolic floats]
+            if node not in _ONE_ROUNDING or expr.atoms(sympy.Float):
+                return repr(concrete(value))
+            # as eager divided: sympy keeps n / -3 as -1/3 * n, a product that rounds differently
+            numerator, denominator = sympy.fraction(sympy.together(expr))
+            return f"(({printer.doprint(numerator)}) / ({printer.doprint(denominator)}))"
+        text = printer.doprint(expr)
         if node.pytype is int and expr_of(value).atoms(sympy.Float, sympy.Rational) - expr_of(value).atoms(sympy.Integer):
             return f"int({text})"
         return f"({text})"

@@ -66,6 +66,7 @@ class Tracer:
         self.mutated_dicts: dict = {}  # id(DictVar) -> DictChange: Note [Mutated input dicts]
         self.input_iterators: list = []  # IterVars of input iterators: Note [Iterators from the inputs]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
+        self.handling: list = []  # the exceptions traced except blocks handle, innermost last
         self.root: Frame | None = None
         self.real_cells: dict = {}  # id(cell) -> RealCell
         self.open_contexts: list = []  # autocast regions entered for fake tensors, left in run()

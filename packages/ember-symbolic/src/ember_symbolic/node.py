@@ -277,8 +277,8 @@ def _binary(name: str, sym_fn, py_fn, result: type | None):
         if not isinstance(other, SymNode):
             other = self.wrap_float(other) if isinstance(other, float) else self.wrap_int(int(other))
         pytype = result or (float if float in (self.pytype, other.pytype) else int)
-        expr = sym_fn(self.expr, other.expr)
-        return self._make(expr, pytype, py_fn(self.hint, other.hint))
+        hint = py_fn(self.hint, other.hint)  # first: Python's own error (`n % 0`), not sympy's
+        return self._make(sym_fn(self.expr, other.expr), pytype, hint)
     method.__name__ = name
     return method
 
