@@ -276,6 +276,10 @@ def _bound_recompute(ctx, node: fx.Node, env: dict, reads: dict) -> None:
     reads[node] = found
 
 
+def _one_element(sizes) -> bool:
+    return all(is_static(s) and s == 1 for s in sizes)
+
+
 def _realize_output_here(ctx, node: fx.Node, env: dict, position: int) -> None:
     """Note [outputs realized where they are computed]
     A graph output that is a lazy value (inlined into its consumers so far) is written to its
@@ -283,9 +287,13 @@ def _realize_output_here(ctx, node: fx.Node, env: dict, position: int) -> None:
     output node instead, it was computed at the end of the graph: a training forward's saved
     values (a transposed key of each attention layer, each layer's activation) became kernels
     after the last layer, which kept every layer's inputs to them alive until then (BERT-base's
-    forward peaked 570 MB above what it saves). Consumers after it load the buffer."""
+    forward peaked 570 MB above what it saves). Consumers after it load the buffer. A single
+    element stays lazy (realized at the output node, as before): an optimizer's step count is
+    cheaper recomputed by each update that reads it than loaded after a kernel of its own, and
+    loading it would chain the updates after that kernel (they could no longer share a launch
+    with it: Note [horizontal fusion]); it holds nothing alive worth the difference."""
     value = ctx.current(env[node])
-    if isinstance(value, IRNode) and not isinstance(value, Buffer):
+    if isinstance(value, IRNode) and not isinstance(value, Buffer) and not _one_element(value.sizes):
         env[node] = ctx.realize(value, node.name, contiguous=not ctx.layout.leaves_as_planned(position))
 
 
