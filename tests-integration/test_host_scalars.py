@@ -77,12 +77,18 @@ def test_scalar_written_then_read_in_one_graph():
         assert c_c.device.type == "cpu" and c_c.item() == c_e.item()
 
 
-def test_adamw_on_cuda_has_no_device_copies_per_parameter():
+def _twin_mlps_with_adamw():
+    """A CUDA MLP, an eager copy of it, and an AdamW optimizer for each."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
     ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
     ref.load_state_dict(model.state_dict())
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref)]
+    return model, ref, opts
+
+
+def test_adamw_on_cuda_has_no_device_copies_per_parameter():
+    model, ref, opts = _twin_mlps_with_adamw()
     f = ember.compile(lambda: opts[0].step())
     for _ in range(4):
         for m in (model, ref):
@@ -112,11 +118,7 @@ def test_adamw_step_warm_starts_with_its_cpu_kernels(tmp_path, monkeypatch):
     ember.reset()
 
     def run():
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
-        ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).cuda()
-        ref.load_state_dict(model.state_dict())
-        opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref)]
+        model, ref, opts = _twin_mlps_with_adamw()
 
         def train(m, opt, x):
             opt.zero_grad(True)
