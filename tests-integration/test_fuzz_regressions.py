@@ -305,3 +305,28 @@ def test_triton_integer_constant_out_of_its_dtypes_range_wraps_as_in_eager(monke
 
     for g, w in zip(ember.compile(f, options={"backend": "triton"})(a), f(a)):
         assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("other", ["weight", "none"])
+def test_a_double_backward_through_a_compiled_graph_raises_rather_than_drops_a_term(other):
+    # found probing training programs: the gradient taken with create_graph=True through a
+    # compiled graph came back with no grad_fn (once_differentiable wraps its results in an
+    # error node only when an incoming gradient requires grad, and the tangent of `.sum()`
+    # does not), so a gradient penalty plus another term silently lost the penalty's part:
+    # w.grad was all ones where eager's holds the second-order term. Eager is not reproduced
+    # (the backward is compiled once-differentiable); it must raise, as torch.compile does.
+    def f(x, w):
+        return (x @ w).tanh()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 4, requires_grad=True)
+    g, = torch.autograd.grad(ember.compile(f)(x, w).sum(), x, create_graph=True)
+    assert g.requires_grad
+    penalty = g.pow(2).sum() + (w.sum() if other == "weight" else 0)
+    with pytest.raises(RuntimeError, match="double backward"):
+        penalty.backward()
+    # without create_graph the gradient is the plain value, as before
+    ember.reset()
+    g1, = torch.autograd.grad(ember.compile(f)(x, w).sum(), x)
+    torch.testing.assert_close(g1, torch.autograd.grad(f(x, w).sum(), x)[0], **TOL)
+    assert not g1.requires_grad
