@@ -330,3 +330,22 @@ def test_a_double_backward_through_a_compiled_graph_raises_rather_than_drops_a_t
     g1, = torch.autograd.grad(ember.compile(f)(x, w).sum(), x)
     torch.testing.assert_close(g1, torch.autograd.grad(f(x, w).sum(), x)[0], **TOL)
     assert not g1.requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_an_operand_is_rounded_to_the_promoted_dtype_before_the_op(dtype):
+    # fuzz seed 9016: `a3 % a1` of a bfloat16 tensor and a zero-dim float32 one is bfloat16, and
+    # ATen rounds the modulus to bfloat16 (5.0745 -> 5.0625) before computing in float32; ember
+    # computed with 5.0745, so 5.0625 % m was 5.0625 where eager's is 0, and `(a3 % a1) != 3.0`
+    # differed. Eager's mul and div read a scalar second operand unrounded: those stay exact.
+    a = torch.tensor([5.0625, -2.0625, 10.125, 1.0, 3.0, -7.5]).to(dtype)
+    ints = torch.tensor([2049, -4097, 300, 7])
+    m = torch.tensor(5.0745)
+
+    def f(a, m, ints):
+        return (a % m, a % m != 3.0, a + m, m - a, torch.atan2(a, m), a + 5.0745, a % 5.0745,
+                a * m, a / m, m * a, a * 5.0745, ints + m.to(a.dtype), ints * m.to(a.dtype))
+
+    for g, w in zip(ember.compile(f)(a, m, ints), f(a, m, ints)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=0, atol=0)

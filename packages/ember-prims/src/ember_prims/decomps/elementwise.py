@@ -143,12 +143,12 @@ def rsub(a, b, alpha=1):
 def mul(a, b):
     if result_type(a, b) == torch.bool:
         return elementwise(P.logical_and, a, b)
-    return elementwise(P.mul, a, b)
+    return elementwise(P.mul, a, b, exact_scalar=True)
 
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def div(a, b):
-    return elementwise(P.div, a, b, kind=Kind.INT_TO_FLOAT)
+    return elementwise(P.div, a, b, kind=Kind.INT_TO_FLOAT, exact_scalar=True)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -166,7 +166,7 @@ def div_mode(a, b, *, rounding_mode=None):
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(a, b):
-    return elementwise(P.floor_divide, a, b)
+    return elementwise(P.floor_divide, a, b, exact_scalar=True)
 
 
 def _binary(aten_ops, prim, kind=Kind.DEFAULT):
