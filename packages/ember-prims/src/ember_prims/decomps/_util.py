@@ -267,10 +267,10 @@ def round_to_low_precision(value: float, dtype: torch.dtype) -> float:
 # `bf16_tensor % torch.tensor(5.0745)` (result bfloat16: a zero-dim operand does not promote a
 # dimensioned one) the modulus is 5.0625, and a value 5.0625 gives 0 where 5.0745 gives 5.0625.
 # Converting each operand straight to float32 skipped that rounding (fuzz seed 9016). The
-# exception is eager's own: its CPU mul and div kernels read a scalar second operand (a Python
-# number or a zero-dim tensor) at its original precision, so `elementwise(..., exact_scalar=True)`
-# leaves that one unrounded.
-def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None, exact_scalar: bool = False):
+# exceptions are eager's own: its CPU mul, div and floor_divide kernels read a scalar second
+# operand (a Python number or a zero-dim tensor) at its original precision, as lerp does its
+# scalar weight, so `elementwise(..., exact=(k,))` leaves a scalar at position k unrounded.
+def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None, exact: tuple[int, ...] = ()):
     """Promote, broadcast and convert `args` (tensors and Python scalars), then apply `prim`.
 
     Low-precision floats are computed in float32 and rounded once at the end, as ATen does;
@@ -284,8 +284,8 @@ def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None, exact
     device = first_device(*args)
 
     def common(k, a):
-        exact = exact_scalar and k == 1 and (isinstance(a, Number) or a.dim() == 0)
-        return None if exact else dtype
+        scalar = isinstance(a, Number) or a.dim() == 0
+        return None if k in exact and scalar else dtype
     out = prim(*(operand(a, compute, shape, device, common(k, a)) for k, a in enumerate(args)))
     if kind is Kind.ALWAYS_BOOL:
         return out
