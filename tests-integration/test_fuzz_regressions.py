@@ -349,3 +349,30 @@ def test_an_operand_is_rounded_to_the_promoted_dtype_before_the_op(dtype):
     for g, w in zip(ember.compile(f)(a, m, ints), f(a, m, ints)):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_an_in_place_op_with_a_wider_operand_keeps_its_targets_dtype():
+    # fuzz seed 6791: `v10 = torch.asin(a2)` (float16), `v10.mul_(v7)` (v7 float32): eager
+    # stores the product in float16; the functional `mul` that replaced `mul_` returns float32
+    # and that value became v10's, so the returned v10 was float32 (and so was its gradient path)
+    def f(a, b):
+        v = torch.asin(a)
+        v.mul_(b)
+        w = a * 2
+        w[0].add_(b[0])
+        return v, w, w * 3
+
+    a = torch.rand(2, 3).half()
+    b = torch.rand(2, 3)
+    for grad in (False, True):
+        ember.reset()
+        got = ember.compile(f)(a.clone().requires_grad_(grad), b)
+        want = f(a.clone().requires_grad_(grad), b)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        if grad:
+            x1, x2 = a.clone().requires_grad_(), a.clone().requires_grad_()
+            sum(o.float().sum() for o in ember.compile(f)(x1, b)).backward()
+            sum(o.float().sum() for o in f(x2, b)).backward()
+            torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-2, atol=1e-2)
