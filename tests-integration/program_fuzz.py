@@ -6,7 +6,8 @@ generated, and kept only if eager accepts it, so every program is one eager runs
 dtypes, in-place rules and type promotion decide). The checker then runs the program eagerly and
 compiled on fresh inputs made from the same specs, twice (the second call reuses the compiled
 code), and compares outputs, the inputs after the call (mutations) and, where inputs require
-grad, the gradients of a random-weighted sum of the outputs.
+grad, the gradients of a random-weighted sum of the outputs (on every third call, the graph kept
+and a second backward, of other weights, accumulated onto them).
 
 Tolerances (per result dtype, `TOLERANCES`): float64 1e-7 rel/abs, float32 1e-5 (gradients
 1e-4), float16 1e-2, bfloat16 4e-2 (eager rounds after every op, a fused kernel once at the end),
@@ -806,13 +807,21 @@ def _weights(out, seed: int):
     return [torch.randn(o.shape, generator=g, dtype=torch.float64) for o in _leaves(out)]
 
 
-def _backward(leaves, out, weights) -> bool:
-    terms = [(o.double() * w).sum() for o, w in zip(_leaves(out), weights)
-             if o.requires_grad and o.dtype.is_floating_point]
-    if not terms or not any(l.requires_grad for l in leaves):
+def _backward(leaves, out, weights, retain: bool = False, skip_first: bool = False) -> bool:
+    """A backward of the weighted sum of the differentiable outputs (all but the first of them
+    when `skip_first` and there are several); False where there is none to take."""
+    diff = [(o, w) for o, w in zip(_leaves(out), weights) if o.requires_grad and o.dtype.is_floating_point]
+    if skip_first and len(diff) > 1:
+        diff = diff[1:]
+    if not diff or not any(l.requires_grad for l in leaves):
         return False
-    sum(terms).backward()
+    sum((o.double() * w).sum() for o, w in diff).backward(retain_graph=retain)
     return True
+
+
+def _grad_problems(c_leaves, e_leaves, seen, when: str = "") -> list:
+    return [_close(f"grad of a{i}{when}", c.grad, e.grad, _loosest(GRAD_TOLERANCES, seen))
+            for i, (c, e) in enumerate(zip(c_leaves, e_leaves)) if e.requires_grad]
 
 
 def check(program: Program, seed: int, options: dict | None = None, calls: int = 2) -> Outcome:
@@ -850,22 +859,35 @@ def check(program: Program, seed: int, options: dict | None = None, calls: int =
                 problems.append(f"output {i}: aliases an input, strides {c.stride()} != {e.stride()}")
         for i, (c, e) in enumerate(zip(c_args, e_args)):
             problems.append(_close(f"input a{i} after the call", c, e, tol))
+        # every third call keeps the graph and runs a second backward, of other weights and
+        # without the first output where there are several (a pruned backward over saved values
+        # the first one read), whose gradients accumulate onto the first's
+        twice = in_seed % 3 == 0
         w = _weights(e_out, in_seed)
         try:
-            e_bw = _backward(e_leaves, e_out, w)
+            e_bw = _backward(e_leaves, e_out, w, retain=twice)
         except Exception:  # noqa: BLE001 - eager cannot differentiate it (say, an int path)
             e_bw = False
         if e_bw:
             with warnings.catch_warnings(record=True) as caught2:
                 warnings.simplefilter("always")
                 try:
-                    _backward(c_leaves, c_out, w)
+                    _backward(c_leaves, c_out, w, retain=twice)
                 except Exception as exc:  # noqa: BLE001 - reported
                     return Outcome("crash", f"backward, call {call}: {type(exc).__name__}: {str(exc)[:300]}")
             fell += [str(x.message) for x in caught2 if "ember" in str(x.message)]
-            for i, (c, e) in enumerate(zip(c_leaves, e_leaves)):
-                if e.requires_grad:
-                    problems.append(_close(f"grad of a{i}", c.grad, e.grad, _loosest(GRAD_TOLERANCES, seen.seen)))
+            problems += _grad_problems(c_leaves, e_leaves, seen.seen)
+            w2 = _weights(e_out, in_seed + 500)
+            try:
+                e_bw2 = twice and _backward(e_leaves, e_out, w2, skip_first=True)
+            except Exception:  # noqa: BLE001 - eager refuses the second backward
+                e_bw2 = False
+            if e_bw2:
+                try:
+                    _backward(c_leaves, c_out, w2, skip_first=True)
+                except Exception as exc:  # noqa: BLE001 - reported
+                    return Outcome("crash", f"second backward, call {call}: {type(exc).__name__}: {str(exc)[:300]}")
+                problems += _grad_problems(c_leaves, e_leaves, seen.seen, " after a second backward")
         problems = [p for p in problems if p]
         if problems:
             return Outcome("mismatch", f"call {call}: " + "; ".join(problems))

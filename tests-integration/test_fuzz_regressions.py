@@ -305,3 +305,74 @@ def test_triton_integer_constant_out_of_its_dtypes_range_wraps_as_in_eager(monke
 
     for g, w in zip(ember.compile(f, options={"backend": "triton"})(a), f(a)):
         assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("other", ["weight", "none"])
+def test_a_double_backward_through_a_compiled_graph_raises_rather_than_drops_a_term(other):
+    # found probing training programs: the gradient taken with create_graph=True through a
+    # compiled graph came back with no grad_fn (once_differentiable wraps its results in an
+    # error node only when an incoming gradient requires grad, and the tangent of `.sum()`
+    # does not), so a gradient penalty plus another term silently lost the penalty's part:
+    # w.grad was all ones where eager's holds the second-order term. Eager is not reproduced
+    # (the backward is compiled once-differentiable); it must raise, as torch.compile does.
+    def f(x, w):
+        return (x @ w).tanh()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 4, requires_grad=True)
+    g, = torch.autograd.grad(ember.compile(f)(x, w).sum(), x, create_graph=True)
+    assert g.requires_grad
+    penalty = g.pow(2).sum() + (w.sum() if other == "weight" else 0)
+    with pytest.raises(RuntimeError, match="double backward"):
+        penalty.backward()
+    # without create_graph the gradient is the plain value, as before
+    ember.reset()
+    g1, = torch.autograd.grad(ember.compile(f)(x, w).sum(), x)
+    torch.testing.assert_close(g1, torch.autograd.grad(f(x, w).sum(), x)[0], **TOL)
+    assert not g1.requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_an_operand_is_rounded_to_the_promoted_dtype_before_the_op(dtype):
+    # fuzz seed 9016: `a3 % a1` of a bfloat16 tensor and a zero-dim float32 one is bfloat16, and
+    # ATen rounds the modulus to bfloat16 (5.0745 -> 5.0625) before computing in float32; ember
+    # computed with 5.0745, so 5.0625 % m was 5.0625 where eager's is 0, and `(a3 % a1) != 3.0`
+    # differed. Eager's mul and div read a scalar second operand unrounded: those stay exact.
+    a = torch.tensor([5.0625, -2.0625, 10.125, 1.0, 3.0, -7.5]).to(dtype)
+    ints = torch.tensor([2049, -4097, 300, 7])
+    m = torch.tensor(5.0745)
+
+    def f(a, m, ints):
+        return (a % m, a % m != 3.0, a + m, m - a, torch.atan2(a, m), a + 5.0745, a % 5.0745,
+                a * m, a / m, m * a, a * 5.0745, ints + m.to(a.dtype), ints * m.to(a.dtype))
+
+    for g, w in zip(ember.compile(f)(a, m, ints), f(a, m, ints)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_an_in_place_op_with_a_wider_operand_keeps_its_targets_dtype():
+    # fuzz seed 6791: `v10 = torch.asin(a2)` (float16), `v10.mul_(v7)` (v7 float32): eager
+    # stores the product in float16; the functional `mul` that replaced `mul_` returns float32
+    # and that value became v10's, so the returned v10 was float32 (and so was its gradient path)
+    def f(a, b):
+        v = torch.asin(a)
+        v.mul_(b)
+        w = a * 2
+        w[0].add_(b[0])
+        return v, w, w * 3
+
+    a = torch.rand(2, 3).half()
+    b = torch.rand(2, 3)
+    for grad in (False, True):
+        ember.reset()
+        got = ember.compile(f)(a.clone().requires_grad_(grad), b)
+        want = f(a.clone().requires_grad_(grad), b)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        if grad:
+            x1, x2 = a.clone().requires_grad_(), a.clone().requires_grad_()
+            sum(o.float().sum() for o in ember.compile(f)(x1, b)).backward()
+            sum(o.float().sum() for o in f(x2, b)).backward()
+            torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-2, atol=1e-2)

@@ -409,6 +409,10 @@ class Functionalizer:
             raise AotTraceError("resizing-mutation",
                                 f"in-place result of shape {tuple(new_value.shape)} written into a "
                                 f"tensor of shape {tuple(target.shape)}")
+        if new_value.dtype != target.dtype:
+            # an in-place op computes in the promoted dtype and stores in its target's (float16
+            # `v.mul_(float32)`); the functional variant returns the promoted one (fuzz seed 6791)
+            new_value = self._call(aten._to_copy.default, (new_value,), {"dtype": target.dtype})
         new_node = self.node_of(new_value)
         e = self.entries[id(target)]
         base_entry = self.entries[id(e.base)]

@@ -3,6 +3,7 @@ the user's outputs (aliases of inputs included)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import time
 from typing import Any, Callable
@@ -10,7 +11,6 @@ from typing import Any, Callable
 import sympy
 import torch
 from ember_symbolic import expr_of
-from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from ember_autograd.errors import AotError
@@ -340,6 +340,38 @@ class RequiresGradChanged(Exception):
     (Note [speculative requires-grad key], api.py)."""
 
 
+# Note [double backward]: the compiled backward runs under no_grad, so its results carry no
+# autograd graph of their own. `torch.autograd.function.once_differentiable` attaches an error
+# node to them only when an incoming gradient requires grad; with create_graph=True the tangent
+# of a plain `loss.sum()` does not, so the gradient came back as a constant and a gradient
+# penalty added to another term silently lost its second-order part. Whenever the backward runs
+# with grad enabled (create_graph=True), every result is marked instead: differentiating it
+# raises, as torch.compile does. (A graph linear in its inputs, whose eager gradient is a
+# constant, raises too: an error rather than a wrong gradient.)
+_DOUBLE_BACKWARD = (b"ember: double backward (a gradient taken with create_graph=True, then "
+                    b"differentiated) through a compiled graph is not supported; run this part "
+                    b"eagerly (ember.disable)")
+
+
+def _once_differentiable(backward: Callable) -> Callable:
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        with torch.no_grad():
+            results = backward(ctx, *grads)
+        if not torch.is_grad_enabled():
+            return results
+        at = [k for k, r in enumerate(results) if isinstance(r, torch.Tensor) and r.dtype.is_floating_point]
+        if not at:
+            return results
+        err = torch._C._functions.DelayedError(_DOUBLE_BACKWARD, len(at))
+        marked = iter(err(*[results[k].detach().requires_grad_() for k in at]))
+        results = list(results)
+        for k in at:
+            results[k] = next(marked)
+        return tuple(results)
+    return wrapper
+
+
 def _make_function(runner: TrainingRunner):
     sig = runner.sig
     n_fw = sig.num_fw_outputs
@@ -382,7 +414,7 @@ def _make_function(runner: TrainingRunner):
             return tuple(fw_outs)
 
         @staticmethod
-        @once_differentiable
+        @_once_differentiable
         def backward(ctx, *grads):
             tangents = [grads[k].contiguous() if grads[k] is not None else torch.zeros(*meta[:1], dtype=meta[1],
                                                                                       device=meta[2])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import math
+import struct
 from typing import Sequence
 
 import torch
@@ -234,16 +235,46 @@ def first_device(*args):
     return tensors[0].device
 
 
-def operand(x, dtype, shape, device) -> torch.Tensor:
+def operand(x, dtype, shape, device, common=None) -> torch.Tensor:
+    """`x` as a `dtype` tensor of `shape`; `common`, given: the promoted dtype that `x` is
+    rounded to first (Note [operands rounded to the common dtype])."""
     if isinstance(x, torch.Tensor):
+        if common is not None and common != dtype and x.dtype != common:
+            x = convert(x, common)
         return broadcast_to(to_device(convert(x, dtype), device), shape)
+    if common is not None and common != dtype and is_low_precision(common) and isinstance(x, (int, float)):
+        x = round_to_low_precision(float(x), common)
     return full(shape, x, dtype, device)
 
 
-def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None):
+def round_to_low_precision(value: float, dtype: torch.dtype) -> float:
+    """`value` rounded to float16 or bfloat16 (nearest, ties to even), in plain Python (under a
+    dispatch mode a torch conversion would be an op)."""
+    if math.isnan(value) or math.isinf(value):
+        return value
+    try:
+        if dtype == torch.float16:
+            return struct.unpack("<e", struct.pack("<e", value))[0]
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]  # via float32, as c10::BFloat16(float)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+# Note [operands rounded to the common dtype]: ATen's TensorIterator converts every operand to
+# the promoted dtype before the kernel computes in opmath (float32 for float16/bfloat16): in
+# `bf16_tensor % torch.tensor(5.0745)` (result bfloat16: a zero-dim operand does not promote a
+# dimensioned one) the modulus is 5.0625, and a value 5.0625 gives 0 where 5.0745 gives 5.0625.
+# Converting each operand straight to float32 skipped that rounding (fuzz seed 9016). The
+# exceptions are eager's own: its CPU mul, div and floor_divide kernels read a scalar second
+# operand (a Python number or a zero-dim tensor) at its original precision, as lerp does its
+# scalar weight, so `elementwise(..., exact=(k,))` leaves a scalar at position k unrounded.
+def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None, exact: tuple[int, ...] = ()):
     """Promote, broadcast and convert `args` (tensors and Python scalars), then apply `prim`.
 
-    Low-precision floats are computed in float32 and rounded once at the end, as ATen does.
+    Low-precision floats are computed in float32 and rounded once at the end, as ATen does;
+    operands are rounded to the promoted dtype first (Note [operands rounded to the common dtype]).
     """
     dtype = result_type(*args)
     if kind is Kind.INT_TO_FLOAT and not (dtype.is_floating_point or dtype.is_complex):
@@ -251,7 +282,11 @@ def elementwise(prim, *args, kind: Kind = Kind.DEFAULT, result_dtype=None):
     compute = dtype if kind in (Kind.NO_OPMATH, Kind.ALWAYS_BOOL) else opmath(dtype)
     shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
     device = first_device(*args)
-    out = prim(*(operand(a, compute, shape, device) for a in args))
+
+    def common(k, a):
+        scalar = isinstance(a, Number) or a.dim() == 0
+        return None if k in exact and scalar else dtype
+    out = prim(*(operand(a, compute, shape, device, common(k, a)) for k, a in enumerate(args)))
     if kind is Kind.ALWAYS_BOOL:
         return out
     if kind is Kind.COMPLEX_TO_FLOAT and dtype.is_complex:

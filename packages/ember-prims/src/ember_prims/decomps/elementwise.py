@@ -143,12 +143,12 @@ def rsub(a, b, alpha=1):
 def mul(a, b):
     if result_type(a, b) == torch.bool:
         return elementwise(P.logical_and, a, b)
-    return elementwise(P.mul, a, b)
+    return elementwise(P.mul, a, b, exact=(1,))
 
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def div(a, b):
-    return elementwise(P.div, a, b, kind=Kind.INT_TO_FLOAT)
+    return elementwise(P.div, a, b, kind=Kind.INT_TO_FLOAT, exact=(1,))
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -157,7 +157,7 @@ def div_mode(a, b, *, rounding_mode=None):
         return div(a, b)
     dtype = result_type(a, b)
     if rounding_mode == "floor":
-        return elementwise(P.floor_divide, a, b)
+        return elementwise(P.floor_divide, a, b, exact=(1,))
     if dtype.is_floating_point:
         # ATen rounds the quotient to the result dtype before truncating (it matters for bfloat16)
         return P.trunc(elementwise(P.div, a, b))
@@ -166,7 +166,7 @@ def div_mode(a, b, *, rounding_mode=None):
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(a, b):
-    return elementwise(P.floor_divide, a, b)
+    return elementwise(P.floor_divide, a, b, exact=(1,))
 
 
 def _binary(aten_ops, prim, kind=Kind.DEFAULT):
@@ -297,7 +297,7 @@ def lerp(a, b, w):
         one = full(x.shape, 1, x.dtype, x.device)
         return P.where(P.lt(P.abs(wt), half), P.add(x, P.mul(wt, d)), P.sub(y, P.mul(d, P.sub(one, wt))))
     dtype = result_type(a, b)
-    return elementwise(f, a, b, w if isinstance(w, torch.Tensor) else float(w), result_dtype=dtype)
+    return elementwise(f, a, b, w if isinstance(w, torch.Tensor) else float(w), result_dtype=dtype, exact=(2,))
 
 
 @register(aten.addcmul.default)
@@ -409,7 +409,7 @@ def xlogy(a, b):
         zero = full(x.shape, 0, x.dtype, x.device)
         out = P.where(P.eq(x, zero), zero, P.mul(x, P.log(y)))
         return P.where(P.isnan(y), y, out)
-    return elementwise(f, a, b, kind=Kind.INT_TO_FLOAT)
+    return elementwise(f, a, b, kind=Kind.INT_TO_FLOAT, exact=(0, 1))
 
 
 def _fmaxmin(prim):
