@@ -1398,16 +1398,18 @@ def p_shape_queries():
     return P(f, lambda i: inputs[i]())
 
 
-def p_decorated_inner_functions():
-    def logged(fn):
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            wrapper.n += 1
-            return fn(*a, **k)
-        wrapper.n = 0
-        return wrapper
+def _counted(fn):
+    """A decorator with state: the wrapper counts its calls in `wrapper.calls`."""
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        wrapper.calls += 1
+        return fn(*a, **k)
+    wrapper.calls = 0
+    return wrapper
 
-    @logged
+
+def p_decorated_inner_functions():
+    @_counted
     def g(v, scale=1.0):
         return v * scale
 
@@ -1416,8 +1418,8 @@ def p_decorated_inner_functions():
         return v * 3
 
     def f(x):
-        return g(x, scale=2.0), h(x), g.n, g.__name__
-    return P(f, lambda i: (t(2).requires_grad_(i % 2 == 0),), state=lambda: g.n)
+        return g(x, scale=2.0), h(x), g.calls, g.__name__
+    return P(f, lambda i: (t(2).requires_grad_(i % 2 == 0),), state=lambda: g.calls)
 
 
 def p_hook_added_after_compile():
@@ -3458,14 +3460,7 @@ def p_short_circuit_side_effects():
 
 
 def p_counting_decorator():
-    def counted(fn):
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            wrapper.calls += 1
-            return fn(*a, **k)
-        wrapper.calls = 0
-        return wrapper
-    @counted
+    @_counted
     def helper(x, k=1):
         return x * k
     def f(x):

@@ -13,8 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ember_inductor.codegen.common import get_backend
-from ember_inductor.compile import CompiledGraph
+from ember_inductor.compile import CompiledGraph, build_launchers
 from ember_inductor.options import InductorOptions
 from ember_inductor.wrapper import WrapperWriter
 
@@ -43,15 +42,11 @@ def from_artifact(artifact: dict[str, Any], options: InductorOptions) -> Compile
         raise ValueError(f"artifact version {artifact.get('version')!r}, expected {ARTIFACT_VERSION}")
     kernels = artifact["kernels"]
     backends = artifact["kernel_backends"]
-    launchers = [None] * len(kernels)
-    for b in dict.fromkeys(backends):  # each kernel by its own backend, as compile_graph built it
-        mine = [i for i, kb in enumerate(backends) if kb == b]
-        for i, launch in zip(mine, get_backend(b).build([kernels[i] for i in mine], options)):
-            launchers[i] = launch
+    launchers = build_launchers(kernels, backends, options)
     namespace = dict(WrapperWriter().namespace)
     namespace.update(artifact["constants"])
-    for k, launch in zip(kernels, launchers):
-        namespace[k.name] = launch
+    for k in kernels:
+        launch = namespace[k.name] = launchers[k.name]
         c_fn = getattr(launch, "c_function", None)
         if c_fn is not None:  # the wrapper calls the C entry point directly (wrapper.py)
             namespace[f"{k.name}_c"] = c_fn

@@ -169,6 +169,17 @@ def _device_of(gm, example_inputs) -> torch.device:
     return first or torch.device("cpu")
 
 
+def build_launchers(sources: list, backends: list[str], options) -> dict:
+    """kernel name -> its launcher, each kernel built by its own backend (a GPU graph's CPU
+    kernels are C++: Note [host scalars]); one build call per backend, so each compiles its
+    kernels in parallel. Also what a warm start calls (artifacts.py)."""
+    launchers = {}
+    for b in dict.fromkeys(backends):
+        mine = [src for src, kb in zip(sources, backends) if kb == b]
+        launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
+    return launchers
+
+
 def _kernel_backends(planned, backend_name: str, device: torch.device) -> list[str]:
     """The backend of each kernel: the graph's, but the CPU's for a kernel over CPU values in
     a graph of another device (the scalar arithmetic on an optimizer's CPU step counts)."""
@@ -241,10 +252,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
         launched = [(s, b) for s, b in zip(sources, kernel_backends) if s.name not in in_combo]
         launched += [(src, backend_of[c.at]) for src, c in zip(combo_sources, combos)]
     with _timed(t, "build"):  # compile (parallel, cached on disk) and load
-        launchers = {}
-        for b in dict.fromkeys(kernel_backends):
-            mine = [src for src, kb in launched if kb == b]
-            launchers.update(zip((src.name for src in mine), get_backend(b).build(mine, options)))
+        launchers = build_launchers([src for src, _ in launched], [b for _, b in launched], options)
         # Note [host scalars]: a scalar argument is the 0-d CPU buffer's value, read at the launch
         call_args = {s.name: (s.origins, [f"{a.name}.item()" if a.role == "scalar" else a.name for a in s.args],
                               list(s.sizevars))
