@@ -69,3 +69,52 @@ def test_backward_peak_memory_is_eagers():
 
     eager, ember_peak = backward_peak(model), backward_peak(compiled)
     assert ember_peak <= eager + 8, (ember_peak, eager)
+
+
+class _TwoHeads(torch.nn.Module):
+    """Returns (the value the loss uses, a second large output the loss never reaches), as a
+    language model returns (loss, logits)."""
+
+    def __init__(self, body, width):
+        super().__init__()
+        self.body = body
+        self.head = torch.nn.Linear(width, 4 * width)
+
+    def forward(self, x):
+        h = self.body(x)
+        return h, self.head(h)
+
+
+@pytest.mark.gpu
+def test_backward_peak_memory_is_eagers_with_an_unreached_output():
+    """Note [unreached outputs]: the backward pruned for the unreached head takes no zero tangent
+    for it (64 MiB here) and still frees each saved value after its last use."""
+    model = _TwoHeads(_mlp("cuda", width=1024, depth=8), 1024).cuda()
+    compiled = ember.compile(model)
+    x = torch.randn(4096, 1024, device="cuda")
+
+    def backward_peak(fn):
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            fn(x)[0].square().mean().backward()
+        model.zero_grad(set_to_none=True)
+        loss = fn(x)[0].square().mean()
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        loss.backward()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+    eager, ember_peak = backward_peak(model), backward_peak(compiled)
+    assert ember_peak <= eager + 8, (ember_peak, eager)
+    model.zero_grad(set_to_none=True)
+    compiled(x)[0].square().mean().backward()
+    got = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    model(x)[0].square().mean().backward()
+    for g, p in zip(got, model.parameters()):
+        if p.grad is None:
+            assert g is None
+        else:
+            torch.testing.assert_close(g, p.grad, **F32)

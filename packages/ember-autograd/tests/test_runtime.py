@@ -1,4 +1,6 @@
 """Runtime behaviour: inference vs training paths, lazy backward compile, aliases, errors."""
+import weakref
+
 import pytest
 import torch
 import torch.fx
@@ -371,3 +373,39 @@ def test_an_output_the_loss_does_not_reach_gives_no_gradient():
     a, b = fn(x, y)
     (a.sum() + b.sum()).backward()  # both reached: the full backward, NaN as in eager
     assert x.grad.isnan().any() and y.grad is not None
+
+
+def test_an_unreached_outputs_tangent_is_no_input_and_the_saved_values_are_handed_over():
+    # A language model's training call returns (loss, logits) and the loss never reaches the
+    # logits: the backward specialized to that takes no tangent for them (no zero tensor the
+    # size of the logits is built), and it gets the saved values in a list it may empty, so
+    # that each is freed after its last use (Note [saved tensors handed over]).
+    gm = torch.fx.symbolic_trace(lambda x, w: ((x @ w).tanh().sum(), x @ w.t()))
+    x = torch.randn(4, 5, requires_grad=True)
+    w = torch.randn(5, 5, requires_grad=True)
+    graphs, handed = [], []
+
+    def bw(gm, inputs):
+        graphs.append(gm)
+        inner = eager_compiler(gm, inputs)
+
+        def run(args):
+            out = inner(*args)
+            refs = [weakref.ref(a) for a in args if isinstance(a, torch.Tensor)]
+            args.clear()  # the runtime holds no other reference to a saved intermediate
+            handed.append([r() is not None for r in refs])
+            return out
+        run._boxed_call = True
+        return run
+
+    fn = aot(gm, [x, w], fw_compiler=eager_compiler, bw_compiler=bw)
+    loss, logits = fn(x, w)
+    loss.backward()
+    placeholders = [n for n in graphs[0].graph.nodes if n.op == "placeholder"]
+    assert not any(n.meta["val"].shape == logits.shape and "tangent" in n.name for n in placeholders)
+    assert [n.name for n in placeholders if "tangent" in n.name] == ["tangents_1"]
+    assert False in handed[0]  # (x @ w).tanh(), saved, was freed with the list
+    ref_x, ref_w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    (ref_x @ ref_w).tanh().sum().backward()
+    torch.testing.assert_close(x.grad, ref_x.grad)
+    torch.testing.assert_close(w.grad, ref_w.grad)

@@ -186,8 +186,9 @@ class AotFunction:
             if pruned is None:
                 return None
             zeros = [zero_like_meta(z) for z in pruned.zeros]
-            compiled = self.bw_compiler(pruned.gm, _example_inputs(pruned.gm, [*real, *zeros]))
-            return compiled, pruned.zeros, pruned.kept
+            taken = [r for k, r in enumerate(real) if k not in pruned.dropped]
+            compiled = self.bw_compiler(pruned.gm, _example_inputs(pruned.gm, [*taken, *zeros]))
+            return compiled, pruned.zeros, pruned.kept, pruned.dropped
         return compile_pruned
 
     def _cache(self):

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import operator
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import sympy
 import torch
@@ -225,6 +225,16 @@ class InferenceRunner:
         return user_outputs(self.sig, tensors, outs[:n])
 
 
+def _zero_fill(inputs: list, absent: tuple[bool, ...], tangent_meta: Sequence, skip: frozenset = frozenset()) -> None:
+    """Each None tangent (the last len(absent) of `inputs`), except at the positions in `skip`,
+    becomes zeros of its (shape, dtype, device)."""
+    first = len(inputs) - len(absent)
+    for i, meta in enumerate(tangent_meta):
+        k = first + i
+        if inputs[k] is None and k not in skip:
+            inputs[k] = torch.zeros(*meta[:1], dtype=meta[1], device=meta[2])
+
+
 class TrainingRunner:
     """An autograd.Function around the compiled forward and (lazily compiled) backward.
 
@@ -263,17 +273,25 @@ class TrainingRunner:
             self._timings["bw_compile"] = time.perf_counter() - start
         return self._backward
 
-    def run_backward(self, inputs: list, absent: tuple[bool, ...]) -> list:
+    def run_backward(self, inputs: list, absent: tuple[bool, ...], tangent_meta: Sequence = ()) -> list:
         """The gradients for one call; `absent[i]`: the loss did not reach differentiable output
-        i (its tangent in `inputs` is a zero filler), Note [unreached outputs]."""
+        i (its tangent in `inputs` is None, or a zero filler), Note [unreached outputs].
+        tangent_meta: (shape, dtype, device) per tangent, for the zeros an absent one becomes
+        where the graph still reads it. `inputs` is handed over: emptied during the call, so
+        that each saved value is freed after its last use (Note [saved tensors handed over])."""
         if any(absent) and self._compile_pruned is not None:
             if absent not in self._pruned:
                 self._pruned[absent] = self._compile_pruned(inputs, absent)
             entry = self._pruned[absent]
             if entry is not None:
-                compiled, zeros, kept = entry
-                results = iter(call_compiled(compiled, [*inputs, *map(zero_like_meta, zeros)]))
+                compiled, zeros, kept, dropped = entry
+                _zero_fill(inputs, absent, tangent_meta, dropped)
+                args = [x for k, x in enumerate(inputs) if k not in dropped] if dropped else list(inputs)
+                inputs.clear()
+                args.extend(map(zero_like_meta, zeros))
+                results = iter(call_compiled(compiled, args))
                 return self._unreached_none([next(results) if k else None for k in kept], absent)
+        _zero_fill(inputs, absent, tangent_meta)
         return self._unreached_none(call_compiled(self.backward_for(inputs), inputs), absent)
 
     def _unreached_none(self, results: list, absent: tuple[bool, ...]) -> list:
@@ -416,10 +434,10 @@ def _make_function(runner: TrainingRunner):
         @staticmethod
         @_once_differentiable
         def backward(ctx, *grads):
-            tangents = [grads[k].contiguous() if grads[k] is not None else torch.zeros(*meta[:1], dtype=meta[1],
-                                                                                      device=meta[2])
-                        for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
-            absent = tuple(grads[k] is None for k in sig.diff_outputs)
+            # an unreached output's tangent is None: the backward pruned for it does not take it
+            # (Note [unreached outputs]); run_backward makes zeros of it where a graph reads it
+            tangents = [None if grads[k] is None else grads[k].contiguous() for k in sig.diff_outputs]
+            absent = tuple(t is None for t in tangents)
             saved = ctx.saved_tensors
             if hasattr(ctx, "exposed"):
                 saved = _with_exposed(runner, ctx, list(saved), absent)
@@ -430,7 +448,7 @@ def _make_function(runner: TrainingRunner):
             # `inputs` holds the only ones: a boxed backward that takes the list over frees each
             # value after its last use, as eager's engine frees a node's saved tensors after it.
             ctx.maybe_clear_saved_tensors()
-            return scatter(runner.run_backward(inputs, absent))
+            return scatter(runner.run_backward(inputs, absent, ctx.diff_meta))
 
     return CompiledFunction
 
