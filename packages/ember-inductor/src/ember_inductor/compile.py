@@ -18,12 +18,12 @@ from ember_inductor.codegen.common import KernelSource, choose_backend, get_back
 from ember_inductor.diagram import fused_graph, to_dot, to_svg
 from ember_inductor.finalize import finalize
 from ember_inductor.horizontal import plan_combos
-from ember_inductor.inplace import plan_in_place, rewrite_spec
+from ember_inductor.inplace import confirm_takeovers, plan_in_place, rewrite_spec
 from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
-from ember_inductor.passes import bias_into_matmul, fold_permutes, transpose_matmul_outputs
+from ember_inductor.passes import bias_into_matmul, fold_permutes, scatter_into_sum, transpose_matmul_outputs
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
@@ -241,6 +241,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
             for ps in planned:
                 for a in ps.allocs:
                     a.alias = in_place.get(a.name)
+        specs = confirm_takeovers(planned, names, specs)
         sources = [get_backend(b).render(s, options) for s, b in zip(specs, kernel_backends)]
         # independent Triton kernels launched together (Note [horizontal fusion])
         backend_of, by_name = {s.name: b for s, b in zip(sources, kernel_backends)}, {s.name: s for s in sources}
@@ -292,7 +293,7 @@ def rewrite(gm: fx.GraphModule, options: InductorOptions, backend_name: str) -> 
     templates with their epilogues where they beat the library (Note [GEMM choice]).
     max_autotune has nothing to choose among on the C++ backend: it says so, once."""
     gm = transpose_matmul_outputs(fold_permutes(gm))
-    gm = bias_into_matmul(gm)
+    gm = scatter_into_sum(bias_into_matmul(gm))
     if options.shape_padding:
         gm = pad_matmul_shapes(gm)
     if options.max_autotune and backend_name == "triton":

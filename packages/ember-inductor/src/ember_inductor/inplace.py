@@ -79,6 +79,39 @@ def plan_in_place(lowered, planned: list[PlannedStep], specs: dict[int, KernelSp
     return found
 
 
+# Note [buffers taken over in place]
+#     A backward is mostly elementwise work on values that die where they are read: a gradient
+#     times a mask, two partial gradients summed. Taking a dead buffer's memory only after the
+#     kernel that reads it last (the planner's pool) keeps both alive during that kernel, and a
+#     backward's peak sits on such kernels (BERT: the tied embedding's two partial gradients
+#     and their sum, 3 x 89 MB). So the planner offers each buffer a kernel computes one that
+#     the same kernel reads for the last time, of the same sizes, strides, dtype and device
+#     (`Alloc.takeover`): kernel-written, or the result of an ATen functional op (new memory);
+#     never an input, an output, a view's base, or a buffer an extern read (its result may
+#     alias it). Once the kernel is rendered, the offer is kept only under the conditions of
+#     Note [mutated inputs written in place] (`_safe_in_kernel`: every load of the old buffer
+#     is at the new one's store index, before the store); the kernel then has the old buffer as
+#     one "inout" argument and the wrapper binds the new name to it. A refused offer allocates
+#     fresh memory.
+def confirm_takeovers(planned: list[PlannedStep], names: dict, specs: list[KernelSpec]) -> list[KernelSpec]:
+    """`specs` (in `planned` kernel order) with each confirmed takeover's kernel rewritten;
+    sets `Alloc.alias` for those, clears `Alloc.takeover` for the refused ones."""
+    position = {name: k for k, name in enumerate(s.name for s in specs)}
+    specs = list(specs)
+    for ps in planned:
+        if not isinstance(ps.step, KernelGroup):
+            continue
+        for a in ps.allocs:
+            if a.takeover is None:
+                continue
+            k = position[names[id(ps.step)]]
+            if a.alias is None and _safe_in_kernel(specs[k], a.name, a.takeover):
+                specs[k] = rewrite_spec(specs[k], {a.name: a.takeover})
+                a.alias = a.takeover
+            a.takeover = None
+    return specs
+
+
 def _safe_in_kernel(spec: KernelSpec, buf: str, inp: str) -> bool:
     stores = [k for k, o in enumerate(spec.ops) if o.kind == "store" and o.target == buf]
     if len(stores) != 1:

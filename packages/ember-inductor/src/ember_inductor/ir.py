@@ -227,6 +227,7 @@ class ExternCall:
     outputs: list = field(default_factory=list)  # ExternBuffers
     reason: str = ""
     fit: bool = True           # the wrapper checks its results' layout (LayoutPlan.fits_result)
+    in_place: bool = False     # its first operand is written and returned (planner.py, Note [an extern's operand written in place])
 
 
 @dataclass(eq=False)

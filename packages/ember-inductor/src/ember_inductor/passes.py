@@ -26,6 +26,18 @@ Note [bias in the matmul]
     becomes aten._unsafe_view of the addmm's result, as eager's linear does: the same storage,
     no view relation, no copy kernel. The planner never recycles an extern's result, so that
     storage is the output's alone.
+
+Note [scatter into a sum]
+    An embedding whose weight is also the output layer's (a language model's tied word
+    embeddings) gets two gradients that the backward adds: the output layer's matrix product,
+    and the embedding's backward, a scatter-add of rows into zeros. As three buffers of the
+    weight's size (the product, the zeros with the rows added, their sum) they were BERT-base's
+    backward peak (3 x 89 MB). `add(x, index_put(zeros, i, v, accumulate=True))` is
+    `index_put(x, i, v, accumulate=True)`: the rows are added straight into x, which the
+    wrapper then writes in place when nothing reads it afterwards (Note [an extern's operand
+    written in place] in planner.py): one buffer. The sums of a row are taken in another order
+    (x + v1 + v2 instead of x + (v1 + v2)), as any reassociation, and a -0.0 of x where no row
+    is added stays -0.0 (x + 0.0 gives +0.0).
 """
 from __future__ import annotations
 
@@ -43,6 +55,8 @@ _BROADCAST = ember_prims.PRIMS["broadcast_in_dim"].op
 # what a bias-added product may feed for the bias to go into the BLAS call: Note [bias in the matmul]
 _LIBRARY_USERS = frozenset({aten.mm.default, aten.bmm.default, aten.addmm.default})
 _RESHAPE = ember_prims.PRIMS["reshape"].op
+_INDEX_PUT = ember_prims.PRIMS["index_put"].op
+_FULL = ember_prims.PRIMS["full"].op
 _RESHAPES = frozenset(ember_prims.PRIMS[name].op for name in ("reshape", "squeeze", "permute"))
 
 
@@ -213,3 +227,46 @@ def _reshape_chain_to_unsafe_view(graph: fx.Graph, fused: fx.Node) -> None:
     last.replace_all_uses_with(flat)
     for r in reversed(chain):
         graph.erase_node(r)
+
+
+def _scatter_sum_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
+    """(x, index_put) if `add` is x + index_put(zeros, ..., accumulate=True) (Note [scatter into a sum])."""
+    if add.op != "call_function" or add.target is not _ADD or add.kwargs or len(add.args) != 2:
+        return None
+    for x, ip in (add.args, add.args[::-1]):
+        if not (isinstance(x, fx.Node) and isinstance(ip, fx.Node) and ip.op == "call_function"
+                and ip.target is _INDEX_PUT and len(ip.users) == 1 and ip.args[3] is True):
+            continue
+        zeros = ip.args[0]
+        if not (isinstance(zeros, fx.Node) and zeros.op == "call_function" and zeros.target is _FULL
+                and len(zeros.users) == 1 and zeros.args[1] == 0):
+            continue
+        vx, vi, vo = _val(x), _val(ip), _val(add)
+        if (vx is None or vi is None or vo is None or not (vx.dtype == vi.dtype == vo.dtype)
+                or vx.device != vi.device or not same_sizes(vx.shape, vo.shape)
+                or not same_sizes(vi.shape, vo.shape)):
+            continue
+        return x, ip
+    return None
+
+
+def scatter_into_sum(gm: fx.GraphModule) -> fx.GraphModule:
+    """See Note [scatter into a sum]. Returns `gm` itself when nothing matches."""
+    if not any(_scatter_sum_match(n) for n in gm.graph.nodes):
+        return gm
+    graph = _copy(gm)
+    for add in list(graph.nodes):
+        match = _scatter_sum_match(add)
+        if match is None:
+            continue
+        x, ip = match
+        zeros = ip.args[0]
+        with graph.inserting_before(add):
+            fused = graph.call_function(_INDEX_PUT, (x, *ip.args[1:]))
+        fused.meta = dict(add.meta)
+        add.replace_all_uses_with(fused)
+        graph.erase_node(add)
+        graph.erase_node(ip)
+        graph.erase_node(zeros)
+    graph.lint()
+    return fx.GraphModule(gm, graph)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ember_inductor.ir import Buffer, ExternCall, numel
+from ember_inductor.ir import Buffer, ExternCall, contiguous_strides, numel
 from ember_inductor.scheduler import KernelGroup
 from ember_inductor.sizes import is_static
 
@@ -25,6 +25,10 @@ class Alloc:
     device: torch.device
     reuse: str | None = None  # name of a dead buffer whose memory this one takes
     alias: str | None = None  # name of the input this buffer is (Note [mutated inputs written in place])
+    # a buffer read for the last time by this buffer's own kernel, whose memory this one may
+    # take over (Note [buffers taken over in place]); confirmed or dropped once the kernel is
+    # rendered (compile.py), then set as `alias`
+    takeover: str | None = None
 
 
 @dataclass
@@ -38,6 +42,51 @@ class PlannedStep:
 def extern_buffers(call: ExternCall) -> list[Buffer]:
     leaves = torch.utils._pytree.tree_leaves((call.args, call.kwargs))
     return [b for b in leaves if isinstance(b, Buffer)]
+
+
+# Note [an extern's operand written in place]
+#     An extern `index_put` (a scatter: the embedding's backward, max-pooling's) clones its first
+#     operand and writes into the clone. When that operand is this graph's own memory (a zero
+#     fill, or a matrix product after Note [scatter into a sum] in passes.py) that nothing reads
+#     afterwards, the clone only doubles the memory (BERT-base: 2 x 89 MB for the word
+#     embeddings' gradient), so the wrapper calls the prim's in-place form (`in_place_externs`)
+#     on the buffer itself. The operand must be kernel-written or an ATen functional op's result
+#     (not a view, an input, an output or another extern's operand), read by no later step, and
+#     laid out as the result (dense, row-major, at offset 0).
+def in_place_externs() -> dict:
+    from ember_prims.prims.indexing import index_put_into
+    return {torch.ops.ember_prims.index_put.default: index_put_into}
+
+
+def _may_write_in_place(call: ExternCall, i: int, owned: dict, last_use: dict, output_names: set,
+                        input_names: set, reads: list, steps: list) -> bool:
+    """owned: name -> buffer, for the buffers this graph's kernels write and the results of
+    ATen functional ops (new memory)."""
+    if not call.args or call.op not in in_place_externs() or len(call.outputs) != 1 or call.outputs[0] is None:
+        return False
+    a, out = call.args[0], call.outputs[0]
+    if not isinstance(a, Buffer) or a.is_view or a.name not in owned or a.name in output_names \
+            or a.name in input_names or last_use.get(a.name) != i:
+        return False
+    if [b.name for b in extern_buffers(call)].count(a.name) != 1 or any(
+            a.name in r for k, (st, r) in enumerate(zip(steps, reads)) if k != i and isinstance(st, ExternCall)):
+        return False
+    node = owned[a.name]
+    dense = tuple(contiguous_strides(node.sizes))
+    return (node.offset == 0 and tuple(node.strides) == dense and tuple(out.sizes) == tuple(node.sizes)
+            and tuple(out.strides) == dense and out.dtype == node.dtype and out.device == node.device)
+
+
+# ATen's functional ops return new memory (functionalization relies on it): their results may be
+# taken over; a prim's or an unknown callable's result might alias an operand.
+def _fresh_extern_outputs(steps: list) -> dict:
+    fresh = {}
+    for s in steps:
+        if isinstance(s, ExternCall) and isinstance(s.op, torch._ops.OpOverload) and s.op.namespace == "aten" \
+                and not any(r.alias_info is not None for r in s.op._schema.returns) \
+                and not s.op.is_view:
+            fresh.update({o.name: o for o in s.outputs if o is not None and not o.is_view})
+    return fresh
 
 
 def _nbytes(node) -> int:
@@ -61,22 +110,41 @@ def plan_buffers(steps: list, outputs: list, input_names: set) -> list[PlannedSt
     written = {n.name: n for s in steps if isinstance(s, KernelGroup) for n in s.nodes}
     seen_by_extern = {name for s, r in zip(steps, reads) if isinstance(s, ExternCall) for name in r}
 
+    fresh = _fresh_extern_outputs(steps)
+    owned = {**fresh, **{n: b for n, b in written.items() if not b.is_view}}
+    for i, s in enumerate(steps):
+        if isinstance(s, ExternCall):
+            s.in_place = _may_write_in_place(s, i, owned, last_use, output_names, input_names, reads, steps)
+    layout_of = {**{n: (tuple(b.sizes), tuple(b.strides), b.offset, b.dtype, b.device) for n, b in fresh.items()},
+                 **{n: (tuple(b.sizes), tuple(b.strides), b.offset, b.dtype, b.device) for n, b in written.items()
+                    if not b.is_view}}
+    taken: set = set()
     planned, pool = [], []
     for i, s in enumerate(steps):
         ps = PlannedStep(s)
         if isinstance(s, KernelGroup):
+            own = {n.name for n in s.nodes}
+            # Note [buffers taken over in place]: buffers this kernel reads for the last time
+            dying = sorted(n for n in reads[i] if last_use.get(n) == i and n not in own and n in layout_of
+                           and n not in output_names and n not in input_names and n not in seen_by_extern
+                           and n not in taken)
             for node in s.nodes:
                 if node.name in output_names or last_use.get(node.name, -1) > i:
                     ps.live_out.add(node.name)
                     reuse = None
-                    if node.name not in output_names:
+                    mine = (tuple(node.sizes), tuple(node.strides), 0, node.dtype, node.device)
+                    takeover = next((n for n in dying if layout_of[n] == mine and n not in taken
+                                     and is_static(numel(node.sizes)) and numel(node.sizes) > 1), None)
+                    if takeover is not None:
+                        taken.add(takeover)
+                    elif node.name not in output_names:
                         for k, (old, nbytes, dtype, device) in enumerate(pool):
                             if (nbytes, dtype, device) == (_nbytes(node), node.dtype, node.device):
                                 reuse = old
                                 del pool[k]
                                 break
                     ps.allocs.append(Alloc(node.name, tuple(node.sizes), tuple(node.strides), node.dtype,
-                                           node.device, reuse))
+                                           node.device, reuse, takeover=takeover))
         produced = ({n.name for n in s.nodes} if isinstance(s, KernelGroup)
                     else {o.name for o in s.outputs if o is not None})
         for name in sorted(reads[i] | produced):
@@ -86,7 +154,7 @@ def plan_buffers(steps: list, outputs: list, input_names: set) -> list[PlannedSt
                 continue  # kernel-local, never allocated
             ps.frees.append(name)
             node = written.get(name)
-            if node is not None and name not in seen_by_extern and _may_hold_bytes(node):
+            if node is not None and name not in seen_by_extern and name not in taken and _may_hold_bytes(node):
                 pool.append((name, _nbytes(node), node.dtype, node.device))
         planned.append(ps)
     # a freed buffer that a later one takes over is dropped at the takeover, not at its free

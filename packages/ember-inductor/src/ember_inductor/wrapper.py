@@ -22,6 +22,7 @@ import sympy
 import torch
 
 from ember_inductor.ir import Buffer, ExternCall, InputBuffer
+from ember_inductor.planner import in_place_externs
 from ember_inductor.scheduler import KernelGroup
 from ember_inductor.sizes import is_size_symbol, py_size, py_sizes, size_symbols
 
@@ -318,8 +319,11 @@ def relayout_input(t, sizes, strides):
 
 
 def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
-    op = w.const("op", call.op)
-    if isinstance(call.op, torch._ops.OpOverload) and hasattr(call.op, "_op"):
+    if call.in_place:  # Note [an extern's operand written in place] (planner.py)
+        op = w.const("op", in_place_externs()[call.op])
+    else:
+        op = w.const("op", call.op)
+    if not call.in_place and isinstance(call.op, torch._ops.OpOverload) and hasattr(call.op, "_op"):
         # OpOverload.__call__ is `return self._op(*args, **kwargs)`: calling the C++ entry
         # point skips a Python frame per extern call (~0.7 µs; a hundred per BERT call)
         op += "._op"
