@@ -100,9 +100,15 @@ def _index_put_check(a, indices, values):
 
 def _index_put_ref(a, indices, values, accumulate):
     _index_put_check(a, indices, values)
-    out = a.clone(memory_format=torch.contiguous_format)
+    return index_put_into(a.clone(memory_format=torch.contiguous_format), indices, values, accumulate)
+
+
+def index_put_into(out, indices, values, accumulate):
+    """`index_put` written into `out` itself (contiguous; the values checked by the caller) and
+    returned: what a compiler calls when `out` is its own buffer that nothing reads afterwards
+    (Note [an extern's operand written in place] in ember_inductor/planner.py)."""
     dim = _one_index_dim(indices)
-    if accumulate and dim is not None and a.is_cuda and not torch.are_deterministic_algorithms_enabled():
+    if accumulate and dim is not None and out.is_cuda and not torch.are_deterministic_algorithms_enabled():
         # Note [accumulating index_put as index_add]: one 1-D index at one dim (the embedding's
         # backward, a scatter-add of rows) is `index_add_`: one atomic-add kernel on CUDA where
         # `index_put_(accumulate=True)` sorts the indices (~0.7 ms of host time and a sort per
@@ -111,7 +117,7 @@ def _index_put_ref(a, indices, values, accumulate):
         # CUDA only: ATen's CPU `index_add_` on rows dispatches one add per index (32 rows of 64:
         # 0.3-9 ms against 11 us for index_put_; a tiny BERT's training step spent 60 % in it).
         return out.index_add_(dim, indices[dim], values)
-    out.index_put_(_explicit_indices(a, indices), values, accumulate=accumulate)
+    out.index_put_(_explicit_indices(out, indices), values, accumulate=accumulate)
     return out
 
 
