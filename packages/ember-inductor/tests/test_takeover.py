@@ -100,3 +100,15 @@ def test_an_index_put_into_its_own_zero_fill_is_written_in_place(options):
     cg = compiled(build, examples, options)
     assert any(c is fn for fn in in_place_externs().values() for c in cg._fn.__globals__.values())
     check(cg, build, examples)
+
+
+def test_a_product_returned_through_reshapes_is_not_copied(options):
+    """A language model's logits without a bias (GPT-2's lm_head): the product's own buffer,
+    viewed (aten._unsafe_view), not a copy kernel into a second buffer of its size."""
+    def build(b, x, w):
+        flat = b.call(P.reshape.default, x, [16, 4])
+        return [b.call(P.reshape.default, b.call(aten.mm.default, flat, w), [2, 8, 10])]
+    examples = [torch.randn(2, 8, 4), torch.randn(4, 10)]
+    cg = compiled(build, examples, options)
+    assert not cg.kernels and "_unsafe_view" in cg.source
+    check(cg, build, examples)

@@ -23,7 +23,9 @@ from ember_inductor.kernel_analysis import narrow_indices
 from ember_inductor.ir import InputBuffer
 from ember_inductor.layout import plan_layouts
 from ember_inductor.lowering import lower_graph
-from ember_inductor.passes import bias_into_matmul, fold_permutes, scatter_into_sum, transpose_matmul_outputs
+from ember_inductor.passes import (
+    bias_into_matmul, fold_permutes, products_viewed_out, scatter_into_sum, transpose_matmul_outputs,
+)
 from ember_inductor.options import InductorOptions
 from ember_inductor.planner import plan_buffers
 from ember_inductor.scheduler import KernelGroup, fuse
@@ -293,7 +295,7 @@ def rewrite(gm: fx.GraphModule, options: InductorOptions, backend_name: str) -> 
     templates with their epilogues where they beat the library (Note [GEMM choice]).
     max_autotune has nothing to choose among on the C++ backend: it says so, once."""
     gm = transpose_matmul_outputs(fold_permutes(gm))
-    gm = scatter_into_sum(bias_into_matmul(gm))
+    gm = scatter_into_sum(products_viewed_out(bias_into_matmul(gm)))
     if options.shape_padding:
         gm = pad_matmul_shapes(gm)
     if options.max_autotune and backend_name == "triton":

@@ -229,6 +229,36 @@ def _reshape_chain_to_unsafe_view(graph: fx.Graph, fused: fx.Node) -> None:
         graph.erase_node(r)
 
 
+def _product_viewed_out(n: fx.Node) -> bool:
+    """`n` is a matrix product whose only use is a chain of reshapes into the graph's output."""
+    if n.op != "call_function" or n.target not in _LIBRARY_USERS:
+        return False
+    while len(n.users) == 1:
+        (u,) = n.users
+        if u.op == "output":
+            return n.target is _RESHAPE
+        if u.op != "call_function" or u.target is not _RESHAPE or u.args[0] is not n:
+            return False
+        n = u
+    return False
+
+
+def products_viewed_out(gm: fx.GraphModule) -> fx.GraphModule:
+    """Note [bias in the matmul], its last paragraph, for every matrix product: a product
+    returned through reshapes (a language model's logits without a bias: GPT-2's lm_head,
+    4 x 512 x 50257 floats) is returned as aten._unsafe_view of the library's result, not
+    copied into an output buffer (a second 411 MB buffer and a pass over it). Returns `gm`
+    itself when nothing matches."""
+    if not any(_product_viewed_out(n) for n in gm.graph.nodes):
+        return gm
+    graph = _copy(gm)
+    for n in list(graph.nodes):
+        if _product_viewed_out(n):
+            _reshape_chain_to_unsafe_view(graph, n)
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
 def _scatter_sum_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
     """(x, index_put) if `add` is x + index_put(zeros, ..., accumulate=True) (Note [scatter into a sum])."""
     if add.op != "call_function" or add.target is not _ADD or add.kwargs or len(add.args) != 2:
