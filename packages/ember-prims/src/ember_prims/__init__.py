@@ -16,6 +16,7 @@ from ember_prims.decomps.creation import RANDOM_OPS
 from ember_prims.decomps.linalg import extra_decompositions
 from ember_prims.decomposer import Decomposer
 from ember_prims.decompose import SpecError, UndecomposedOpError, decompose, is_metadata_query, verify
+from ember_prims.attention import with_fused_attention
 
 import torch as _torch
 
@@ -23,4 +24,4 @@ ops = _torch.ops.ember_prims
 
 __all__ = ["__version__", "ops", "PRIMS", "PrimInfo", "EXTERN_OPS", "CATEGORIES", "is_prim", "table", "RANDOM_OPS",
            "register", "Decomposer", "decompose", "verify", "SpecError", "UndecomposedOpError", "is_metadata_query",
-           "extra_decompositions"]
+           "extra_decompositions", "with_fused_attention"]

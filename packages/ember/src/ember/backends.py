@@ -227,8 +227,10 @@ class AotComposition:
         bw_compiler = lambda g, ex: compile_graph(bw, g, ex, "backward")  # noqa: E731
         if self.cudagraphs is not None:  # outside the fallback: what it falls back to replays too
             fw_compiler, bw_compiler = self.cudagraphs(gm, example_inputs, fw_compiler, bw_compiler)
+        # Note [attention kernel choice under fake tensors] (ember_prims/attention.py)
+        traced = ember_prims.with_fused_attention(gm) if self.decompositions else gm
         compiled = ember_autograd.aot(
-            gm, example_inputs,
+            traced, example_inputs,
             fw_compiler=fw_compiler,
             bw_compiler=bw_compiler,
             decompositions=self.decompositions() if self.decompositions else None,

@@ -3,8 +3,8 @@ contract every decomposition keeps)."""
 from __future__ import annotations
 
 from ember_prims.decomps import (  # noqa: F401  (each module fills the table)
-    activations, attention, creation, elementwise, foreach, indexing, linalg, losses, norms, pooling,
-    reductions, views,
+    activations, creation, elementwise, foreach, indexing, linalg, losses, norms, pooling, reductions,
+    views,
 )
 from ember_prims.decomps._registry import _TABLE, register
 
