@@ -53,22 +53,25 @@ def test_backward_peak_memory_is_eagers():
     model = _mlp("cuda", width=1024, depth=8)
     compiled = ember.compile(model)
     x = torch.randn(4096, 1024, device="cuda")
-
-    def backward_peak(fn):
-        for _ in range(2):  # warm up (compile, cuBLAS workspaces)
-            model.zero_grad(set_to_none=True)
-            fn(x).square().mean().backward()
-        model.zero_grad(set_to_none=True)
-        loss = fn(x).square().mean()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        loss.backward()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - before) / 2**20
-
-    eager, ember_peak = backward_peak(model), backward_peak(compiled)
+    loss = lambda fn: fn(x).square().mean()  # noqa: E731
+    eager, ember_peak = _backward_peak(model, model, loss), _backward_peak(model, compiled, loss)
     assert ember_peak <= eager + 8, (ember_peak, eager)
+
+
+def _backward_peak(model, fn, loss_of) -> float:
+    """MiB allocated above the backward's start, at its peak, after two warm-up steps
+    (compile, cuBLAS workspaces)."""
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        loss_of(fn).backward()
+    model.zero_grad(set_to_none=True)
+    loss = loss_of(fn)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    loss.backward()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
 class _TwoHeads(torch.nn.Module):
@@ -92,21 +95,8 @@ def test_backward_peak_memory_is_eagers_with_an_unreached_output():
     model = _TwoHeads(_mlp("cuda", width=1024, depth=8), 1024).cuda()
     compiled = ember.compile(model)
     x = torch.randn(4096, 1024, device="cuda")
-
-    def backward_peak(fn):
-        for _ in range(2):
-            model.zero_grad(set_to_none=True)
-            fn(x)[0].square().mean().backward()
-        model.zero_grad(set_to_none=True)
-        loss = fn(x)[0].square().mean()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        loss.backward()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - before) / 2**20
-
-    eager, ember_peak = backward_peak(model), backward_peak(compiled)
+    loss = lambda fn: fn(x)[0].square().mean()  # noqa: E731
+    eager, ember_peak = _backward_peak(model, model, loss), _backward_peak(model, compiled, loss)
     assert ember_peak <= eager + 8, (ember_peak, eager)
     model.zero_grad(set_to_none=True)
     compiled(x)[0].square().mean().backward()
