@@ -4,6 +4,7 @@ and no warning, or a crash where eager returns."""
 from __future__ import annotations
 
 import copy
+import enum
 import math
 import warnings
 
@@ -755,3 +756,24 @@ def test_raising_an_exception_object_from_the_arguments():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert_same(fn(torch.ones(1), err), f(torch.ones(1), err))
+
+
+# -- third round ---------------------------------------------------------------------------------
+class _Mode(enum.Enum):
+    A = "a"
+    B = "b"
+
+
+_MISSING = object()
+
+
+def test_identity_of_real_objects_is_guarded():
+    """Note [Identity of real objects]: `m is Mode.A`, `m == Mode.A` (object.__eq__), `m in (...)`
+    and a dict lookup keyed by an enum argument, and `d is _MISSING` for a sentinel default,
+    were decided on the first call's object with only its type guarded: Mode.B took Mode.A's
+    branch."""
+    def f(x, m, d=_MISSING):
+        return x * 2, [m is _Mode.A, m == _Mode.A, m in (_Mode.A,), {_Mode.A: 1, _Mode.B: 2}[m], d is _MISSING]
+
+    check(f, (torch.ones(2), _Mode.A), (torch.ones(2), _Mode.B), (torch.ones(2), _Mode.B, object()),
+          (torch.ones(2), _Mode.A))

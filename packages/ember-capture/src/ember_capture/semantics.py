@@ -83,7 +83,14 @@ def _obj_const(v: ObjVar, what):
     if is_data_object(v.value):
         raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
                           "which can change between calls")
+    pin_identity(v)
     return v.value
+
+
+def pin_identity(v: Var) -> None:
+    """Guard that ``v``'s source is the object the trace saw (Note [Identity of real objects])."""
+    if isinstance(v, ObjVar) and v.pin is not None:
+        v.pin()
 
 
 @CONST_VALUE.rule(TensorVar)
@@ -652,8 +659,15 @@ UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a
 
 
 def is_same(a: Var, b: Var) -> bool:
-    """``a is b`` on symbolic values."""
-    return a is b or IDENTITY.lookup(type(a))(a) is IDENTITY.lookup(type(b))(b)
+    """``a is b`` on symbolic values. Two real objects of one type are told apart by their
+    identity, which is then guarded (Note [Identity of real objects])."""
+    if a is b:
+        return True
+    left, right = IDENTITY.lookup(type(a))(a), IDENTITY.lookup(type(b))(b)
+    if type(left) is type(right) and not isinstance(left, Var):
+        pin_identity(a)
+        pin_identity(b)
+    return left is right
 
 
 # The object that ``is`` compares: a real object's own, a tensor's identity (shared by the
