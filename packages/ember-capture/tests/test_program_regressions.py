@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import functools
 import math
 import warnings
 
@@ -777,3 +778,30 @@ def test_identity_of_real_objects_is_guarded():
 
     check(f, (torch.ones(2), _Mode.A), (torch.ones(2), _Mode.B), (torch.ones(2), _Mode.B, object()),
           (torch.ones(2), _Mode.A))
+
+
+def test_lru_cache_helper_runs_again_after_cache_clear():
+    """Note [lru_cache]: the cached result was baked into the entry, so after `cache_clear()`
+    the helper's side effects (and a new result) never happened again as they do in eager."""
+    def make():
+        calls = []
+
+        @functools.lru_cache(maxsize=None)
+        def table(n):
+            calls.append(n)
+            return [v * len(calls) for v in range(n)]
+
+        def f(x, n):
+            return x * sum(table(n)), table.cache_info().currsize
+        return f, table, calls
+
+    (fe, te, ce), (fc, tc, cc) = make(), make()
+    fn, _ = _captured(fc)
+    for i, n in enumerate((3, 3, 3, 4, 3)):
+        if i in (2, 4):
+            te.cache_clear()
+            tc.cache_clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(2), n), fe(torch.ones(2), n))
+        assert cc == ce

@@ -20,9 +20,13 @@ Hugging Face T5, BART, Marian and Whisper deep-copy their config in ``forward``
 Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper with constant arguments calls
 the wrapper at trace time and uses its result: on a miss the function runs once, its side
 effects (a log, a counter) happen once as eager's first call with that key does, and later calls
-with the same (guarded) arguments hit the cache in eager and run nothing in the compiled code;
-a mutable result (a list, a tensor) is the cached object itself, held by reference and guarded,
-so that mutating it is seen as eager sees it. A call with other arguments (a tensor, an object)
+with the same (guarded) arguments hit the cache in eager and run nothing in the compiled code.
+That holds while the keys stay cached: the entry guards the cache's count of misses (a
+`cache_clear()` resets it, and a key is only inserted or evicted on a miss), so after a clear or
+another key's miss it recompiles, and the call at trace time runs the function again where eager
+would. A mutable result (a list, a tensor) is the cached object itself, held by reference and
+guarded, so that mutating it is seen as eager sees it. `cache_info().hits` is not eager's (the
+trace's calls are counted). A call with other arguments (a tensor, an object)
 calls the wrapped function (``__wrapped__``, read through the wrapper and guarded), as
 torch.compile does: the cache would miss on a new tensor's identity anyway. A function
 marked constant (the ``_dynamo_marked_constant`` attribute of torch's assume-constant-result decorator, which
@@ -208,10 +212,31 @@ def call_lru_cached(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
             result = wrapper(*values, **named)
         except Exception as e:
             raise Unsupported("trace_error", f"{wrapper.__qualname__} raised {type(e).__name__}: {e}") from None
+        _guard_cache_unchanged(tr, fn)
         return ConstVar(result) if _immutable_constant(result) else wrap(tr, result, None)
     src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
     inner = wrap(tr, wrapper.__wrapped__, f"{src}.__wrapped__")
     return call(fr, inner, args, kwargs)
+
+
+def _guard_cache_unchanged(tr, fn: ObjVar) -> None:
+    """Guard that the cache has missed no call since the trace's last call through it: a
+    `cache_clear()` resets the count, and only a miss inserts (and evicts) a key, so the keys
+    the trace found are still cached and the function would not run (Note [lru_cache])."""
+    wrapper = fn.value
+    misses = tr.lru_misses.get(id(wrapper))
+    if misses is None:
+        misses = tr.lru_misses[id(wrapper)] = [0]
+        src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
+        tr.guards.add(f"{src}.cache_info()", f"X.misses == {tr.ns.ref(misses)}[0]",
+                      f"{wrapper.__qualname__}'s cache has missed no call since the trace")
+    misses[0] = wrapper.cache_info().misses
+
+
+def _immutable_constant(value) -> bool:
+    if isinstance(value, tuple) and type(value) is tuple:
+        return all(_immutable_constant(v) for v in value)
+    return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
 def _constant_arguments(args, kwargs):
@@ -223,12 +248,6 @@ def _constant_arguments(args, kwargs):
         return ([S.concrete_value(a) for a in args], {k: S.concrete_value(v) for k, v in kwargs.items()})
     except Unsupported:
         return None
-
-
-def _immutable_constant(value) -> bool:
-    if isinstance(value, tuple) and type(value) is tuple:
-        return all(_immutable_constant(v) for v in value)
-    return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
 @call_rule(is_marked_constant)
