@@ -13,6 +13,7 @@ import torch
 
 import ember_capture
 from capture_helpers import Recorder, assert_same, check
+from ember_capture import CaptureConfig
 
 
 def _captured(fn):
@@ -805,3 +806,29 @@ def test_lru_cache_helper_runs_again_after_cache_clear():
             warnings.simplefilter("ignore")
             assert_same(fn(torch.ones(2), n), fe(torch.ones(2), n))
         assert cc == ce
+
+
+def test_symbolic_sizes_rounded_formatted_and_reduced_as_python_does():
+    """With dynamic sizes: `round(n, -2)` came back as n (torch's SymInt.__round__ ignores
+    ndigits); `"%s" % (n, m)` printed the symbol's name `s1`; and `(2**(10*n) + m) % 1000` was
+    rebuilt from sympy's simplification, which dropped the power (Note [untrusted size
+    expressions])."""
+    def f(x):
+        n = x.shape[0]
+        huge = (n << 70) // 3 + 2 ** (n * 10)
+        return x * 2, round(n * 100 + 50, -2), "%d-%s" % (n, x.shape[1]), huge % 1000, huge
+
+    check(f, torch.ones(2, 3), torch.ones(7, 5), torch.ones(9, 4), config=CaptureConfig(dynamic=True))
+
+
+def test_size_compared_with_a_float_is_guarded_exactly():
+    """`n * 0.1 < 0.3000000000000001` was guarded as sympy solved and printed it, to 15 digits
+    (`s0 >= 3.0`): n = 3 (0.30000000000000004, below the bound) passed the guard of n = 4 and
+    took its branch. Such a condition is guarded by the sizes' values."""
+    def f(x):
+        n = x.shape[0]
+        if n * 0.1 < 0.3000000000000001:
+            return x + 1, n * 0.1 <= 0.30000000000000004
+        return x - 1, n * 0.1 <= 0.30000000000000004
+
+    check(f, torch.ones(4), torch.ones(3), torch.ones(5), torch.ones(3), config=CaptureConfig(dynamic=True))

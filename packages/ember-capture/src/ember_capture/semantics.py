@@ -526,6 +526,8 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
 def _binary_values(fn, a: Var, b: Var) -> Var:
     try:
         left, right = const_value(a), const_value(b)
+        if isinstance(left, (str, bytes)):  # "%s" % (n, m): the sizes' values, as _const_binary formats them
+            right = concrete(right)
         for value in (left, right):
             user = user_dunder(value, _operator_dunders(fn))
             if user is not None:
@@ -692,7 +694,7 @@ def truthy(fr, v: Var) -> bool:
 
 @TRUTH.rule(ConstVar)
 def _const_truth(fr, v: ConstVar):
-    return bool(v.value)
+    return bool(concrete(v.value))
 
 
 @TRUTH.rule(TensorVar)
