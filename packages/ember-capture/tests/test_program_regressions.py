@@ -832,3 +832,34 @@ def test_size_compared_with_a_float_is_guarded_exactly():
         return x - 1, n * 0.1 <= 0.30000000000000004
 
     check(f, torch.ones(4), torch.ones(3), torch.ones(5), torch.ones(3), config=CaptureConfig(dynamic=True))
+
+
+G_VIA_GLOBALS = 0
+
+
+def test_frame_introspection_answers_for_the_users_frame():
+    """Note [Frame introspection]: `globals()` (and `locals()`, `vars()`, `dir()`) ran natively at a
+    graph break, in ember's entry function: the write went into ember's namespace and the next
+    line's global read raised NameError; `locals()` listed the entry's variables."""
+    def f(x, k):
+        g = globals()
+        g["G_VIA_GLOBALS"] = g.get("G_VIA_GLOBALS", 0) + k
+        return x * G_VIA_GLOBALS, "G_VIA_GLOBALS" in g
+
+    def h(x, k):
+        a = k * 2
+        loc = locals()
+        v = vars()
+        b = a + 1
+        return x * len(loc), sorted(loc), dir(), list(v), b
+
+    global G_VIA_GLOBALS
+    for fn in (f, h):
+        captured, _ = _captured(fn)
+        for k in (1, 2, 3):
+            G_VIA_GLOBALS = 0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                actual = captured(torch.ones(2), k)
+            G_VIA_GLOBALS = 0
+            assert_same(actual, fn(torch.ones(2), k))

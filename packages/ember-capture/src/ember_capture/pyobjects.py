@@ -50,7 +50,9 @@ from .builtins_table import builtin
 from .calls import PURE_MODULES, call, call_rule, inline
 from .library import inlinable_file
 from .config import Unsupported
-from .variables import ConstVar, DictVar, ListVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar, Var
+from .frame import VERSION
+from .resume import STACK_PREFIX
+from .variables import ConstVar, DictVar, ListVar, NewObjVar, NullVar, ObjVar, SetVar, TensorVar, TupleVar, Var
 
 # Values that deepcopy returns as they are, or as an equal immutable value (copy's
 # _deepcopy_atomic table; torch's dtypes, devices, layouts and memory formats reduce to
@@ -159,10 +161,55 @@ def _log_api_usage_once(fr, args, kwargs):
     return ConstVar(None)
 
 
+# Note [Frame introspection]: `globals()`, `locals()`, `vars()` and `dir()` without an argument
+# answer for the frame that calls them. Run natively at a graph break they would answer for
+# ember's entry function instead (its namespace, its locals), so they are modelled: `globals()`
+# is the traced frame's module dict, a real object (what the code does with it runs natively,
+# at a break, on that dict); `locals()` and `vars()` a dict of the frame's bound variables (its
+# cells' contents too) in the order CPython lists them, `dir()` their sorted names. Before 3.13
+# that dict is the frame's own, refreshed by each call (`loc = locals()` sees later locals after
+# the next call): modelled as one dict per frame, and a frame that made it does not split at a
+# graph break (the resume function's dict would be another one): it runs eagerly.
+@builtin(globals)
+def _globals(fr, args, kwargs):
+    return ObjVar(fr.globals, fr.tr.globals_ref(fr.globals))
+
+
+def _frame_locals(fr) -> DictVar:
+    d = getattr(fr, "locals_dict", None)
+    if d is None or VERSION >= (3, 13):
+        d = DictVar({})
+        fr.locals_dict = d
+    code = fr.code
+    for name in code.co_varnames + code.co_cellvars + code.co_freevars:
+        if name.startswith(STACK_PREFIX):
+            continue
+        value = fr.cells[name].contents if name in fr.cells else fr.locals.get(name)
+        if value is not None and not isinstance(value, NullVar):
+            d.items[name] = value
+        else:
+            d.items.pop(name, None)
+    return d
+
+
+@builtin(locals)
+def _locals(fr, args, kwargs):
+    return _frame_locals(fr)
+
+
+@builtin(dir)
+def _dir(fr, args, kwargs):
+    if args or kwargs:
+        raise Unsupported("unsupported_call", "dir() of an object")
+    return ListVar([ConstVar(k) for k in sorted(_frame_locals(fr).items)])
+
+
 @builtin(vars)
 def _vars(fr, args, kwargs):
+    if not args and not kwargs:
+        return _frame_locals(fr)
     if len(args) != 1:
-        raise Unsupported("unsupported_call", "vars() without an argument")
+        raise Unsupported("unsupported_call", "vars() with more than one argument")
     return S.getattr_var(fr, args[0], "__dict__")
 
 
