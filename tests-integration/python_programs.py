@@ -5271,3 +5271,318 @@ def p_classmethod_registry_counter():
             x = layer(x)
         return x, Layer.made
     return P(f, lambda i: (t(2), [1, 2, 3][: i + 1]), state=lambda: Layer.made)
+
+
+def p_error_messages_of_builtins():
+    def f(x, k):
+        out = []
+        for thunk in (lambda: [1, 2][k], lambda: {"a": 1}[str(k)], lambda: 10 // (k - 1), lambda: 1.0 / (k - 1),
+                      lambda: 10 % (k - 1), lambda: int("x" * k), lambda: (1, "a")[k] < 2, lambda: None.attr,
+                      lambda: [].pop(), lambda: {}.popitem(), lambda: [1, 2].index(k), lambda: float("nan") < k < "s"):
+            try:
+                out.append(thunk())
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        return x * len(out), out
+    return P(f, lambda i: (t(2), [0, 1, 2, 5][i]))
+
+
+def p_tuple_item_augassign_gotcha():
+    def f(x, k):
+        tup = ([1], x)
+        try:
+            tup[0] += [k]
+        except TypeError as e:
+            msg = str(e)
+        a = b = []
+        a.append(k)
+        return x * len(tup[0]), tup[0], msg, b
+    return P(f, lambda i: (t(2), i))
+
+
+def p_dict_changed_during_iteration():
+    def f(x, d):
+        try:
+            for k in d:
+                if k == "a":
+                    d["new" + k] = 1
+        except RuntimeError as e:
+            err = str(e)
+        else:
+            err = None
+        lst = [1, 2, 3]
+        for v in lst:
+            if v < 3 and len(lst) < 6:
+                lst.append(v + 10)
+        return x * len(d), err, lst, sorted(d)
+    return P(f, lambda i: (t(2), [{"a": 1, "b": 2}, {"b": 1}, {"a": 0}, {}][i]))
+
+
+def p_property_attributeerror_falls_to_getattr():
+    class C:
+        def __init__(self, ok):
+            self.ok = ok
+        @property
+        def value(self):
+            if not self.ok:
+                raise AttributeError("no value")
+            return 5
+        def __getattr__(self, name):
+            return f"fallback:{name}"
+    objs = [C(True)]
+    def f(x):
+        v = objs[0].value
+        return (x * v if isinstance(v, int) else x), v
+    def mutate(i):
+        objs[0].ok = i % 2 == 1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_eq_notimplemented_and_radd():
+    class Money:
+        def __init__(self, v):
+            self.v = v
+        def __eq__(self, other):
+            if not isinstance(other, Money):
+                return NotImplemented
+            return self.v == other.v
+        __hash__ = None
+        def __radd__(self, other):
+            return Money(other + self.v) if isinstance(other, int) else NotImplemented
+        def __add__(self, other):
+            return Money(self.v + (other.v if isinstance(other, Money) else other))
+    def f(x, vals):
+        ms = [Money(v) for v in vals]
+        total = sum(ms)
+        return x * total.v, ms[0] == Money(vals[0]), ms[0] == vals[0], ms[0] != "s", (ms[0] + 1).v
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][: i + 1]))
+
+
+def p_user_object_protocols_from_inputs():
+    class Bag:
+        def __init__(self, items):
+            self.items = list(items)
+        def __len__(self):
+            return len(self.items)
+        def __contains__(self, v):
+            return v in self.items
+        def __iter__(self):
+            return iter(self.items)
+        def __getitem__(self, i):
+            return self.items[i]
+        def __bool__(self):
+            return bool(self.items) and self.items[0] != 0
+    class Idx:
+        def __init__(self, i):
+            self.i = i
+        def __index__(self):
+            return self.i
+    bag = Bag([1, 2])
+    def f(x, k):
+        lst = [10, 20, 30, 40]
+        return (x * len(bag), 2 in bag, list(bag), bag[-1], lst[Idx(k)], lst[Idx(0):Idx(k)],
+                "truthy" if bag else "falsy", sum(bag))
+    def mutate(i):
+        bag.items = [[0, 5], [3, 4, 5], []][i]
+    return P(f, lambda i: (t(2), i % 3), mutate)
+
+
+def p_function_attributes_read():
+    def helper(a, b=2, *, c=3):
+        "doc"
+        return a
+    def f(x):
+        return (x * helper.__code__.co_argcount, helper.__name__, helper.__defaults__, helper.__kwdefaults__,
+                helper.__doc__, type(x).__name__, x.__class__.__name__, f.__qualname__.split(".")[-1])
+    def mutate(i):
+        helper.__defaults__ = ((5,), (6,), None)[i]
+        helper.__doc__ = f"doc{i}"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_init_subclass_and_class_registry():
+    registry = {}
+    class Base:
+        def __init_subclass__(cls, key=None, **kw):
+            super().__init_subclass__(**kw)
+            registry[key or cls.__name__] = cls
+        def run(self, x):
+            return x
+    class Double(Base, key="double"):
+        def run(self, x):
+            return x * 2
+    def f(x, key):
+        cls = registry.get(key, Base)
+        return cls().run(x), sorted(registry)
+    def mutate(i):
+        if i == 0:
+            class Neg(Base, key="neg"):
+                def run(self, x):
+                    return -x
+    return P(f, lambda i: (t(2), ["double", "neg", "none", "neg"][i]), mutate)
+
+
+def p_super_in_classmethod_and_staticmethod():
+    class A:
+        scale = 2
+        @classmethod
+        def make(cls, v):
+            return v * cls.scale
+    class B(A):
+        scale = 3
+        @classmethod
+        def make(cls, v):
+            return super().make(v) + 1
+        @staticmethod
+        def helper(v):
+            return v - 1
+    def f(x, v):
+        return x * B.make(v), A.make(v), B.helper(v), B().make(v)
+    def mutate(i):
+        A.scale = i + 5
+    return P(f, lambda i: (t(2), i + 1), mutate)
+
+
+def p_list_remove_del_slices_steps():
+    def f(x, n):
+        lst = list(range(10))
+        del lst[::3]
+        lst[1:3] = []
+        lst[::2] = [0] * len(lst[::2])
+        del lst[-n:]
+        try:
+            lst[::2] = [1]
+        except ValueError as e:
+            err = str(e)
+        return x * len(lst), lst, err
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_nested_data_structure_updates():
+    def f(x, cfg):
+        layers = cfg.setdefault("layers", [])
+        layers.append({"w": x.shape[0]})
+        cfg["count"] = cfg.get("count", 0) + 1
+        total = sum(l["w"] for l in cfg["layers"])
+        return x * total, cfg
+    return P(f, lambda i: (t(i + 1), {} if i % 2 else {"layers": [{"w": 9}], "count": 5}))
+
+
+def p_int_enum_str_enum_args():
+    class Lvl(enum.IntEnum):
+        LOW = 1
+        HIGH = 3
+    class Name(str, enum.Enum):
+        A = "a"
+        B = "b"
+    def f(x, lvl, name):
+        y = x * lvl
+        key = name + "_k" if isinstance(name, str) else None
+        return y, int(lvl), lvl.name, key, name.value, name == "a", lvl == 3, {name: 1}
+    vals = [(Lvl.LOW, Name.A), (Lvl.HIGH, Name.B), (Lvl.HIGH, Name.A), (Lvl.LOW, Name.B)]
+    return P(f, lambda i: (t(2),) + vals[i])
+
+
+def p_rng_objects_around_breaks():
+    rng = random.Random(5)
+    def f(x):
+        a = rng.random()
+        if x.sum() > 0:
+            x = x + 1
+        b = rng.randint(0, 9)
+        print("draw", b)
+        c = random.random()
+        return x * a + b, a, b, c
+    return P(f, lambda i: (t(3),), state=lambda: rng.getstate(), calls=5)
+
+
+def p_generator_expression_binding_time():
+    vals = [1, 2]
+    def make(x, extra):
+        return (x * v + w for v in vals for w in extra)
+    def f(x, extra):
+        g = make(x, extra)
+        vals.append(10)
+        extra.append(100)
+        out = list(g)
+        vals.pop()
+        return out, list(extra)
+    return P(f, lambda i: (t(2), [0, 1][: i % 2 + 1]), state=lambda: list(vals))
+
+
+def p_globals_dict_written():
+    def f(x, k):
+        g = globals()
+        g["G_R3_VIA"] = g.get("G_R3_VIA", 0) + k
+        return x * G_R3_VIA, "G_R3_VIA" in g
+    def state():
+        return globals().get("G_R3_VIA")
+    return P(f, lambda i: (t(2), i + 1), state=state)
+
+
+def p_tensor_python_attribute():
+    def f(x):
+        tag = getattr(x, "tag", None)
+        if tag is None:
+            return x, False
+        return x * tag, hasattr(x, "tag")
+    def inputs(i):
+        x = t(2)
+        if i % 2:
+            x.tag = i + 1
+        return (x,)
+    return P(f, inputs)
+
+
+def p_unpack_tensor_rows_and_star_cat():
+    def f(x, xs):
+        a, b = x
+        first, *rest = xs
+        return torch.cat([*xs, a[None]]), a - b, first * len(rest), torch.stack([*rest, first]) if rest else first
+    return P(f, lambda i: (t(2, 3), [t(1, 3) for _ in range(i + 1)]))
+
+
+def p_module_cached_property_and_class_change():
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+        @functools.cached_property
+        def factor(self):
+            return 3.0
+        def forward(self, x):
+            return self.lin(x) * self.factor
+    class Other(Head):
+        def forward(self, x):
+            return -super().forward(x)
+    m = Head()
+    def mutate(i):
+        if i == 0:
+            m.factor = 0.5
+        elif i == 1:
+            m.__class__ = Other
+        elif i == 2:
+            del m.__dict__["factor"]
+    return P(m, lambda i: (t(1, 2),), mutate, calls=5)
+
+
+def p_defaults_written_inside():
+    def helper(x, k=1):
+        return x * k
+    def f(x, k):
+        helper.__defaults__ = (k,)
+        a = helper(x)
+        return a, helper.__defaults__
+    return P(f, lambda i: (t(2), i + 2), state=lambda: helper.__defaults__)
+
+
+def p_kwargs_dict_mutated_after_unpack():
+    def g(x, **kw):
+        kw["seen"] = True
+        return x * kw.get("k", 1), sorted(kw)
+    def f(x, opts):
+        r = g(x, **opts)
+        opts["k"] = opts.get("k", 0) + 1
+        r2 = g(x, **opts, extra=1)
+        return r, r2, dict(zip(["a", "b", "a"], [1, 2, 3]))
+    return P(f, lambda i: (t(2), [{}, {"k": 2}, {"k": -1, "z": 0}, {}][i]))
