@@ -863,3 +863,44 @@ def test_frame_introspection_answers_for_the_users_frame():
                 actual = captured(torch.ones(2), k)
             G_VIA_GLOBALS = 0
             assert_same(actual, fn(torch.ones(2), k))
+
+
+def test_python_attribute_of_an_input_tensor_is_read_and_guarded():
+    """`getattr(x, "tag", None)` on an input tensor was answered by its fake tensor (no such
+    attribute, unguarded): a later tensor carrying `tag` took the first call's branch."""
+    def f(x):
+        tag = getattr(x, "tag", None)
+        return (x if tag is None else x * tag), hasattr(x, "tag")
+
+    fn, _ = _captured(f)
+    for tag in (None, 5, 7, None):
+        x = torch.ones(2)
+        if tag is not None:
+            x.tag = tag
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(x), f(x))
+
+
+def test_module_class_assigned_between_calls():
+    """A module is guarded by identity, which `m.__class__ = Other` keeps: the trace of the old
+    class's forward was reused."""
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x) * 3
+
+    class Other(Head):
+        def forward(self, x):
+            return -super().forward(x)
+
+    m = Head()
+    fn, _ = _captured(m)
+    assert_same(fn(torch.ones(2)), m(torch.ones(2)))
+    m.__class__ = Other
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(torch.ones(2)), m(torch.ones(2)))

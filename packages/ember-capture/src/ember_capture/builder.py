@@ -210,6 +210,7 @@ def _wrap_module(tr, value, source, name):
             return _pinnable(tr, ObjVar(value, source))
         else:
             tr.guards.identity(source, value)
+            tr.guards.type_is(source, value)  # `m.__class__ = Other` keeps the identity
     return ObjVar(value, source)
 
 

@@ -249,7 +249,20 @@ def _tensor_attr(fr, t: TensorVar, name):
         return wrap(fr.tr, real.grad, f"{t.source}.grad", "grad")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(t, name)
+    if tensor_instance_attr(fr, t, name):
+        return wrap(fr.tr, fr.tr.eval_source(t.source).__dict__[name], f"{t.source}.{name}", name)
     raise Unsupported("unsupported_attr", f"Tensor attribute {name!r}")
+
+
+def tensor_instance_attr(fr, t: TensorVar, name: str) -> bool:
+    """Whether an input tensor has a Python attribute `name` of its own (`x.tag = 1`), guarded
+    either way: a tensor of the next call may carry it, or not (a fake tensor has none)."""
+    if t.source is None or hasattr(torch.Tensor, name):
+        return False
+    present = name in fr.tr.eval_source(t.source).__dict__
+    fr.tr.guards.add(t.source, f"({name!r} in X.__dict__) is {present}",
+                     f"{t.source} {'has' if present else 'has no'} attribute {name!r}")
+    return present
 
 
 @_getattr_for(ConstVar)
