@@ -4237,7 +4237,7 @@ def p_itertools_more():
         tw = list(itertools.takewhile(lambda v: v < n, range(6)))
         ff = list(itertools.filterfalse(lambda v: v % 2, range(n + 3)))
         return x * len(g), g, zl, sm, acc, sl, cf, cyc, list(a), list(b), comp, dw, tw, ff
-    return P(f, lambda i: (t(2), i + 1))
+    return P(f, lambda i: (t(2), i + 1), dynamic=True)
 
 
 def p_itertools_on_tensors():
@@ -4300,7 +4300,7 @@ def p_dict_methods_local():
         c.clear()
         fk = dict.fromkeys(["u", "v"], n)
         return x * p + s, d, last, c, fk, d.get("zz", n), list(d.items())
-    return P(f, lambda i: (t(2), i))
+    return P(f, lambda i: (t(2), i), dynamic=True)
 
 
 def p_list_methods_local():
@@ -4321,7 +4321,7 @@ def p_list_methods_local():
         except ValueError as e:
             err = str(e)
         return x * i3, lst, copy_, cnt, i_start, err
-    return P(f, lambda i: (t(2), [2, 3, 7][i]), calls=3)
+    return P(f, lambda i: (t(2), [2, 3, 7][i]), calls=3, dynamic=True)
 
 
 def p_string_methods_feed_shapes():
@@ -4346,7 +4346,7 @@ def p_format_specs():
         branch = x * 2 if f"{v:.1f}".endswith("5") else x
         return branch, s
     vals = [(7, 1.25), (255, -0.05), (12345, 3.14159), (0, 2.5)]
-    return P(f, lambda i: (t(2),) + vals[i])
+    return P(f, lambda i: (t(2),) + vals[i], dynamic=True)
 
 
 def p_format_symbolic_sizes():
@@ -4559,7 +4559,7 @@ def p_chained_comparison_side_effects():
         r4 = a < b < c < 10
         return x * (1 if r1 else 2), r1, r2, r3, r4
     vals = [(1, 2, 3), (3, 2, 1), (2, 2, 2), (0, 5, 4)]
-    return P(f, lambda i: (t(2),) + vals[i], state=lambda: list(calls))
+    return P(f, lambda i: (t(2),) + vals[i], state=lambda: list(calls), dynamic=True)
 
 
 def p_bigint_from_shapes():
@@ -4809,7 +4809,7 @@ def p_deque_ops():
         left = d.popleft()
         d.extend([x.shape[0]])
         return x * left, list(d), d.maxlen, d[0], d[-1], len(d), d.count(7)
-    return P(f, lambda i: (t(i + 1), i))
+    return P(f, lambda i: (t(i + 1), i), dynamic=True)
 
 
 def p_singledispatch_registered_later():
@@ -4884,7 +4884,7 @@ def p_star_unpacking_forms():
         merged = [*seq, *mid, *dims]
         d = {**{"a": 1}, **{str(v): v for v in mid}}
         return x * first + last, mid, a + b, len(rest), n, dims, head, merged, d
-    return P(f, lambda i: (t(2, i + 1, 3), [1, 2, 3, 4, 5][: i + 2]))
+    return P(f, lambda i: (t(2, i + 1, 3), [1, 2, 3, 4, 5][: i + 2]), dynamic=True)
 
 
 def p_global_augassign_in_helper():
@@ -5586,3 +5586,147 @@ def p_kwargs_dict_mutated_after_unpack():
         r2 = g(x, **opts, extra=1)
         return r, r2, dict(zip(["a", "b", "a"], [1, 2, 3]))
     return P(f, lambda i: (t(2), [{}, {"k": 2}, {"k": -1, "z": 0}, {}][i]))
+
+
+def p_data_dependent_keys_and_orders():
+    def f(xs):
+        best = max(xs, key=lambda t: t.sum())
+        order = sorted(range(len(xs)), key=lambda i: xs[i].mean().item())
+        ys = list(xs)
+        ys.sort(key=lambda t: float(t.max()), reverse=True)
+        smallest = min(x.sum() for x in xs)
+        any_pos = any(x.sum() > 0 for x in xs)
+        count = int(xs[0].abs().sum() * 2)
+        idx = int(xs[0].argmax())
+        table = {round(x.sum().item(), 3): i for i, x in enumerate(xs)}
+        return best * 1, order, ys[0], smallest, any_pos, [i for i in range(count)], xs[idx % len(xs)], table
+    return P(f, lambda i: ([t(3) for _ in range(i + 2)],), calls=5)
+
+
+def p_tensor_truth_in_python_structures():
+    def f(x, y):
+        pair = (x > 0).all() and (y > 0).any()
+        picked = x if (x.sum() > y.sum()) else y
+        flags = [bool(v > 0) for v in x]
+        n = sum(1 for v in y if v > 0)
+        while x.abs().max() > 1:
+            x = x / 2
+        return bool(pair), picked, flags, n, x
+    return P(f, lambda i: (t(3) * 3, t(3)), calls=5)
+
+
+def p_breaks_inside_features():
+    log = []
+    class Mode(enum.Enum):
+        A = 1
+        B = 2
+    @contextlib.contextmanager
+    def tagged(tag):
+        log.append(("in", tag))
+        try:
+            yield tag
+        finally:
+            log.append(("out", tag))
+    count = 0
+    def bump(x):
+        nonlocal count
+        count += 1
+        print("bump", count)
+        return x + count
+    def f(x, mode, vals):
+        with tagged(mode.name) as tag:
+            x = bump(x)
+            if mode is Mode.A:
+                x = x * 2
+        out = []
+        for v in vals:
+            try:
+                if v < 0:
+                    raise ValueError(v)
+                print("v", v)
+                out.append(x * v)
+            except ValueError:
+                out.append(x)
+                continue
+            finally:
+                log.append(v)
+        return out, tag, count, mode == Mode.B
+    return P(f, lambda i: (t(2), [Mode.A, Mode.B, Mode.A, Mode.B][i], [1, -1, 2][: i + 1]),
+             state=lambda: (list(log), count))
+
+
+def p_generator_pipeline_with_breaks():
+    def source(xs):
+        for x in xs:
+            print("src")
+            yield x * 2
+    def scale(gen, k):
+        for v in gen:
+            yield v * k
+    def f(xs, k):
+        total = None
+        for v in scale(source(xs), k):
+            total = v if total is None else total + v
+        return total
+    return P(f, lambda i: ([t(2) for _ in range(i + 1)], i + 1))
+
+
+def p_dataclass_post_init_and_frozen_setattr():
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        n: int
+        scale: float = 1.0
+        area: int = dataclasses.field(init=False)
+        def __post_init__(self):
+            object.__setattr__(self, "area", self.n * self.n)
+    @dataclasses.dataclass
+    class State:
+        step: int = 0
+        hist: list = dataclasses.field(default_factory=list)
+    st = State()
+    def f(x, n):
+        s = Spec(n, scale=0.5)
+        s2 = dataclasses.replace(s, n=n + 1)
+        st.step += 1
+        st.hist.append(s2.area)
+        try:
+            s.n = 3
+        except dataclasses.FrozenInstanceError as e:
+            err = type(e).__name__
+        return x * s.area * s.scale, s2.area, s == Spec(n, 0.5), err, dataclasses.replace(st, step=-1)
+    return P(f, lambda i: (t(2), i + 1), state=lambda: dataclasses.asdict(st))
+
+
+def p_slots_inheritance_and_dict():
+    class Base:
+        __slots__ = ("a",)
+    class Child(Base):
+        __slots__ = ("b", "__dict__")
+        c = 10
+    o = Child()
+    o.a, o.b = 1, 2
+    def f(x):
+        extra = o.__dict__.get("c", None)
+        return x * (o.a + o.b) + o.c, extra
+    def mutate(i):
+        if i == 0:
+            o.c = 5
+        elif i == 1:
+            o.a = 7
+        elif i == 2:
+            del o.c
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_class_attr_written_inside_compiled():
+    class Counter:
+        total = 0
+        names = []
+        def __init__(self, name):
+            type(self).total += 1
+            Counter.names.append(name)
+            self.name = name
+    def f(x, names):
+        objs = [Counter(n) for n in names]
+        return x * Counter.total, [o.name for o in objs], list(Counter.names)
+    return P(f, lambda i: (t(2), ["a", "b"][: i % 2 + 1]), state=lambda: (Counter.total, list(Counter.names)))

@@ -282,7 +282,9 @@ def _by_symbols(value):
 # wrongly, they disagree (`(2**(10*n) + m) % 1000` dropped the power: sympy 1.14's Mod), and the
 # expression, rebuilt after the graph or written into it, would compute another number than
 # eager. Before an expression is used, it is checked against the value; one that disagrees is
-# not used: the value is, guarded by the symbols' values.
+# not used: the value is, guarded by the symbols' values. So is an int made from floats
+# (`math.floor(n * 0.1 * 3)`): sympy folds the float constants (`0.3*s0`) in another order than
+# eager rounds them, so it may agree on this call's sizes and not on the next call's.
 def _agrees(value) -> bool:
     node = value.node
     hints = node.env.hints
@@ -372,7 +374,7 @@ class SizeNodes:
                 return hint_of(value)
             if isinstance(value, torch.SymBool):
                 return concrete(value)
-            if value.node.pytype is int and not _agrees(value):  # Note [untrusted size expressions]
+            if value.node.pytype is int and (_has_float(value) or not _agrees(value)):  # Note [untrusted size expressions]
                 return _by_symbols(value)
             try:
                 return self._node(expr_of(value), value.node.pytype)
