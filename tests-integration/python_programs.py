@@ -5730,3 +5730,50 @@ def p_class_attr_written_inside_compiled():
         objs = [Counter(n) for n in names]
         return x * Counter.total, [o.name for o in objs], list(Counter.names)
     return P(f, lambda i: (t(2), ["a", "b"][: i % 2 + 1]), state=lambda: (Counter.total, list(Counter.names)))
+
+
+def p_torch_errors_caught_and_messages():
+    def f(x, y):
+        out = []
+        for thunk in (lambda: x @ y, lambda: x.view(-1, 7), lambda: x[::-1], lambda: torch.cat([x, y[None]]),
+                      lambda: x.reshape(y.shape[0], -1), lambda: x + y):
+            try:
+                out.append(thunk())
+            except (RuntimeError, ValueError, IndexError) as e:
+                out.append(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        return out
+    shapes = [((2, 3), (3,)), ((2, 3), (2,)), ((4, 7), (7,)), ((3, 3), (3,))]
+    return P(f, lambda i: (t(*shapes[i][0]), t(*shapes[i][1])))
+
+
+def p_range_and_format_field_access():
+    def f(x, n):
+        r = range(n, -1, -2)
+        rev = list(reversed(range(1, n)))
+        s = "{0.shape[0]}x{0.shape[1]}|{d[k]}|{1:>{w}}".format(x, n, d={"k": "v"}, w=n + 2)
+        cols = list(zip(*[[1, 2, 3], [4, 5, 6]]))
+        sums = list(map(operator.add, [1, 2], [10, 20, 30]))
+        return (x * len(r), list(r), r[1] if len(r) > 1 else None, 3 in r, r.index(n), rev, s, cols, sums,
+                list(enumerate("ab", start=n)), (n).__add__(1), getattr(n, "bit_length")())
+    return P(f, lambda i: (t(2, 3), i + 2), dynamic=True)
+
+
+def p_module_parameters_iterated_and_changed():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(2, 2)
+        def forward(self, x):
+            reg = sum(p.pow(2).sum() for p in self.parameters())
+            names = [n for n, _ in self.named_parameters()]
+            frozen = [n for n, p in self.named_parameters() if not p.requires_grad]
+            return self.a(x) + reg, names, frozen, len(list(self.children()))
+    m = M()
+    def mutate(i):
+        if i == 0:
+            m.register_parameter("extra", torch.nn.Parameter(torch.ones(3)))
+        elif i == 1:
+            m.a.requires_grad_(False)
+        elif i == 2:
+            m.add_module("b", torch.nn.Linear(1, 1))
+    return P(m, lambda i: (t(1, 2),), mutate, calls=5)
