@@ -4637,7 +4637,7 @@ def p_requires_grad_inside():
         y = (x * w2).sum()
         z = x.requires_grad_(False)
         return y, y.requires_grad, w2.requires_grad, z.requires_grad, w.requires_grad
-    return P(f, lambda i: (t(3), t(3).requires_grad_(i % 2 == 0)))
+    return P(f, lambda i: (t(3), t(3).requires_grad_(i % 2 == 0)), aot=True)
 
 
 def p_set_grad_enabled_flag_variants():

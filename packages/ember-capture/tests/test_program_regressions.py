@@ -904,3 +904,21 @@ def test_module_class_assigned_between_calls():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_same(fn(torch.ones(2)), m(torch.ones(2)))
+
+
+def test_requires_grad_inside_the_function_is_not_a_graph_op():
+    """`w.detach().clone().requires_grad_()` was recorded as a graph op: a graph cannot make an
+    autograd leaf, and an AOT backend (which decides from the inputs which outputs need grad)
+    returned an output without grad, or sent the gradient to `w`. It is a graph break now, as
+    `t.requires_grad = True` is; one that changes nothing is no op at all."""
+    def f(x, w):
+        w2 = w.detach().clone().requires_grad_()
+        x.requires_grad_(False)
+        y = (x * w2).sum()
+        y.backward()
+        return y.detach(), w2.grad, w.grad
+
+    rec, stats = check(f, (torch.ones(3), torch.randn(3)), (torch.ones(3), torch.randn(3).requires_grad_()))
+    for gm in rec.graphs:
+        assert all(n.target != "requires_grad_" for n in gm.graph.nodes), gm.code
+    assert any("requires_grad_()" in r.reason for r in stats.breaks)
