@@ -20,6 +20,7 @@ import itertools
 import math
 import operator
 import random
+import time
 import types
 import typing
 import weakref
@@ -3869,3 +3870,1910 @@ def p_autocast_branches():
         z = x @ w
         return y.dtype, z.dtype, y.float(), z
     return P(f, lambda i: (t(2, 2), t(2, 2)))
+
+
+# == third round: clocks and RNG objects, cells and defaults, attribute protocol, enums, stdlib ==
+# -- helpers, itertools, formatting, exceptions and generators, numbers, torch.Size, modules -----
+def p_time_not_frozen():
+    last = [0.0, 0.0]
+    def f(x):
+        now, perf = time.monotonic(), time.perf_counter()
+        later = now >= last[0] and perf > last[1]
+        last[0], last[1] = now, perf
+        return x + 1, later, time.time() > 1e9
+    return P(f, lambda i: (t(2),))
+
+
+def p_random_instance_in_closure():
+    rng = random.Random(0)
+    def f(x, n):
+        a = rng.random()
+        b = rng.randint(0, n)
+        items = list(range(n))
+        rng.shuffle(items)
+        return x * a + b, a, b, items, rng.choice("abc")
+    return P(f, lambda i: (t(2), i + 2), state=lambda: rng.getstate())
+
+
+def p_random_module_more_draws():
+    def f(x, n):
+        g = random.gauss(0, 1)
+        u = random.uniform(-1, 1)
+        s = random.sample(range(10), n)
+        c = random.choices("abcd", k=n)
+        bits = random.getrandbits(70)
+        return x * g + u, g, u, s, c, bits
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_nonlocal_counter_branch():
+    count = 0
+    def f(x):
+        nonlocal count
+        count += 1
+        if count % 2:
+            return x * count
+        return x - count
+    def mutate(i):
+        nonlocal count
+        if i == 1:
+            count = 10
+    return P(f, lambda i: (t(2),), mutate, state=lambda: count, calls=5)
+
+
+def p_closure_cell_rebound_by_setter():
+    def make():
+        scale = 2
+        def get(x):
+            return x * scale, scale
+        def set_(v):
+            nonlocal scale
+            scale = v
+        return get, set_
+    get, set_ = make()
+    def mutate(i):
+        set_([3, 0.5, torch.tensor(4.0), 1][i])
+    return P(get, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_default_list_grows_branch():
+    def f(x, seen=[]):
+        seen.append(x.shape[0])
+        if len(seen) > 2:
+            return x * len(seen), list(seen)
+        return x, list(seen)
+    return P(f, lambda i: (t(i % 2 + 2),), state=lambda: list(f.__defaults__[0]), calls=5)
+
+
+def p_defaults_tuple_replaced():
+    def helper(x, k=1, *, m=2):
+        return x * k + m
+    def f(x):
+        return helper(x), helper(x, 3)
+    def mutate(i):
+        helper.__defaults__ = ([5, 0.5, -1][i],)
+        helper.__kwdefaults__ = {"m": [7, 8, 9][i]}
+    return P(f, lambda i: (t(2),), mutate)
+
+
+G_R3 = 1
+G_R3_D = {"a": 1}
+
+
+def p_global_write_in_loop_then_read():
+    def f(x, n):
+        global G_R3
+        for _ in range(n):
+            G_R3 = G_R3 * 2 % 97
+            x = x + G_R3
+        return x, G_R3
+    def mutate(i):
+        global G_R3
+        G_R3 = [5, -3, 0][i]
+    return P(f, lambda i: (t(2), i + 1), mutate, state=lambda: G_R3)
+
+
+def p_global_dict_rebound():
+    def f(x):
+        return x * G_R3_D["a"], sorted(G_R3_D)
+    def mutate(i):
+        global G_R3_D
+        if i == 0:
+            G_R3_D = {"a": 3, "b": 1}
+        elif i == 1:
+            G_R3_D["a"] = 7
+        else:
+            G_R3_D = dict(G_R3_D, c=2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_global_created_and_deleted():
+    def f(x, make):
+        global G_R3_NEW
+        if make:
+            G_R3_NEW = x.shape[0]
+            return x * G_R3_NEW
+        del G_R3_NEW
+        return x
+    def state():
+        return globals().get("G_R3_NEW", "absent")
+    return P(f, lambda i: (t(i + 1), i % 2 == 0), state=state)
+
+
+def p_class_instance_attr_shadowing():
+    class C:
+        k = 2
+    o = C()
+    def f(x):
+        return x * o.k, C.k, "k" in vars(o)
+    def mutate(i):
+        if i == 0:
+            o.k = 5
+        elif i == 1:
+            C.k = 9
+        elif i == 2:
+            del o.k
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_property_reading_changing_state():
+    class Box:
+        def __init__(self):
+            self._w = 1
+            self.reads = 0
+        @property
+        def w(self):
+            self.reads += 1
+            return self._w * 2
+        @w.setter
+        def w(self, v):
+            self._w = v + 1
+    b = Box()
+    def f(x):
+        y = x * b.w
+        b.w = b.w + 1
+        return y, b.w, b.reads
+    def mutate(i):
+        b._w = [0, 5, -2][i]
+    return P(f, lambda i: (t(2),), mutate, state=lambda: vars(b))
+
+
+def p_getattribute_override():
+    class Aliased:
+        def __init__(self):
+            object.__setattr__(self, "aliases", {"width": "hidden"})
+            object.__setattr__(self, "hidden", 3)
+        def __getattribute__(self, name):
+            aliases = object.__getattribute__(self, "aliases")
+            return object.__getattribute__(self, aliases.get(name, name))
+    o = Aliased()
+    def f(x):
+        return x * o.width + o.hidden, o.width
+    def mutate(i):
+        if i == 0:
+            object.__setattr__(o, "hidden", 5)
+        elif i == 1:
+            o.aliases["width"] = "other"
+            object.__setattr__(o, "other", -2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_nondata_descriptor_shadowed():
+    class Lazy:
+        def __get__(self, obj, owner=None):
+            return self if obj is None else 10
+    class C:
+        v = Lazy()
+    c = C()
+    def f(x):
+        return x * c.v, c.v
+    def mutate(i):
+        if i == 0:
+            c.__dict__["v"] = 3
+        elif i == 1:
+            del c.__dict__["v"]
+        elif i == 2:
+            C.v = 4
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_slots_deleted_and_set():
+    class S:
+        __slots__ = ("a", "b")
+        def __init__(self):
+            self.a = 1
+    s = S()
+    def f(x):
+        has_b = hasattr(s, "b")
+        s.a = s.a + 1
+        return x * s.a + (s.b if has_b else 0), has_b
+    def mutate(i):
+        if i == 0:
+            s.b = 4
+        elif i == 1:
+            del s.b
+        elif i == 2:
+            s.b = -1
+    return P(f, lambda i: (t(2),), mutate, state=lambda: s.a, calls=5)
+
+
+def p_dataclass_order_frozen_hash():
+    @dataclasses.dataclass(order=True, frozen=True)
+    class V:
+        major: int
+        minor: int = 0
+    def f(x, a, b):
+        va, vb = V(*a), V(*b)
+        d = {va: 1}
+        return (x * (2 if va < vb else 3), va == vb, max(va, vb), vb in d, dataclasses.astuple(vb),
+                dataclasses.asdict(va), hash(va) == hash(V(*a)), sorted([vb, va]))
+    vals = [((1, 2), (1, 3)), ((2, 0), (1, 9)), ((1, 1), (1, 1)), ((0, 5), (0, 4))]
+    return P(f, lambda i: (t(2),) + vals[i])
+
+
+def p_dataclass_mutated_field_between_calls():
+    @dataclasses.dataclass
+    class Cfg:
+        scale: float = 1.0
+        layers: list = dataclasses.field(default_factory=list)
+    cfg = Cfg()
+    def f(x):
+        for k in cfg.layers:
+            x = x * k
+        return x * cfg.scale, len(cfg.layers)
+    def mutate(i):
+        cfg.layers.append(i + 2)
+        cfg.scale = [0.5, 2.0, -1.0][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_namedtuple_methods():
+    class Pair(typing.NamedTuple):
+        a: int
+        b: int = 5
+        def total(self):
+            return self.a + self.b
+    Q = collections.namedtuple("Q", "x y", defaults=[0])
+    def f(x, n):
+        p = Pair(n)
+        q = Q(n, n * 2)
+        p2 = p._replace(b=n + 1)
+        return (x * p.total() + q.y, p2, p._asdict(), Pair._fields, q._fields, Q._make([1, 2]),
+                p2 > p, tuple(p2), Q(3))
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_enum_lookup_and_iteration():
+    class Color(enum.Enum):
+        RED = 1
+        GREEN = 2
+        BLUE = 3
+    class Lvl(enum.IntEnum):
+        LOW = 1
+        HIGH = 5
+    class Perm(enum.Flag):
+        R = 4
+        W = 2
+        X = 1
+    def f(x, v, name, bits):
+        c = Color(v)
+        by_name = Color[name]
+        perm = Perm(bits)
+        out = x * c.value + Lvl.HIGH * 2 - Lvl(1)
+        return (out, c.name, by_name is c, [m.name for m in Color], len(Lvl), Perm.R in perm,
+                perm & Perm.W == Perm.W, Lvl.HIGH > 3, isinstance(Lvl.LOW, int), c == by_name)
+    vals = [(1, "RED", 7), (2, "BLUE", 4), (3, "BLUE", 0), (2, "GREEN", 3)]
+    return P(f, lambda i: (t(2),) + vals[i])
+
+
+def p_enum_as_dict_key_and_match():
+    class Mode(enum.Enum):
+        A = "a"
+        B = "b"
+    table = {Mode.A: 2, Mode.B: 3}
+    def f(x, m):
+        match m:
+            case Mode.A:
+                y = x + table[m]
+            case Mode.B:
+                y = x * table[m]
+        return y, m.value
+    def mutate(i):
+        table[Mode.A] = 10 + i
+    return P(f, lambda i: (t(2), [Mode.A, Mode.B][i % 2]), mutate)
+
+
+def p_partial_keywords_mutated():
+    p = functools.partial(torch.add, alpha=2)
+    def f(x, y):
+        return p(x, y), sorted(p.keywords)
+    def mutate(i):
+        p.keywords["alpha"] = [3, -1, 0.5][i]
+    return P(f, lambda i: (t(2), t(2)), mutate)
+
+
+def p_partial_of_partial_and_reduce():
+    def combine(a, b, *, w=1.0):
+        return a * w + b
+    def f(x, w, xs):
+        inner = functools.partial(combine, w=w)
+        outer = functools.partial(inner, w=w * 2)
+        r1 = functools.reduce(inner, xs, x)
+        r2 = functools.reduce(outer, xs)
+        r3 = functools.reduce(operator.mul, [len(xs), 2, 3], 1)
+        return r1, r2, r3, outer.keywords
+    return P(f, lambda i: (t(2), [0.5, 2.0, -1.0, 1.0][i], [t(2) for _ in range(i + 1)]))
+
+
+def p_operator_getters_complex():
+    class O:
+        def __init__(self, k):
+            self.inner = types.SimpleNamespace(k=k)
+        def scale(self, x, by=1):
+            return x * self.inner.k * by
+    def f(x, ks):
+        objs = [O(k) for k in ks]
+        g = operator.attrgetter("inner.k")
+        mc = operator.methodcaller("scale", x, by=2)
+        ig = operator.itemgetter(0, -1)
+        return ([g(o) for o in objs], [mc(o) for o in objs], ig(ks), operator.index(ks[0]),
+                operator.truediv(ks[0], 2), operator.neg(x), operator.contains(ks, 3))
+    return P(f, lambda i: (t(2), [3, 1, 4, 1, 5][: i + 1]))
+
+
+def p_itertools_more():
+    def f(x, n):
+        words = ["apple", "avocado", "banana", "blueberry", "cherry", "apricot"][:n + 2]
+        g = [(k, list(v)) for k, v in itertools.groupby(words, key=lambda w: w[0])]
+        zl = list(itertools.zip_longest(range(n), "ab", fillvalue=-1))
+        sm = list(itertools.starmap(pow, [(2, n), (3, 2)]))
+        acc = list(itertools.accumulate(range(1, n + 2), operator.mul, initial=1))
+        sl = list(itertools.islice(range(20), 1, 2 * n + 3, 2))
+        cf = list(itertools.chain.from_iterable([[1], [2, 3], range(n)]))
+        cyc = list(itertools.islice(itertools.cycle("xy"), n + 1))
+        a, b = itertools.tee(range(n + 1))
+        comp = list(itertools.compress("abcdef", [1, 0, 1, 0, n > 1, 1]))
+        dw = list(itertools.dropwhile(lambda v: v < n, range(6)))
+        tw = list(itertools.takewhile(lambda v: v < n, range(6)))
+        ff = list(itertools.filterfalse(lambda v: v % 2, range(n + 3)))
+        return x * len(g), g, zl, sm, acc, sl, cf, cyc, list(a), list(b), comp, dw, tw, ff
+    return P(f, lambda i: (t(2), i + 1), dynamic=True)
+
+
+def p_itertools_on_tensors():
+    def f(xs):
+        pairs = [a * b for a, b in itertools.combinations(xs, 2)]
+        runs = list(itertools.accumulate(xs))
+        prod = [a + b for a, b in itertools.product(xs[:2], repeat=2)]
+        zl = [a if b is None else a - b for a, b in itertools.zip_longest(xs, xs[1:])]
+        return pairs, runs, prod, zl
+    return P(f, lambda i: ([t(2) for _ in range(i + 2)],), aot=True)
+
+
+def p_sorted_key_reverse_stability():
+    def f(x, recs):
+        by_b = sorted(recs, key=operator.itemgetter(1), reverse=True)
+        by_len = sorted(recs, key=lambda r: (len(r[0]), -r[1]))
+        names = sorted((r[0] for r in recs), key=str.lower)
+        best = max(recs, key=lambda r: r[1])
+        worst = min(recs, key=lambda r: r[1], default=None)
+        return x * best[1], by_b, by_len, names, best, worst, min([], default="none"), max(3, 9, 4, key=lambda v: -v)
+    recs = [("b", 2), ("Aa", 2), ("c", 5), ("dd", 1), ("E", 5)]
+    return P(f, lambda i: (t(2), recs[: i + 2]))
+
+
+def p_reversed_list_mutated_during():
+    def f(x, lst):
+        out = []
+        for v in reversed(lst):
+            out.append(v)
+            if v % 2 == 0 and lst:
+                lst.pop()
+        return x * len(out), out, lst
+    return P(f, lambda i: (t(2), [1, 2, 3, 4, 6, 5][: i + 3]))
+
+
+def p_dict_views_after_mutation_local():
+    def f(x, n):
+        d = {f"k{i}": i for i in range(n)}
+        keys, items, vals = d.keys(), d.items(), d.values()
+        d["new"] = 10
+        del d["k0"]
+        inter = keys & {"k1", "new", "zz"}
+        union = sorted(keys | {"q"})
+        return (x * len(keys), list(keys), list(items), sum(vals), sorted(inter), union,
+                ("new", 10) in items, list(reversed(d)), keys == {"new", *[f"k{i}" for i in range(1, n)]})
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_dict_methods_local():
+    def f(x, n):
+        d = dict(a=1, b=2)
+        d.update(c=n, a=n * 2)
+        d.update([("z", 0)], y=5)
+        s = d.setdefault("b", 100)
+        s2 = d.setdefault("e", [])
+        s2.append(n)
+        p = d.pop("a")
+        last = d.popitem()
+        c = d.copy()
+        c.clear()
+        fk = dict.fromkeys(["u", "v"], n)
+        return x * p + s, d, last, c, fk, d.get("zz", n), list(d.items())
+    return P(f, lambda i: (t(2), i), dynamic=True)
+
+
+def p_list_methods_local():
+    def f(x, n):
+        lst = [5, 3, n, 1, 3]
+        lst.insert(-1, 9)
+        lst.insert(100, 8)
+        lst.insert(-100, 0)
+        lst.remove(3)
+        i3 = lst.index(3)
+        i_start = lst.index(5, 0, 3) if 5 in lst[:3] else -1
+        cnt = lst.count(3)
+        lst.sort(key=lambda v: -v, reverse=True)
+        copy_ = lst.copy()
+        copy_.reverse()
+        try:
+            lst.remove(42)
+        except ValueError as e:
+            err = str(e)
+        return x * i3, lst, copy_, cnt, i_start, err
+    return P(f, lambda i: (t(2), [2, 3, 7][i]), calls=3, dynamic=True)
+
+
+def p_string_methods_feed_shapes():
+    def f(x, spec):
+        name, dims = spec.split(":")
+        rows, cols = (int(v) for v in dims.split(","))
+        tag = name.strip().upper().replace("-", "_").zfill(6)
+        y = x[:rows, :cols] * (2 if name.startswith("sc") else 1)
+        return (y, tag, name.partition("-"), dims.count(","), "-".join(reversed(name.split("-"))),
+                name.center(9, "*"), name.find("z"), name.title(), spec.endswith(("1", "2")), name.isalpha())
+    specs = ["scale-a:2,3", "id:1,1", " sc-x :3,2", "up-down:2,2"]
+    return P(f, lambda i: (t(4, 4), specs[i]))
+
+
+def p_format_specs():
+    def f(x, n, v):
+        s = (f"{n:>5}|{n:<4}|{n:^7}|{n:#x}|{n:08b}|{n:,}|{v:.3f}|{v:e}|{v:+.1%}|{v!r}|{n:{n % 4 + 2}d}",
+             "{:08.3f}|{:>{w}}|{k}".format(v, n, w=n % 5 + 1, k="kw"),
+             "%5.2f %d %s %r %x %-4d|" % (v, n, "s", "r", n, n),
+             "%(a)s-%(b)03d" % {"a": "A", "b": n},
+             format(v, ".2g"), format(n, "x"))
+        branch = x * 2 if f"{v:.1f}".endswith("5") else x
+        return branch, s
+    vals = [(7, 1.25), (255, -0.05), (12345, 3.14159), (0, 2.5)]
+    return P(f, lambda i: (t(2),) + vals[i], dynamic=True)
+
+
+def p_format_symbolic_sizes():
+    def f(x):
+        n = x.shape[0]
+        key = f"n{n:03d}"
+        cache = {key: n}
+        msg = "rows=%d cols=%s" % (n, x.shape[1])
+        return x * len(key), key, cache, msg, "{}x{}".format(*x.shape), str(x.shape)
+    return P(f, lambda i: (t([2, 3, 5, 12][i], 2),), dynamic=True)
+
+
+def p_return_in_finally_swallows():
+    log = []
+    def g(k):
+        try:
+            if k > 1:
+                raise ValueError(k)
+            return "body"
+        finally:
+            log.append(k)
+            if k % 2:
+                return "finally"
+    def f(x, k):
+        try:
+            r = g(k)
+        except ValueError as e:
+            r = f"raised {e}"
+        else:
+            r = r + "!"
+        finally:
+            log.append("outer")
+        return x * len(r), r
+    return P(f, lambda i: (t(2), i), state=lambda: list(log), calls=5)
+
+
+def p_exception_in_loop_continue():
+    def f(x, vals):
+        out, errors = [], []
+        for v in vals:
+            try:
+                if v < 0:
+                    raise ValueError(f"neg {v}")
+                if v == 0:
+                    continue
+                out.append(x / v)
+            except ValueError as e:
+                errors.append(str(e))
+                continue
+            finally:
+                errors.append("f")
+            out.append(x * v)
+        return out, errors
+    return P(f, lambda i: (t(2), [[1, -2, 0, 3], [0, 0], [-1], [2, 5, -7]][i]))
+
+
+def p_with_exit_swallows():
+    class Swallow:
+        def __init__(self, log):
+            self.log = log
+        def __enter__(self):
+            self.log.append("in")
+            return self
+        def __exit__(self, et, ev, tb):
+            self.log.append("out" if et is None else f"swallow {et.__name__}")
+            return et is not None and issubclass(et, KeyError)
+    log = []
+    def f(x, key):
+        d = {"a": x}
+        y = x
+        with Swallow(log):
+            y = d[key] * 2
+            log.append("after")
+        try:
+            with Swallow(log):
+                raise ValueError("no")
+        except ValueError:
+            log.append("escaped")
+        return y, list(log)
+    return P(f, lambda i: (t(2), ["a", "b", "b", "a"][i]), state=lambda: list(log))
+
+
+def p_contextmanager_generator_swallow():
+    log = []
+    @contextlib.contextmanager
+    def guard(tag):
+        log.append(f"enter {tag}")
+        try:
+            yield tag * 2
+        except ZeroDivisionError:
+            log.append("caught")
+        finally:
+            log.append(f"exit {tag}")
+    def f(x, k):
+        with guard(k) as v:
+            y = x * v
+            z = 1 / (k - 1)
+            y = y + z
+        return y
+    return P(f, lambda i: (t(2), [1, 2, 1, 3][i]), state=lambda: list(log))
+
+
+def p_generator_send_through_yield_from():
+    def inner():
+        total = 0
+        while True:
+            v = yield total
+            if v is None:
+                return total
+            total += v
+    def outer(log):
+        r = yield from inner()
+        log.append(r)
+        yield -r
+    def f(x, vals):
+        log = []
+        g = outer(log)
+        next(g)
+        for v in vals:
+            last = g.send(v)
+        end = g.send(None)
+        return x * last, end, log
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][: i + 1]))
+
+
+def p_generator_close_runs_finally():
+    log = []
+    def gen(x):
+        try:
+            for i in range(10):
+                yield x * i
+        finally:
+            log.append("closed")
+    def f(x, k):
+        g = gen(x)
+        vals = [next(g) for _ in range(k)]
+        g.close()
+        rest = list(g)
+        return vals, rest
+    return P(f, lambda i: (t(2), i + 1), state=lambda: list(log))
+
+
+def p_generator_return_value_stopiteration():
+    def gen(n):
+        for i in range(n):
+            yield i
+        return n * 10
+    def f(x, n):
+        g = gen(n)
+        seen = []
+        while True:
+            try:
+                seen.append(next(g))
+            except StopIteration as e:
+                ret = e.value
+                break
+        return x * ret, seen, ret
+    return P(f, lambda i: (t(2), i))
+
+
+@dataclasses.dataclass
+class R3Point:
+    x: int
+    y: int
+
+
+def p_match_class_mapping_patterns():
+    def f(x, cmd):
+        match cmd:
+            case R3Point(0, y):
+                return x * y, "on-y"
+            case R3Point(x=px, y=0) if px > 2:
+                return x + px, "on-x-far"
+            case R3Point():
+                return x, "point"
+            case {"op": "scale", "by": k, **rest}:
+                return x * k, sorted(rest)
+            case [int() | float() as a, *more] if len(more) < 2:
+                return x + a, len(more)
+            case str() as s if s.isdigit():
+                return x * int(s), "digits"
+            case (1 | 2) as small:
+                return x - small, "small"
+            case _:
+                return x, "other"
+    cmds = [R3Point(0, 4), R3Point(5, 0), R3Point(1, 1), {"op": "scale", "by": 3, "z": 1, "a": 2},
+            [2.5, 1], "42", 2, [1, 2, 3], None]
+    return P(f, lambda i: (t(2), cmds[i]), calls=9)
+
+
+def p_walrus_in_comprehensions():
+    def f(x, vals):
+        hits = [y for v in vals if (y := v * 2) > 3]
+        total = 0
+        running = [(total := total + v) for v in vals]
+        first = next((w for v in vals if (w := v - 1) > 0), None)
+        return x * len(hits), hits, running, total, first, y if vals else None
+    return P(f, lambda i: (t(2), [[1, 2, 3], [5], [0, -1, 4, 7], [2, 2]][i]))
+
+
+def p_chained_comparison_side_effects():
+    calls = []
+    def mid(v):
+        calls.append(v)
+        return v
+    def f(x, a, b, c):
+        r1 = a < mid(b) < c
+        r2 = a < mid(b) > c
+        r3 = mid(a) == mid(b) == mid(c)
+        r4 = a < b < c < 10
+        return x * (1 if r1 else 2), r1, r2, r3, r4
+    vals = [(1, 2, 3), (3, 2, 1), (2, 2, 2), (0, 5, 4)]
+    return P(f, lambda i: (t(2),) + vals[i], state=lambda: list(calls), dynamic=True)
+
+
+def p_bigint_from_shapes():
+    def f(x):
+        n = x.shape[0]
+        big = 2 ** (n * 10)
+        huge = (n << 70) // 3 + big
+        return x * (big % 7), big, huge, huge.bit_length(), -huge // 5, huge % 1000, str(big)[-3:]
+    return P(f, lambda i: (t([2, 7, 3, 9][i]),), dynamic=True)
+
+
+def p_divmod_round_variants():
+    def f(x, a, b):
+        r = (divmod(a, b), divmod(-a, b), divmod(a * 1.5, b), round(a / b), round(a / b, 2), round(a * 100 + 50, -2),
+             round(2.675, 2), round(0.5), round(1.5), round(-2.5), int(-a / b), int(a / -b), math.floor(-a / b),
+             math.ceil(a / b), math.trunc(-a / b), round(a / b, 0), round(a, -1), a // -b, a % -b)
+        return x * r[0][0], r
+    vals = [(7, 2), (25, 10), (3, 7), (15, 4), (1, 3)]
+    return P(f, lambda i: (t(2),) + vals[i], calls=5, dynamic=True)
+
+
+def p_math_floor_ceil_dynamic():
+    def f(x):
+        n = x.shape[0]
+        half = math.ceil(n / 2)
+        third = math.floor(n / 3)
+        root = math.isqrt(n)
+        lg = math.log2(n)
+        return (x[:half] * third, half, third, root, lg, math.comb(n, 2), math.trunc(n / 4), round(n / 4),
+                math.gcd(n, 6), abs(-n), int(n / 3 * 2))
+    return P(f, lambda i: (t([3, 4, 10, 7, 16][i]),), calls=5, dynamic=True)
+
+
+def p_torch_size_arith():
+    def f(x):
+        s = x.shape
+        t1 = s + (1,)
+        t2 = s[1:]
+        t3 = (2,) + s[:-1]
+        r = (t1, t2, t3, s.numel(), s == (s[0], s[1]), s[-1], list(s), sum(s), s.index(s[-1]), s.count(s[0]),
+             tuple(reversed(s)), torch.Size([s[0] * 2, *s[1:]]), len(s), s * 2, max(s))
+        return x.reshape(t3[1:] + (s[1],)) * 2, r, type(t2).__name__, type(s + (1,)).__name__
+    return P(f, lambda i: (t([2, 3, 4][i], [5, 1, 3][i]),), calls=3, dynamic=True)
+
+
+def p_item_tolist_values_not_frozen():
+    def f(x):
+        v = x.sum().item()
+        lst = x.tolist()
+        big = [i for i, a in enumerate(lst) if a > 0]
+        m = int(x.argmax())
+        if v > 0:
+            return x * 2, round(v, 3), big, m
+        return x - 1, round(v, 3), big, m
+    return P(f, lambda i: (t(4),), calls=5)
+
+
+def p_bool_len_iter_of_tensors():
+    def f(x, flag):
+        out = []
+        for row in x:
+            out.append(row.sum())
+        n = len(x)
+        if flag:
+            out.append(x[0] * n)
+        if x[0, 0] > 0:
+            out.append(x.abs())
+        return out, n, bool(flag)
+    return P(f, lambda i: (t(i + 2, 2), torch.tensor(i % 2 == 0)))
+
+
+def p_requires_grad_inside():
+    def f(x, w):
+        w2 = w.detach().clone().requires_grad_()
+        y = (x * w2).sum()
+        z = x.requires_grad_(False)
+        return y, y.requires_grad, w2.requires_grad, z.requires_grad, w.requires_grad
+    return P(f, lambda i: (t(3), t(3).requires_grad_(i % 2 == 0)), aot=True)
+
+
+def p_set_grad_enabled_flag_variants():
+    def f(x, w, flag):
+        with torch.set_grad_enabled(flag):
+            y = x * w
+        with torch.no_grad():
+            with torch.enable_grad():
+                z = x * w
+        torch.set_grad_enabled(not flag)
+        mid = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        return y, z, y.requires_grad, z.requires_grad, mid
+    return P(f, lambda i: (t(2), t(2).requires_grad_(), i % 2 == 0))
+
+
+def p_module_submodule_replaced_and_int_attr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(3, 3)
+            self.repeat = 1
+            self.extra = []
+        def forward(self, x):
+            for _ in range(self.repeat):
+                x = self.body(x)
+            for fn in self.extra:
+                x = fn(x)
+            return x * (2 if self.training else 3)
+    m = M()
+    def mutate(i):
+        if i == 0:
+            m.body = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+        elif i == 1:
+            m.repeat = 3
+            m.eval()
+        elif i == 2:
+            m.extra.append(torch.tanh)
+            m.train()
+        elif i == 3:
+            m.extra.append(torch.nn.Linear(3, 3))
+    return P(m, lambda i: (t(2, 3),), mutate, calls=5)
+
+
+def p_module_method_patched_on_class():
+    class M(torch.nn.Module):
+        def act(self, x):
+            return x.relu()
+        def forward(self, x):
+            return self.act(x) * 2
+    m = M()
+    def mutate(i):
+        if i == 0:
+            M.act = lambda self, x: x.sigmoid()
+        elif i == 1:
+            m.act = lambda x: x * 10
+        elif i == 2:
+            del m.act
+    return P(m, lambda i: (t(3),), mutate, calls=5)
+
+
+def p_module_call_overridden():
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.calls = 0
+        def __call__(self, x, scale=1.0):
+            self.calls += 1
+            return super().__call__(x) * scale
+        def forward(self, x):
+            return self.lin(x)
+    inner = Wrapped()
+    def f(x, s):
+        return inner(x, scale=s) + inner(x), inner.calls
+    return P(f, lambda i: (t(1, 2), [1.0, 2.0, -0.5, 2.0][i]), state=lambda: inner.calls)
+
+
+def p_super_diamond_mro():
+    class Base(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    class Left(Base):
+        def forward(self, x):
+            return super().forward(x) * 2
+    class Right(Base):
+        def forward(self, x):
+            return super().forward(x) - 3
+    class Both(Left, Right):
+        def forward(self, x):
+            return super().forward(x) + 100
+    m = Both()
+    def f(x):
+        return m(x), [c.__name__ for c in type(m).__mro__[:4]]
+    return P(f, lambda i: (t(2),))
+
+
+def p_mutual_recursion():
+    def even(x, n):
+        return x if n == 0 else odd(x * 2, n - 1)
+    def odd(x, n):
+        return -x if n == 0 else even(x + 1, n - 1)
+    def f(x, n):
+        return even(x, n), odd(x, n)
+    return P(f, lambda i: (t(2), [0, 3, 4, 1][i]))
+
+
+def p_args_kwargs_forwarding_defaults():
+    def inner(a, b=2, /, c=3, *rest, d, e=5, **kw):
+        return a * b + c + sum(rest) + d * e + sum(kw.values()), len(rest), sorted(kw)
+    def fwd(*args, **kwargs):
+        kwargs.setdefault("d", 1)
+        return inner(*args, **kwargs)
+    def f(x, args, kwargs):
+        return fwd(x, *args, **kwargs)
+    cases = [((), {}), ((3,), {"e": 0}), ((1, 2, 7, 8), {"d": 2, "z": 4}), ((4, 5), {"e": 1, "q": 1, "r": 2})]
+    return P(f, lambda i: (t(2),) + cases[i])
+
+
+def p_lru_cache_cleared():
+    calls = []
+    @functools.lru_cache(maxsize=None)
+    def table(n):
+        calls.append(n)
+        return [v * 2 for v in range(n)]
+    def f(x, n):
+        return x * sum(table(n)), table.cache_info().currsize
+    def mutate(i):
+        if i == 1:
+            table.cache_clear()
+    return P(f, lambda i: (t(2), [3, 3, 3, 4][i]), mutate, state=lambda: list(calls))
+
+
+def p_float_arg_last_digit():
+    def f(x, a):
+        return x * a, a * 3, a == 0.3, repr(a)
+    vals = [0.1 + 0.2, 0.3, 0.30000000000000004, 1 / 3, 0.3333333333333333]
+    return P(f, lambda i: (t(2), vals[i]), calls=5)
+
+
+def p_float_arg_last_digit_dynamic():
+    def f(x, a, b):
+        return x * a, a == b, a < b, a * 3, repr(a / 3)
+    vals = [(0.1 + 0.2, 0.3), (0.3, 0.3), (1 / 3, 0.3333333333333333), (0.1 + 0.2, 0.30000000000000004)]
+    return P(f, lambda i: (t(2),) + vals[i], dynamic=True)
+
+
+def p_counter_and_chainmap():
+    defaults = {"lr": 0.1, "depth": 2}
+    def f(x, words, over):
+        c = collections.Counter(words)
+        c.update(["a"])
+        c2 = c - collections.Counter(["a", "b"])
+        cm = collections.ChainMap(over, defaults)
+        return (x * cm["depth"] + cm["lr"], c.most_common(2), sorted(c2.elements()), c["zz"], sorted(cm),
+                cm.get("extra", -1), c.total())
+    def mutate(i):
+        defaults["depth"] = i + 3
+    return P(f, lambda i: (t(2), list("abcab")[: i + 2], {"lr": 0.5} if i % 2 else {}), mutate)
+
+
+def p_deque_ops():
+    def f(x, n):
+        d = collections.deque(range(5), maxlen=4)
+        d.append(n)
+        d.appendleft(-n)
+        d.rotate(n)
+        d.extendleft([7, 8])
+        left = d.popleft()
+        d.extend([x.shape[0]])
+        return x * left, list(d), d.maxlen, d[0], d[-1], len(d), d.count(7)
+    return P(f, lambda i: (t(i + 1), i), dynamic=True)
+
+
+def p_singledispatch_registered_later():
+    @functools.singledispatch
+    def scale(v, x):
+        return x
+    @scale.register
+    def _(v: int, x):
+        return x * v
+    def f(x, v):
+        return scale(v, x)
+    def mutate(i):
+        if i == 1:
+            @scale.register
+            def _(v: float, x):
+                return x + v
+    return P(f, lambda i: (t(2), [2, 1.5, 1.5, "s"][i]), mutate)
+
+
+def p_cmp_to_key_sorting():
+    def cmp(a, b):
+        return (len(a) > len(b)) - (len(a) < len(b)) or (a > b) - (a < b)
+    def f(x, words):
+        s = sorted(words, key=functools.cmp_to_key(cmp))
+        return x * len(s[0]), s
+    return P(f, lambda i: (t(2), [["bb", "a", "ccc", "ab"], ["x"], ["zz", "yy", "w"], ["q", "qq", "q"]][i]))
+
+
+def p_os_environ_read():
+    import os
+    key = "EMBER_R3_HARNESS_FLAG"
+    def f(x):
+        mode = os.environ.get(key, "off")
+        return (x * 2 if mode == "on" else x), mode
+    def mutate(i):
+        if i == 0:
+            os.environ[key] = "on"
+        elif i == 1:
+            os.environ[key] = "half"
+        else:
+            os.environ.pop(key, None)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_class_defined_inside():
+    def f(x, k):
+        class Local:
+            scale = k
+            def __init__(self, b):
+                self.b = b
+            def apply(self, t):
+                return t * self.scale + self.b
+        objs = [Local(i) for i in range(2)]
+        return [o.apply(x) for o in objs], Local.__name__, Local.scale
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_lambda_default_captures_loop_var():
+    def f(x, n):
+        fns = [lambda y, i=i: y * i for i in range(n)]
+        late = [lambda y: y * i for i in range(n)]
+        return [g(x) for g in fns], [g(x) for g in late]
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_star_unpacking_forms():
+    def f(x, seq):
+        first, *mid, last = seq
+        (a, b), *rest = [(1, 2), *([(3, 4)] * len(mid))]
+        n, *dims = x.shape
+        head, *_ = range(len(seq) + 1)
+        merged = [*seq, *mid, *dims]
+        d = {**{"a": 1}, **{str(v): v for v in mid}}
+        return x * first + last, mid, a + b, len(rest), n, dims, head, merged, d
+    return P(f, lambda i: (t(2, i + 1, 3), [1, 2, 3, 4, 5][: i + 2]), dynamic=True)
+
+
+def p_global_augassign_in_helper():
+    def bump(k):
+        global G_R3_COUNT
+        G_R3_COUNT += k
+        return G_R3_COUNT
+    def f(x, k):
+        a = bump(k)
+        b = bump(1)
+        return x * a - b, G_R3_COUNT
+    def mutate(i):
+        global G_R3_COUNT
+        if i == 1:
+            G_R3_COUNT = -10
+    return P(f, lambda i: (t(2), i), mutate, state=lambda: G_R3_COUNT)
+
+
+G_R3_COUNT = 0
+
+
+def p_bool_is_int_semantics():
+    def f(x, flags):
+        n = sum(flags)
+        r = (True + 1, isinstance(True, int), n, sum(v > 0 for v in [-1, 2, 3]), flags.count(True), int(flags[0]) * 5,
+             [1, 2][True], {True: "t", 1: "one"}, True == 1, hash(True) == hash(1.0), max(flags), ~True)
+        return x * n, r
+    return P(f, lambda i: (t(2), [[True, False], [False], [True, True, True], [False, True]][i]))
+
+
+def p_tensor_membership_and_dict_keys():
+    def f(x, y):
+        pool = [y, x]
+        found = x in pool
+        keyed = {x: "x", y: "y"}
+        same_key = keyed[x]
+        ids = {id(x) == id(pool[1]), id(y) == id(x)}
+        return found, same_key, len(keyed), sorted(ids), x is pool[1]
+    return P(f, lambda i: (t(1), t(1)))
+
+
+def p_complex_and_fraction_scalars():
+    import fractions
+    def f(x, n):
+        z = complex(n, 1) * (1 - 2j)
+        fr = fractions.Fraction(n, 3) + fractions.Fraction(1, 6)
+        return x * abs(z), z, z.real, z.conjugate(), fr, float(fr), fr.numerator, round(fr)
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_int_from_strings_and_back():
+    def f(x, s):
+        n = int(s, 0)
+        v = float(s) if s.isdigit() else float.fromhex(s) if s.startswith("0x") else 0.0
+        back = (str(n).zfill(5), hex(n), oct(n), bin(n), n.to_bytes(2, "big"), int.from_bytes(b"\x01\x02", "little"))
+        return x * n, v, back
+    return P(f, lambda i: (t(2), ["12", "0x1f", "0o17", "7"][i]))
+
+
+def p_while_else_for_else():
+    def f(x, vals, target):
+        for v in vals:
+            if v == target:
+                found = True
+                break
+        else:
+            found = False
+        i = 0
+        while i < len(vals):
+            if vals[i] < 0:
+                break
+            x = x + vals[i]
+            i += 1
+        else:
+            x = x * 2
+        return x, found, i
+    return P(f, lambda i: (t(2), [[1, 2, 3], [4, -1, 2], [], [5, 5]][i], [2, 9, 0, 5][i]))
+
+
+def p_getattr_default_changes():
+    class O:
+        pass
+    o = O()
+    def f(x):
+        k = getattr(o, "k", None)
+        fn = getattr(o, "fn", torch.neg)
+        y = fn(x)
+        return (y * k if k is not None else y), hasattr(o, "k")
+    def mutate(i):
+        if i == 0:
+            o.k = 3
+        elif i == 1:
+            o.fn = torch.exp
+        elif i == 2:
+            del o.k
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_class_attr_through_inheritance_changed():
+    class Base:
+        scale = 2
+        def get(self):
+            return self.scale
+    class Child(Base):
+        pass
+    c = Child()
+    def f(x):
+        return x * c.get(), Child.scale
+    def mutate(i):
+        if i == 0:
+            Base.scale = 5
+        elif i == 1:
+            Child.scale = 7
+        elif i == 2:
+            del Child.scale
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_exception_group_star():
+    def f(x, k):
+        caught = []
+        try:
+            raise ExceptionGroup("g", [ValueError(k), TypeError("t")][: k % 2 + 1])
+        except* ValueError as eg:
+            caught.append(len(eg.exceptions))
+        except* TypeError:
+            caught.append("type")
+        return x * len(caught), caught
+    return P(f, lambda i: (t(2), i))
+
+
+def p_sentinel_default_identity():
+    class Marker:
+        pass
+    _missing = Marker()
+    def f(x, scale=_missing, *, bias=None):
+        if scale is _missing:
+            scale = 2
+        if bias is None:
+            return x * scale
+        return x * scale + bias
+    args = [(), (3,), (_missing,), (Marker(),)]
+    def inputs(i):
+        return (t(2),) + args[i] + ((KW(bias=1.5),) if i == 3 else ())
+    return P(f, inputs)
+
+
+def p_enum_argument_branches():
+    class Act(enum.Enum):
+        RELU = "relu"
+        TANH = "tanh"
+        NONE = None
+    def f(x, act):
+        if act is Act.RELU:
+            y = x.relu()
+        elif act == Act.TANH:
+            y = x.tanh()
+        else:
+            y = x
+        return y, act.name, act in (Act.RELU, Act.TANH)
+    return P(f, lambda i: (t(3), [Act.RELU, Act.TANH, Act.NONE, Act.RELU, Act.TANH][i]), calls=5)
+
+
+def p_symbolic_float_conditions():
+    def f(x):
+        n = x.shape[0]
+        ratio = n / 7
+        tags = []
+        if n * 0.1 < 0.3000000000000001:
+            tags.append("small")
+        if ratio > 0.4:
+            tags.append("big")
+        if n * 0.7 == 2.1:
+            tags.append("eq")
+        return x * ratio, tags, ratio >= 3 / 7
+    return P(f, lambda i: (t([4, 3, 5, 3, 8][i]),), calls=5, dynamic=True)
+
+
+def p_symbolic_dict_keys_and_slices():
+    def f(x, lst):
+        n = x.shape[0]
+        d = {n: "n", n + 1: "n+1"}
+        s = {n % 3, n // 2}
+        sl = lst[: n - 1]
+        back = list(range(n))[::-2]
+        idx = slice(1, n).indices(n + 2)
+        return x * len(sl), d, sorted(s), sl, back, idx, lst[n % len(lst)], f"{n=}"
+    return P(f, lambda i: (t([2, 3, 5, 4][i]), [10, 20, 30, 40, 50]), dynamic=True)
+
+
+def p_config_namespace_attr_changed():
+    cfg = types.SimpleNamespace(scale=2.0, act="relu", layers=[1])
+    def f(x):
+        y = x * cfg.scale
+        y = y.relu() if cfg.act == "relu" else y.sigmoid()
+        return y * len(cfg.layers), getattr(cfg, "extra", None)
+    def mutate(i):
+        if i == 0:
+            cfg.scale = -1.0
+        elif i == 1:
+            cfg.act = "sigmoid"
+            cfg.extra = 7
+        elif i == 2:
+            cfg.layers.append(2)
+            del cfg.extra
+    return P(f, lambda i: (t(3),), mutate, calls=5)
+
+
+def p_property_replaced_on_class():
+    class C:
+        def __init__(self):
+            self.v = 2
+        @property
+        def k(self):
+            return self.v * 10
+    c = C()
+    def f(x):
+        return x * c.k
+    def mutate(i):
+        if i == 0:
+            C.k = property(lambda self: self.v - 100)
+        elif i == 1:
+            c.v = 5
+        elif i == 2:
+            C.k = 3
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_nonlocal_three_levels():
+    def outer():
+        a = 1
+        def mid():
+            b = 10
+            def inner(x):
+                nonlocal a, b
+                a += 1
+                b -= 1
+                return x * a + b
+            return inner
+        return mid(), lambda: a
+    inner, get_a = outer()
+    def f(x):
+        return inner(x), inner(x), get_a()
+    return P(f, lambda i: (t(2),), state=lambda: get_a())
+
+
+def p_closure_cell_holds_module_swapped():
+    def make():
+        layer = torch.nn.Linear(2, 2)
+        def run(x):
+            return layer(x)
+        def swap(new):
+            nonlocal layer
+            layer = new
+        return run, swap
+    run, swap = make()
+    def mutate(i):
+        if i == 0:
+            swap(torch.nn.Linear(2, 2, bias=False))
+        elif i == 1:
+            swap(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh()))
+    return P(run, lambda i: (t(1, 2),), mutate)
+
+
+def p_lazy_map_filter_zip_side_effects():
+    log = []
+    def tap(v):
+        log.append(v)
+        return v * 2
+    def f(x, vals):
+        m = map(tap, vals)
+        first = next(m)
+        pairs = list(zip(m, range(2)))
+        flt = filter(lambda v: v % 2, vals)
+        odd = next(flt, None)
+        return x * first, pairs, odd, list(m)
+    return P(f, lambda i: (t(2), [[1, 2, 3, 4, 5], [7], [2, 4, 6], [3, 3, 3, 3]][i]), state=lambda: list(log))
+
+
+def p_iter_callable_sentinel():
+    def f(x, vals):
+        it = iter(vals)
+        taken = list(iter(lambda: next(it), 0))
+        rest = list(it)
+        return x * len(taken), taken, rest
+    return P(f, lambda i: (t(2), [[1, 2, 0, 3], [0], [5, 6], [4, 0, 0]][i]))
+
+
+def p_generator_with_try_except_inside():
+    def gen(vals):
+        for v in vals:
+            try:
+                yield 10 // v
+            except ZeroDivisionError:
+                yield -1
+            finally:
+                pass
+    def safe(vals):
+        out = []
+        for v in vals:
+            try:
+                out.append(10 // v)
+            except ZeroDivisionError:
+                out.append(-1)
+        return out
+    def f(x, vals):
+        return x * sum(safe(vals)), safe(vals)
+    return P(f, lambda i: (t(2), [[1, 0, 5], [0], [3, 2], [0, 0, 7]][i]))
+
+
+def p_module_int_attr_as_view_size():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = 2
+        def forward(self, x):
+            b, d = x.shape
+            return x.view(b, self.heads, d // self.heads).sum(-1)
+    m = M()
+    def mutate(i):
+        m.heads = [4, 1, 8][i]
+    return P(m, lambda i: (t(3, 8),), mutate)
+
+
+def p_bytes_and_bytearray():
+    def f(x, data):
+        b = bytes(data)
+        ba = bytearray(b)
+        ba.append(7)
+        ba[0] = 1
+        h = b.hex()
+        return x * len(ba), b[::-1], list(ba), h, b.startswith(b"\x01"), int.from_bytes(b, "big") % 97
+    return P(f, lambda i: (t(2), [[1, 2], [255], [0, 0, 3], [9, 8, 7, 6]][i]))
+
+
+def p_tensor_scalar_conversions():
+    def f(x):
+        s = x.sum()
+        a = float(s)
+        b = int(s)
+        c = complex(s)
+        d = x.max().item() > 0
+        e = [round(v, 2) for v in x.tolist()]
+        return x * b, round(a, 4), b, round(c.real, 4), d, e, bool(s > 0)
+    return P(f, lambda i: (t(3) * 3,), calls=5)
+
+
+def p_assert_and_fstring_debug():
+    def f(x, k):
+        n = x.shape[0]
+        assert n > 0, f"empty {n=}"
+        try:
+            assert k < 3, f"{k=} too big for {n=}"
+        except AssertionError as e:
+            return x, str(e)
+        return x * k, f"{k=} {n=:>4}"
+    return P(f, lambda i: (t([2, 3, 4, 5][i]), i + 1), dynamic=True)
+
+
+def p_sorted_dict_by_value_and_ties():
+    def f(x, d):
+        by_v = sorted(d.items(), key=lambda kv: (kv[1], kv[0]))
+        top = max(d, key=d.get)
+        low = min(d.values(), default=0)
+        inv = {v: k for k, v in d.items()}
+        return x * d[top], by_v, top, low, inv, sorted(d, reverse=True)
+    return P(f, lambda i: (t(2), [{"a": 2, "b": 3, "c": 3}, {"z": 1}, {"q": 5, "p": 5}, {"m": 0, "n": -1}][i]))
+
+
+def p_classmethod_registry_counter():
+    class Layer:
+        made = 0
+        @classmethod
+        def build(cls, k):
+            cls.made += 1
+            obj = cls()
+            obj.k = k
+            return obj
+        def __call__(self, x):
+            return x * self.k
+    def f(x, ks):
+        layers = [Layer.build(k) for k in ks]
+        for layer in layers:
+            x = layer(x)
+        return x, Layer.made
+    return P(f, lambda i: (t(2), [1, 2, 3][: i + 1]), state=lambda: Layer.made)
+
+
+def p_error_messages_of_builtins():
+    def f(x, k):
+        out = []
+        for thunk in (lambda: [1, 2][k], lambda: {"a": 1}[str(k)], lambda: 10 // (k - 1), lambda: 1.0 / (k - 1),
+                      lambda: 10 % (k - 1), lambda: int("x" * k), lambda: (1, "a")[k] < 2, lambda: None.attr,
+                      lambda: [].pop(), lambda: {}.popitem(), lambda: [1, 2].index(k), lambda: float("nan") < k < "s"):
+            try:
+                out.append(thunk())
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        return x * len(out), out
+    return P(f, lambda i: (t(2), [0, 1, 2, 5][i]))
+
+
+def p_tuple_item_augassign_gotcha():
+    def f(x, k):
+        tup = ([1], x)
+        try:
+            tup[0] += [k]
+        except TypeError as e:
+            msg = str(e)
+        a = b = []
+        a.append(k)
+        return x * len(tup[0]), tup[0], msg, b
+    return P(f, lambda i: (t(2), i))
+
+
+def p_dict_changed_during_iteration():
+    def f(x, d):
+        try:
+            for k in d:
+                if k == "a":
+                    d["new" + k] = 1
+        except RuntimeError as e:
+            err = str(e)
+        else:
+            err = None
+        lst = [1, 2, 3]
+        for v in lst:
+            if v < 3 and len(lst) < 6:
+                lst.append(v + 10)
+        return x * len(d), err, lst, sorted(d)
+    return P(f, lambda i: (t(2), [{"a": 1, "b": 2}, {"b": 1}, {"a": 0}, {}][i]))
+
+
+def p_property_attributeerror_falls_to_getattr():
+    class C:
+        def __init__(self, ok):
+            self.ok = ok
+        @property
+        def value(self):
+            if not self.ok:
+                raise AttributeError("no value")
+            return 5
+        def __getattr__(self, name):
+            return f"fallback:{name}"
+    objs = [C(True)]
+    def f(x):
+        v = objs[0].value
+        return (x * v if isinstance(v, int) else x), v
+    def mutate(i):
+        objs[0].ok = i % 2 == 1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_eq_notimplemented_and_radd():
+    class Money:
+        def __init__(self, v):
+            self.v = v
+        def __eq__(self, other):
+            if not isinstance(other, Money):
+                return NotImplemented
+            return self.v == other.v
+        __hash__ = None
+        def __radd__(self, other):
+            return Money(other + self.v) if isinstance(other, int) else NotImplemented
+        def __add__(self, other):
+            return Money(self.v + (other.v if isinstance(other, Money) else other))
+    def f(x, vals):
+        ms = [Money(v) for v in vals]
+        total = sum(ms)
+        return x * total.v, ms[0] == Money(vals[0]), ms[0] == vals[0], ms[0] != "s", (ms[0] + 1).v
+    return P(f, lambda i: (t(2), [1, 2, 3, 4][: i + 1]))
+
+
+def p_user_object_protocols_from_inputs():
+    class Bag:
+        def __init__(self, items):
+            self.items = list(items)
+        def __len__(self):
+            return len(self.items)
+        def __contains__(self, v):
+            return v in self.items
+        def __iter__(self):
+            return iter(self.items)
+        def __getitem__(self, i):
+            return self.items[i]
+        def __bool__(self):
+            return bool(self.items) and self.items[0] != 0
+    class Idx:
+        def __init__(self, i):
+            self.i = i
+        def __index__(self):
+            return self.i
+    bag = Bag([1, 2])
+    def f(x, k):
+        lst = [10, 20, 30, 40]
+        return (x * len(bag), 2 in bag, list(bag), bag[-1], lst[Idx(k)], lst[Idx(0):Idx(k)],
+                "truthy" if bag else "falsy", sum(bag))
+    def mutate(i):
+        bag.items = [[0, 5], [3, 4, 5], []][i]
+    return P(f, lambda i: (t(2), i % 3), mutate)
+
+
+def p_function_attributes_read():
+    def helper(a, b=2, *, c=3):
+        "doc"
+        return a
+    def f(x):
+        return (x * helper.__code__.co_argcount, helper.__name__, helper.__defaults__, helper.__kwdefaults__,
+                helper.__doc__, type(x).__name__, x.__class__.__name__, f.__qualname__.split(".")[-1])
+    def mutate(i):
+        helper.__defaults__ = ((5,), (6,), None)[i]
+        helper.__doc__ = f"doc{i}"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_init_subclass_and_class_registry():
+    registry = {}
+    class Base:
+        def __init_subclass__(cls, key=None, **kw):
+            super().__init_subclass__(**kw)
+            registry[key or cls.__name__] = cls
+        def run(self, x):
+            return x
+    class Double(Base, key="double"):
+        def run(self, x):
+            return x * 2
+    def f(x, key):
+        cls = registry.get(key, Base)
+        return cls().run(x), sorted(registry)
+    def mutate(i):
+        if i == 0:
+            class Neg(Base, key="neg"):
+                def run(self, x):
+                    return -x
+    return P(f, lambda i: (t(2), ["double", "neg", "none", "neg"][i]), mutate)
+
+
+def p_super_in_classmethod_and_staticmethod():
+    class A:
+        scale = 2
+        @classmethod
+        def make(cls, v):
+            return v * cls.scale
+    class B(A):
+        scale = 3
+        @classmethod
+        def make(cls, v):
+            return super().make(v) + 1
+        @staticmethod
+        def helper(v):
+            return v - 1
+    def f(x, v):
+        return x * B.make(v), A.make(v), B.helper(v), B().make(v)
+    def mutate(i):
+        A.scale = i + 5
+    return P(f, lambda i: (t(2), i + 1), mutate)
+
+
+def p_list_remove_del_slices_steps():
+    def f(x, n):
+        lst = list(range(10))
+        del lst[::3]
+        lst[1:3] = []
+        lst[::2] = [0] * len(lst[::2])
+        del lst[-n:]
+        try:
+            lst[::2] = [1]
+        except ValueError as e:
+            err = str(e)
+        return x * len(lst), lst, err
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_nested_data_structure_updates():
+    def f(x, cfg):
+        layers = cfg.setdefault("layers", [])
+        layers.append({"w": x.shape[0]})
+        cfg["count"] = cfg.get("count", 0) + 1
+        total = sum(l["w"] for l in cfg["layers"])
+        return x * total, cfg
+    return P(f, lambda i: (t(i + 1), {} if i % 2 else {"layers": [{"w": 9}], "count": 5}))
+
+
+def p_int_enum_str_enum_args():
+    class Lvl(enum.IntEnum):
+        LOW = 1
+        HIGH = 3
+    class Name(str, enum.Enum):
+        A = "a"
+        B = "b"
+    def f(x, lvl, name):
+        y = x * lvl
+        key = name + "_k" if isinstance(name, str) else None
+        return y, int(lvl), lvl.name, key, name.value, name == "a", lvl == 3, {name: 1}
+    vals = [(Lvl.LOW, Name.A), (Lvl.HIGH, Name.B), (Lvl.HIGH, Name.A), (Lvl.LOW, Name.B)]
+    return P(f, lambda i: (t(2),) + vals[i])
+
+
+def p_rng_objects_around_breaks():
+    rng = random.Random(5)
+    def f(x):
+        a = rng.random()
+        if x.sum() > 0:
+            x = x + 1
+        b = rng.randint(0, 9)
+        print("draw", b)
+        c = random.random()
+        return x * a + b, a, b, c
+    return P(f, lambda i: (t(3),), state=lambda: rng.getstate(), calls=5)
+
+
+def p_generator_expression_binding_time():
+    vals = [1, 2]
+    def make(x, extra):
+        return (x * v + w for v in vals for w in extra)
+    def f(x, extra):
+        g = make(x, extra)
+        vals.append(10)
+        extra.append(100)
+        out = list(g)
+        vals.pop()
+        return out, list(extra)
+    return P(f, lambda i: (t(2), [0, 1][: i % 2 + 1]), state=lambda: list(vals))
+
+
+def p_globals_dict_written():
+    def f(x, k):
+        g = globals()
+        g["G_R3_VIA"] = g.get("G_R3_VIA", 0) + k
+        return x * G_R3_VIA, "G_R3_VIA" in g
+    def state():
+        return globals().get("G_R3_VIA")
+    return P(f, lambda i: (t(2), i + 1), state=state)
+
+
+def p_tensor_python_attribute():
+    def f(x):
+        tag = getattr(x, "tag", None)
+        if tag is None:
+            return x, False
+        return x * tag, hasattr(x, "tag")
+    def inputs(i):
+        x = t(2)
+        if i % 2:
+            x.tag = i + 1
+        return (x,)
+    return P(f, inputs)
+
+
+def p_unpack_tensor_rows_and_star_cat():
+    def f(x, xs):
+        a, b = x
+        first, *rest = xs
+        return torch.cat([*xs, a[None]]), a - b, first * len(rest), torch.stack([*rest, first]) if rest else first
+    return P(f, lambda i: (t(2, 3), [t(1, 3) for _ in range(i + 1)]))
+
+
+def p_module_cached_property_and_class_change():
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+        @functools.cached_property
+        def factor(self):
+            return 3.0
+        def forward(self, x):
+            return self.lin(x) * self.factor
+    class Other(Head):
+        def forward(self, x):
+            return -super().forward(x)
+    m = Head()
+    def mutate(i):
+        if i == 0:
+            m.factor = 0.5
+        elif i == 1:
+            m.__class__ = Other
+        elif i == 2:
+            del m.__dict__["factor"]
+    return P(m, lambda i: (t(1, 2),), mutate, calls=5)
+
+
+def p_defaults_written_inside():
+    def helper(x, k=1):
+        return x * k
+    def f(x, k):
+        helper.__defaults__ = (k,)
+        a = helper(x)
+        return a, helper.__defaults__
+    return P(f, lambda i: (t(2), i + 2), state=lambda: helper.__defaults__)
+
+
+def p_kwargs_dict_mutated_after_unpack():
+    def g(x, **kw):
+        kw["seen"] = True
+        return x * kw.get("k", 1), sorted(kw)
+    def f(x, opts):
+        r = g(x, **opts)
+        opts["k"] = opts.get("k", 0) + 1
+        r2 = g(x, **opts, extra=1)
+        return r, r2, dict(zip(["a", "b", "a"], [1, 2, 3]))
+    return P(f, lambda i: (t(2), [{}, {"k": 2}, {"k": -1, "z": 0}, {}][i]))
+
+
+def p_data_dependent_keys_and_orders():
+    def f(xs):
+        best = max(xs, key=lambda t: t.sum())
+        order = sorted(range(len(xs)), key=lambda i: xs[i].mean().item())
+        ys = list(xs)
+        ys.sort(key=lambda t: float(t.max()), reverse=True)
+        smallest = min(x.sum() for x in xs)
+        any_pos = any(x.sum() > 0 for x in xs)
+        count = int(xs[0].abs().sum() * 2)
+        idx = int(xs[0].argmax())
+        table = {round(x.sum().item(), 3): i for i, x in enumerate(xs)}
+        return best * 1, order, ys[0], smallest, any_pos, [i for i in range(count)], xs[idx % len(xs)], table
+    return P(f, lambda i: ([t(3) for _ in range(i + 2)],), calls=5)
+
+
+def p_tensor_truth_in_python_structures():
+    def f(x, y):
+        pair = (x > 0).all() and (y > 0).any()
+        picked = x if (x.sum() > y.sum()) else y
+        flags = [bool(v > 0) for v in x]
+        n = sum(1 for v in y if v > 0)
+        while x.abs().max() > 1:
+            x = x / 2
+        return bool(pair), picked, flags, n, x
+    return P(f, lambda i: (t(3) * 3, t(3)), calls=5)
+
+
+def p_breaks_inside_features():
+    log = []
+    class Mode(enum.Enum):
+        A = 1
+        B = 2
+    @contextlib.contextmanager
+    def tagged(tag):
+        log.append(("in", tag))
+        try:
+            yield tag
+        finally:
+            log.append(("out", tag))
+    count = 0
+    def bump(x):
+        nonlocal count
+        count += 1
+        print("bump", count)
+        return x + count
+    def f(x, mode, vals):
+        with tagged(mode.name) as tag:
+            x = bump(x)
+            if mode is Mode.A:
+                x = x * 2
+        out = []
+        for v in vals:
+            try:
+                if v < 0:
+                    raise ValueError(v)
+                print("v", v)
+                out.append(x * v)
+            except ValueError:
+                out.append(x)
+                continue
+            finally:
+                log.append(v)
+        return out, tag, count, mode == Mode.B
+    return P(f, lambda i: (t(2), [Mode.A, Mode.B, Mode.A, Mode.B][i], [1, -1, 2][: i + 1]),
+             state=lambda: (list(log), count))
+
+
+def p_generator_pipeline_with_breaks():
+    def source(xs):
+        for x in xs:
+            print("src")
+            yield x * 2
+    def scale(gen, k):
+        for v in gen:
+            yield v * k
+    def f(xs, k):
+        total = None
+        for v in scale(source(xs), k):
+            total = v if total is None else total + v
+        return total
+    return P(f, lambda i: ([t(2) for _ in range(i + 1)], i + 1))
+
+
+def p_dataclass_post_init_and_frozen_setattr():
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        n: int
+        scale: float = 1.0
+        area: int = dataclasses.field(init=False)
+        def __post_init__(self):
+            object.__setattr__(self, "area", self.n * self.n)
+    @dataclasses.dataclass
+    class State:
+        step: int = 0
+        hist: list = dataclasses.field(default_factory=list)
+    st = State()
+    def f(x, n):
+        s = Spec(n, scale=0.5)
+        s2 = dataclasses.replace(s, n=n + 1)
+        st.step += 1
+        st.hist.append(s2.area)
+        try:
+            s.n = 3
+        except dataclasses.FrozenInstanceError as e:
+            err = type(e).__name__
+        return x * s.area * s.scale, s2.area, s == Spec(n, 0.5), err, dataclasses.replace(st, step=-1)
+    return P(f, lambda i: (t(2), i + 1), state=lambda: dataclasses.asdict(st))
+
+
+def p_slots_inheritance_and_dict():
+    class Base:
+        __slots__ = ("a",)
+    class Child(Base):
+        __slots__ = ("b", "__dict__")
+        c = 10
+    o = Child()
+    o.a, o.b = 1, 2
+    def f(x):
+        extra = o.__dict__.get("c", None)
+        return x * (o.a + o.b) + o.c, extra
+    def mutate(i):
+        if i == 0:
+            o.c = 5
+        elif i == 1:
+            o.a = 7
+        elif i == 2:
+            del o.c
+    return P(f, lambda i: (t(2),), mutate, calls=5)
+
+
+def p_class_attr_written_inside_compiled():
+    class Counter:
+        total = 0
+        names = []
+        def __init__(self, name):
+            type(self).total += 1
+            Counter.names.append(name)
+            self.name = name
+    def f(x, names):
+        objs = [Counter(n) for n in names]
+        return x * Counter.total, [o.name for o in objs], list(Counter.names)
+    return P(f, lambda i: (t(2), ["a", "b"][: i % 2 + 1]), state=lambda: (Counter.total, list(Counter.names)))
+
+
+def p_torch_errors_caught_and_messages():
+    def f(x, y):
+        out = []
+        for thunk in (lambda: x @ y, lambda: x.view(-1, 7), lambda: x[::-1], lambda: torch.cat([x, y[None]]),
+                      lambda: x.reshape(y.shape[0], -1), lambda: x + y):
+            try:
+                out.append(thunk())
+            except (RuntimeError, ValueError, IndexError) as e:
+                out.append(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        return out
+    shapes = [((2, 3), (3,)), ((2, 3), (2,)), ((4, 7), (7,)), ((3, 3), (3,))]
+    return P(f, lambda i: (t(*shapes[i][0]), t(*shapes[i][1])))
+
+
+def p_range_and_format_field_access():
+    def f(x, n):
+        r = range(n, -1, -2)
+        rev = list(reversed(range(1, n)))
+        s = "{0.shape[0]}x{0.shape[1]}|{d[k]}|{1:>{w}}".format(x, n, d={"k": "v"}, w=n + 2)
+        cols = list(zip(*[[1, 2, 3], [4, 5, 6]]))
+        sums = list(map(operator.add, [1, 2], [10, 20, 30]))
+        return (x * len(r), list(r), r[1] if len(r) > 1 else None, 3 in r, r.index(n), rev, s, cols, sums,
+                list(enumerate("ab", start=n)), (n).__add__(1), getattr(n, "bit_length")())
+    return P(f, lambda i: (t(2, 3), i + 2), dynamic=True)
+
+
+def p_module_parameters_iterated_and_changed():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(2, 2)
+        def forward(self, x):
+            reg = sum(p.pow(2).sum() for p in self.parameters())
+            names = [n for n, _ in self.named_parameters()]
+            frozen = [n for n, p in self.named_parameters() if not p.requires_grad]
+            return self.a(x) + reg, names, frozen, len(list(self.children()))
+    m = M()
+    def mutate(i):
+        if i == 0:
+            m.register_parameter("extra", torch.nn.Parameter(torch.ones(3)))
+        elif i == 1:
+            m.a.requires_grad_(False)
+        elif i == 2:
+            m.add_module("b", torch.nn.Linear(1, 1))
+    return P(m, lambda i: (t(1, 2),), mutate, calls=5)

@@ -4,6 +4,8 @@ and no warning, or a crash where eager returns."""
 from __future__ import annotations
 
 import copy
+import enum
+import functools
 import math
 import warnings
 
@@ -11,6 +13,7 @@ import torch
 
 import ember_capture
 from capture_helpers import Recorder, assert_same, check
+from ember_capture import CaptureConfig
 
 
 def _captured(fn):
@@ -755,3 +758,167 @@ def test_raising_an_exception_object_from_the_arguments():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert_same(fn(torch.ones(1), err), f(torch.ones(1), err))
+
+
+# -- third round ---------------------------------------------------------------------------------
+class _Mode(enum.Enum):
+    A = "a"
+    B = "b"
+
+
+_MISSING = object()
+
+
+def test_identity_of_real_objects_is_guarded():
+    """Note [Identity of real objects]: `m is Mode.A`, `m == Mode.A` (object.__eq__), `m in (...)`
+    and a dict lookup keyed by an enum argument, and `d is _MISSING` for a sentinel default,
+    were decided on the first call's object with only its type guarded: Mode.B took Mode.A's
+    branch."""
+    def f(x, m, d=_MISSING):
+        return x * 2, [m is _Mode.A, m == _Mode.A, m in (_Mode.A,), {_Mode.A: 1, _Mode.B: 2}[m], d is _MISSING]
+
+    check(f, (torch.ones(2), _Mode.A), (torch.ones(2), _Mode.B), (torch.ones(2), _Mode.B, object()),
+          (torch.ones(2), _Mode.A))
+
+
+def test_lru_cache_helper_runs_again_after_cache_clear():
+    """Note [lru_cache]: the cached result was baked into the entry, so after `cache_clear()`
+    the helper's side effects (and a new result) never happened again as they do in eager."""
+    def make():
+        calls = []
+
+        @functools.lru_cache(maxsize=None)
+        def table(n):
+            calls.append(n)
+            return [v * len(calls) for v in range(n)]
+
+        def f(x, n):
+            return x * sum(table(n)), table.cache_info().currsize
+        return f, table, calls
+
+    (fe, te, ce), (fc, tc, cc) = make(), make()
+    fn, _ = _captured(fc)
+    for i, n in enumerate((3, 3, 3, 4, 3)):
+        if i in (2, 4):
+            te.cache_clear()
+            tc.cache_clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(torch.ones(2), n), fe(torch.ones(2), n))
+        assert cc == ce
+
+
+def test_symbolic_sizes_rounded_formatted_and_reduced_as_python_does():
+    """With dynamic sizes: `round(n, -2)` came back as n (torch's SymInt.__round__ ignores
+    ndigits); `"%s" % (n, m)` printed the symbol's name `s1`; and `(2**(10*n) + m) % 1000` was
+    rebuilt from sympy's simplification, which dropped the power (Note [untrusted size
+    expressions])."""
+    def f(x):
+        n = x.shape[0]
+        huge = (n << 70) // 3 + 2 ** (n * 10)
+        return x * 2, round(n * 100 + 50, -2), "%d-%s" % (n, x.shape[1]), huge % 1000, huge
+
+    check(f, torch.ones(2, 3), torch.ones(7, 5), torch.ones(9, 4), config=CaptureConfig(dynamic=True))
+
+
+def test_size_compared_with_a_float_is_guarded_exactly():
+    """`n * 0.1 < 0.3000000000000001` was guarded as sympy solved and printed it, to 15 digits
+    (`s0 >= 3.0`): n = 3 (0.30000000000000004, below the bound) passed the guard of n = 4 and
+    took its branch. Such a condition is guarded by the sizes' values."""
+    def f(x):
+        n = x.shape[0]
+        if n * 0.1 < 0.3000000000000001:
+            return x + 1, n * 0.1 <= 0.30000000000000004
+        return x - 1, n * 0.1 <= 0.30000000000000004
+
+    check(f, torch.ones(4), torch.ones(3), torch.ones(5), torch.ones(3), config=CaptureConfig(dynamic=True))
+
+
+G_VIA_GLOBALS = 0
+
+
+def test_frame_introspection_answers_for_the_users_frame():
+    """Note [Frame introspection]: `globals()` (and `locals()`, `vars()`, `dir()`) ran natively at a
+    graph break, in ember's entry function: the write went into ember's namespace and the next
+    line's global read raised NameError; `locals()` listed the entry's variables."""
+    def f(x, k):
+        g = globals()
+        g["G_VIA_GLOBALS"] = g.get("G_VIA_GLOBALS", 0) + k
+        return x * G_VIA_GLOBALS, "G_VIA_GLOBALS" in g
+
+    def h(x, k):
+        a = k * 2
+        loc = locals()
+        v = vars()
+        b = a + 1
+        return x * len(loc), sorted(loc), dir(), list(v), b
+
+    global G_VIA_GLOBALS
+    for fn in (f, h):
+        captured, _ = _captured(fn)
+        for k in (1, 2, 3):
+            G_VIA_GLOBALS = 0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                actual = captured(torch.ones(2), k)
+            G_VIA_GLOBALS = 0
+            assert_same(actual, fn(torch.ones(2), k))
+
+
+def test_python_attribute_of_an_input_tensor_is_read_and_guarded():
+    """`getattr(x, "tag", None)` on an input tensor was answered by its fake tensor (no such
+    attribute, unguarded): a later tensor carrying `tag` took the first call's branch."""
+    def f(x):
+        tag = getattr(x, "tag", None)
+        return (x if tag is None else x * tag), hasattr(x, "tag")
+
+    fn, _ = _captured(f)
+    for tag in (None, 5, 7, None):
+        x = torch.ones(2)
+        if tag is not None:
+            x.tag = tag
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(fn(x), f(x))
+
+
+def test_module_class_assigned_between_calls():
+    """A module is guarded by identity, which `m.__class__ = Other` keeps: the trace of the old
+    class's forward was reused."""
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x) * 3
+
+    class Other(Head):
+        def forward(self, x):
+            return -super().forward(x)
+
+    m = Head()
+    fn, _ = _captured(m)
+    assert_same(fn(torch.ones(2)), m(torch.ones(2)))
+    m.__class__ = Other
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(fn(torch.ones(2)), m(torch.ones(2)))
+
+
+def test_requires_grad_inside_the_function_is_not_a_graph_op():
+    """`w.detach().clone().requires_grad_()` was recorded as a graph op: a graph cannot make an
+    autograd leaf, and an AOT backend (which decides from the inputs which outputs need grad)
+    returned an output without grad, or sent the gradient to `w`. It is a graph break now, as
+    `t.requires_grad = True` is; one that changes nothing is no op at all."""
+    def f(x, w):
+        w2 = w.detach().clone().requires_grad_()
+        x.requires_grad_(False)
+        y = (x * w2).sum()
+        y.backward()
+        return y.detach(), w2.grad, w.grad
+
+    rec, stats = check(f, (torch.ones(3), torch.randn(3)), (torch.ones(3), torch.randn(3).requires_grad_()))
+    for gm in rec.graphs:
+        assert all(n.target != "requires_grad_" for n in gm.graph.nodes), gm.code
+    assert any("requires_grad_()" in r.reason for r in stats.breaks)

@@ -207,8 +207,10 @@ def _wrap_module(tr, value, source, name):
         if stateless_module(value) and not _has_hooks(value):
             tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
                           f"{source}: a stateless {type(value).__name__} without hooks")
+            return _pinnable(tr, ObjVar(value, source))
         else:
             tr.guards.identity(source, value)
+            tr.guards.type_is(source, value)  # `m.__class__ = Other` keeps the identity
     return ObjVar(value, source)
 
 
@@ -312,7 +314,21 @@ def _wrap_object(tr, value, source, name):
         tr.guards.type_is(source, value)
     if isinstance(value, torch.Tensor):
         raise Unsupported("unsupported_input", f"tensor subclass {type(value).__name__}")
-    return ObjVar(value, source)
+    return _pinnable(tr, ObjVar(value, source))
+
+
+# Note [Identity of real objects]: an object read from the inputs is guarded by its type only
+# (its attributes and items by their own sources). A use that computes with the object itself,
+# its identity (`m is Mode.A`, `m == Mode.A` by object.__eq__, `k in (A, B)`) or its value (a
+# dict key, `Flag & Flag`, `str(o)`), decides for this object, not for its type: such a use
+# pins the source to the object (`X is _c`), so another member of the same enum, another
+# sentinel `object()`, recompiles instead of reusing the first call's answer.
+def _pinnable(tr, var: ObjVar) -> ObjVar:
+    source, value = var.source, var.value
+    if source is not None:
+        var.pin = lambda: tr.guards.add(source, f"X is {tr.ns.ref(value)}",
+                                        f"{source} is <{type(value).__qualname__} at {id(value):#x}>")
+    return var
 
 
 def _item(source, key):

@@ -423,6 +423,12 @@ def _int(value):
     return int(concrete(value))
 
 
+def _round(value, ndigits=None):
+    """``round(n)`` symbolically; with ``ndigits`` on the values (a guard): torch's
+    ``SymInt.__round__`` ignores ``ndigits`` (``round(n, -2)`` came back as ``n``)."""
+    return round(value) if ndigits is None else NotImplemented
+
+
 def _pow(base, exp, mod=None):
     """``pow(a, b)`` symbolically; ``pow(a, b, m)`` on the values (a guard)."""
     return operator.pow(base, exp) if mod is None else NotImplemented
@@ -430,7 +436,7 @@ def _pow(base, exp, mod=None):
 
 _SYMBOLIC_BUILTINS = {
     min: _extreme(torch.sym_min), max: _extreme(torch.sym_max), int: _int, float: torch.sym_float,
-    divmod: lambda a, b: (a // b, a % b), pow: _pow, round: round,
+    divmod: lambda a, b: (a // b, a % b), pow: _pow, round: _round,
     math.ceil: math.ceil, math.floor: math.floor, math.trunc: math.trunc,
 }
 for _f in (min, max, any, all, sorted, round, divmod, pow, str, repr, int, float, bool, complex,

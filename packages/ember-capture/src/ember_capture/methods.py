@@ -34,7 +34,20 @@ METHOD.refuse(NullVar, DictViewVar, IterVar, CellVar, FunctionVar, BoundVar, Met
 
 @METHOD.rule(TensorVar)
 def tensor_method(fr, t, name, args, kwargs):
+    if name == "requires_grad_":
+        return _requires_grad_(t, args, kwargs)
     return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
+
+
+def _requires_grad_(t: TensorVar, args, kwargs):
+    """``t.requires_grad_(flag)``: a no-op where ``t`` already is so; else it makes ``t`` an autograd
+    leaf (or stops it being one), which a functional graph cannot say (an AOT backend decides
+    which outputs need grad from the graph's inputs): a graph break, as ``t.requires_grad = flag``
+    is, so that the rest of the code sees the leaf as an input."""
+    flag = args[0] if args else kwargs.get("requires_grad", ConstVar(True))
+    if bool(const_value(flag, "requires_grad_()")) == t.fake.requires_grad:
+        return t
+    raise Unsupported("side_effect", "requires_grad_() changes whether a tensor is an autograd leaf")
 
 
 @METHOD.rule(ObjVar)

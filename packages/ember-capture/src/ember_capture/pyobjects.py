@@ -20,9 +20,13 @@ Hugging Face T5, BART, Marian and Whisper deep-copy their config in ``forward``
 Note [lru_cache]: a call through ``functools.lru_cache``'s wrapper with constant arguments calls
 the wrapper at trace time and uses its result: on a miss the function runs once, its side
 effects (a log, a counter) happen once as eager's first call with that key does, and later calls
-with the same (guarded) arguments hit the cache in eager and run nothing in the compiled code;
-a mutable result (a list, a tensor) is the cached object itself, held by reference and guarded,
-so that mutating it is seen as eager sees it. A call with other arguments (a tensor, an object)
+with the same (guarded) arguments hit the cache in eager and run nothing in the compiled code.
+That holds while the keys stay cached: the entry guards the cache's count of misses (a
+`cache_clear()` resets it, and a key is only inserted or evicted on a miss), so after a clear or
+another key's miss it recompiles, and the call at trace time runs the function again where eager
+would. A mutable result (a list, a tensor) is the cached object itself, held by reference and
+guarded, so that mutating it is seen as eager sees it. `cache_info().hits` is not eager's (the
+trace's calls are counted). A call with other arguments (a tensor, an object)
 calls the wrapped function (``__wrapped__``, read through the wrapper and guarded), as
 torch.compile does: the cache would miss on a new tensor's identity anyway. A function
 marked constant (the ``_dynamo_marked_constant`` attribute of torch's assume-constant-result decorator, which
@@ -46,7 +50,9 @@ from .builtins_table import builtin
 from .calls import PURE_MODULES, call, call_rule, inline
 from .library import inlinable_file
 from .config import Unsupported
-from .variables import ConstVar, DictVar, ListVar, NewObjVar, ObjVar, SetVar, TensorVar, TupleVar, Var
+from .frame import VERSION
+from .resume import STACK_PREFIX
+from .variables import ConstVar, DictVar, ListVar, NewObjVar, NullVar, ObjVar, SetVar, TensorVar, TupleVar, Var
 
 # Values that deepcopy returns as they are, or as an equal immutable value (copy's
 # _deepcopy_atomic table; torch's dtypes, devices, layouts and memory formats reduce to
@@ -155,10 +161,55 @@ def _log_api_usage_once(fr, args, kwargs):
     return ConstVar(None)
 
 
+# Note [Frame introspection]: `globals()`, `locals()`, `vars()` and `dir()` without an argument
+# answer for the frame that calls them. Run natively at a graph break they would answer for
+# ember's entry function instead (its namespace, its locals), so they are modelled: `globals()`
+# is the traced frame's module dict, a real object (what the code does with it runs natively,
+# at a break, on that dict); `locals()` and `vars()` a dict of the frame's bound variables (its
+# cells' contents too) in the order CPython lists them, `dir()` their sorted names. Before 3.13
+# that dict is the frame's own, refreshed by each call (`loc = locals()` sees later locals after
+# the next call): modelled as one dict per frame, and a frame that made it does not split at a
+# graph break (the resume function's dict would be another one): it runs eagerly.
+@builtin(globals)
+def _globals(fr, args, kwargs):
+    return ObjVar(fr.globals, fr.tr.globals_ref(fr.globals))
+
+
+def _frame_locals(fr) -> DictVar:
+    d = getattr(fr, "locals_dict", None)
+    if d is None or VERSION >= (3, 13):
+        d = DictVar({})
+        fr.locals_dict = d
+    code = fr.code
+    for name in code.co_varnames + code.co_cellvars + code.co_freevars:
+        if name.startswith(STACK_PREFIX):
+            continue
+        value = fr.cells[name].contents if name in fr.cells else fr.locals.get(name)
+        if value is not None and not isinstance(value, NullVar):
+            d.items[name] = value
+        else:
+            d.items.pop(name, None)
+    return d
+
+
+@builtin(locals)
+def _locals(fr, args, kwargs):
+    return _frame_locals(fr)
+
+
+@builtin(dir)
+def _dir(fr, args, kwargs):
+    if args or kwargs:
+        raise Unsupported("unsupported_call", "dir() of an object")
+    return ListVar([ConstVar(k) for k in sorted(_frame_locals(fr).items)])
+
+
 @builtin(vars)
 def _vars(fr, args, kwargs):
+    if not args and not kwargs:
+        return _frame_locals(fr)
     if len(args) != 1:
-        raise Unsupported("unsupported_call", "vars() without an argument")
+        raise Unsupported("unsupported_call", "vars() with more than one argument")
     return S.getattr_var(fr, args[0], "__dict__")
 
 
@@ -208,10 +259,31 @@ def call_lru_cached(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
             result = wrapper(*values, **named)
         except Exception as e:
             raise Unsupported("trace_error", f"{wrapper.__qualname__} raised {type(e).__name__}: {e}") from None
+        _guard_cache_unchanged(tr, fn)
         return ConstVar(result) if _immutable_constant(result) else wrap(tr, result, None)
     src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
     inner = wrap(tr, wrapper.__wrapped__, f"{src}.__wrapped__")
     return call(fr, inner, args, kwargs)
+
+
+def _guard_cache_unchanged(tr, fn: ObjVar) -> None:
+    """Guard that the cache has missed no call since the trace's last call through it: a
+    `cache_clear()` resets the count, and only a miss inserts (and evicts) a key, so the keys
+    the trace found are still cached and the function would not run (Note [lru_cache])."""
+    wrapper = fn.value
+    misses = tr.lru_misses.get(id(wrapper))
+    if misses is None:
+        misses = tr.lru_misses[id(wrapper)] = [0]
+        src = fn.source if fn.source is not None else tr.ns.ref(wrapper)
+        tr.guards.add(f"{src}.cache_info()", f"X.misses == {tr.ns.ref(misses)}[0]",
+                      f"{wrapper.__qualname__}'s cache has missed no call since the trace")
+    misses[0] = wrapper.cache_info().misses
+
+
+def _immutable_constant(value) -> bool:
+    if isinstance(value, tuple) and type(value) is tuple:
+        return all(_immutable_constant(v) for v in value)
+    return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
 def _constant_arguments(args, kwargs):
@@ -223,12 +295,6 @@ def _constant_arguments(args, kwargs):
         return ([S.concrete_value(a) for a in args], {k: S.concrete_value(v) for k, v in kwargs.items()})
     except Unsupported:
         return None
-
-
-def _immutable_constant(value) -> bool:
-    if isinstance(value, tuple) and type(value) is tuple:
-        return all(_immutable_constant(v) for v in value)
-    return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
 @call_rule(is_marked_constant)

@@ -11,7 +11,7 @@ from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CALLABLE, HASATTR, LEN, TYPE
 from .items import guard_len
-from .semantics import call_dunder, class_dunder, const_value
+from .semantics import call_dunder, class_dunder, const_value, tensor_instance_attr
 from .sizes import SYM_TYPES
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -94,7 +94,7 @@ def _const_type(v: ConstVar):
 HASATTR.rule(ListVar, DictVar, SetVar, DictViewVar, IterVar, FunctionVar, BoundVar)(
     lambda fr, obj, name: hasattr(python_type(obj), name))  # their type's attributes
 HASATTR.rule(ConstVar)(lambda fr, obj, name: hasattr(obj.value, name))
-HASATTR.rule(TensorVar)(lambda fr, obj, name: hasattr(obj.fake, name))
+HASATTR.rule(TensorVar)(lambda fr, obj, name: hasattr(obj.fake, name) or tensor_instance_attr(fr, obj, name))
 HASATTR.rule(NewObjVar)(lambda fr, obj, name: name in obj.attrs or hasattr(obj.cls, name))
 HASATTR.refuse(*_UNTYPED)
 

@@ -241,6 +241,8 @@ class FrameState:
                 obstacle = None if inst is None else why_no_break(self.code, inst)
                 if obstacle is None and inst is not None and in_except_block(tr.root):
                     obstacle = "inside an except block, whose exception is not live natively"
+                if obstacle is None and getattr(tr.root, "locals_dict", None) is not None:
+                    obstacle = "locals() of this frame is a dict that later calls refresh (Note [Frame introspection])"
                 if inst is not None and obstacle is None and inst.offset not in breaks:
                     breaks[inst.offset] = e
                     continue

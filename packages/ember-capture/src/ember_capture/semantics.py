@@ -83,7 +83,14 @@ def _obj_const(v: ObjVar, what):
     if is_data_object(v.value):
         raise Unsupported("unsupported_value", f"{what} needs the contents of a {type(v.value).__name__}, "
                           "which can change between calls")
+    pin_identity(v)
     return v.value
+
+
+def pin_identity(v: Var) -> None:
+    """Guard that ``v``'s source is the object the trace saw (Note [Identity of real objects])."""
+    if isinstance(v, ObjVar) and v.pin is not None:
+        v.pin()
 
 
 @CONST_VALUE.rule(TensorVar)
@@ -242,7 +249,20 @@ def _tensor_attr(fr, t: TensorVar, name):
         return wrap(fr.tr, real.grad, f"{t.source}.grad", "grad")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(t, name)
+    if tensor_instance_attr(fr, t, name):
+        return wrap(fr.tr, fr.tr.eval_source(t.source).__dict__[name], f"{t.source}.{name}", name)
     raise Unsupported("unsupported_attr", f"Tensor attribute {name!r}")
+
+
+def tensor_instance_attr(fr, t: TensorVar, name: str) -> bool:
+    """Whether an input tensor has a Python attribute `name` of its own (`x.tag = 1`), guarded
+    either way: a tensor of the next call may carry it, or not (a fake tensor has none)."""
+    if t.source is None or hasattr(torch.Tensor, name):
+        return False
+    present = name in fr.tr.eval_source(t.source).__dict__
+    fr.tr.guards.add(t.source, f"({name!r} in X.__dict__) is {present}",
+                     f"{t.source} {'has' if present else 'has no'} attribute {name!r}")
+    return present
 
 
 @_getattr_for(ConstVar)
@@ -519,6 +539,8 @@ def binary(fr, fn, a: Var, b: Var) -> Var:
 def _binary_values(fn, a: Var, b: Var) -> Var:
     try:
         left, right = const_value(a), const_value(b)
+        if isinstance(left, (str, bytes)):  # "%s" % (n, m): the sizes' values, as _const_binary formats them
+            right = concrete(right)
         for value in (left, right):
             user = user_dunder(value, _operator_dunders(fn))
             if user is not None:
@@ -652,8 +674,15 @@ UNARY.rule(TensorVar)(lambda fr, fn, a: fr.tr.graph.call("call_function", fn, [a
 
 
 def is_same(a: Var, b: Var) -> bool:
-    """``a is b`` on symbolic values."""
-    return a is b or IDENTITY.lookup(type(a))(a) is IDENTITY.lookup(type(b))(b)
+    """``a is b`` on symbolic values. Two real objects of one type are told apart by their
+    identity, which is then guarded (Note [Identity of real objects])."""
+    if a is b:
+        return True
+    left, right = IDENTITY.lookup(type(a))(a), IDENTITY.lookup(type(b))(b)
+    if type(left) is type(right) and not isinstance(left, Var):
+        pin_identity(a)
+        pin_identity(b)
+    return left is right
 
 
 # The object that ``is`` compares: a real object's own, a tensor's identity (shared by the
@@ -678,7 +707,7 @@ def truthy(fr, v: Var) -> bool:
 
 @TRUTH.rule(ConstVar)
 def _const_truth(fr, v: ConstVar):
-    return bool(v.value)
+    return bool(concrete(v.value))
 
 
 @TRUTH.rule(TensorVar)

@@ -243,15 +243,12 @@ def has_sym(value) -> bool:
 def concrete(value):
     """``value`` with every symbolic size replaced by its value in this call, each replacement
     recorded as a guard (ember_symbolic's Note [symbolic sizes]): for uses that need a number."""
+    if isinstance(value, torch.SymFloat) or (isinstance(value, SYM_TYPES) and _has_float(value)):
+        # by the symbols' values (exact), not by the float's (a guard `0.9**s0 == 0.81` would
+        # compare floats printed in decimal; `n * 0.1 < 0.3000000000000001` became `s0 >= 3.0`)
+        return _by_symbols(value)
     if isinstance(value, torch.SymInt):
         return int(value)
-    if isinstance(value, torch.SymFloat):
-        # by the symbols' values (exact), not by the float's (a guard `0.9**s0 == 0.81` would
-        # compare floats printed in decimal)
-        node = value.node
-        for symbol in node.expr.free_symbols:
-            node.env.specialize(symbol, node.env.hints[symbol])
-        return node.hint
     if isinstance(value, torch.SymBool):
         return bool(value)
     if isinstance(value, torch.Size):
@@ -264,6 +261,38 @@ def concrete(value):
     if isinstance(value, slice) and has_sym(value):
         return slice(concrete(value.start), concrete(value.stop), concrete(value.step))
     return value
+
+
+def _has_float(value) -> bool:
+    """Whether a symbolic value's expression holds a float constant: sympy computes and prints
+    those to 15 digits, so relations and code made from it are not Python's (Note [symbolic floats])."""
+    return bool(value.node.expr.atoms(sympy.Float))
+
+
+def _by_symbols(value):
+    """``value``'s value in this call, guarded by the values of the symbols it is made of."""
+    node = value.node
+    for symbol in node.expr.free_symbols:
+        node.env.specialize(symbol, node.env.hints[symbol])
+    return node.hint
+
+
+# Note [untrusted size expressions]: a symbolic int carries its value in this call (computed by
+# Python on the values) and a sympy expression (simplified by sympy). Where sympy simplifies
+# wrongly, they disagree (`(2**(10*n) + m) % 1000` dropped the power: sympy 1.14's Mod), and the
+# expression, rebuilt after the graph or written into it, would compute another number than
+# eager. Before an expression is used, it is checked against the value; one that disagrees is
+# not used: the value is, guarded by the symbols' values. So is an int made from floats
+# (`math.floor(n * 0.1 * 3)`): sympy folds the float constants (`0.3*s0`) in another order than
+# eager rounds them, so it may agree on this call's sizes and not on the next call's.
+def _agrees(value) -> bool:
+    node = value.node
+    hints = node.env.hints
+    try:
+        got = node.expr.xreplace({s: sympy.Integer(hints[s]) for s in node.expr.free_symbols})
+        return bool(got == node.hint)
+    except Exception:  # noqa: BLE001 - an expression that does not evaluate is not trusted
+        return False
 
 
 # Note [symbolic floats]: eager rounds each step of float arithmetic on sizes (`n / 3 * 2`,
@@ -301,6 +330,8 @@ def python_code(value, names: dict, size_class: str = "__Size") -> str:
             # as eager divided: sympy keeps n / -3 as -1/3 * n, a product that rounds differently
             numerator, denominator = sympy.fraction(sympy.together(expr))
             return f"(({printer.doprint(numerator)}) / ({printer.doprint(denominator)}))"
+        if (node.pytype is int and not _agrees(value)) or expr.atoms(sympy.Float):  # Note [untrusted size expressions]
+            return repr(_by_symbols(value))
         text = printer.doprint(expr)
         if node.pytype is int and expr_of(value).atoms(sympy.Float, sympy.Rational) - expr_of(value).atoms(sympy.Integer):
             return f"int({text})"
@@ -343,6 +374,8 @@ class SizeNodes:
                 return hint_of(value)
             if isinstance(value, torch.SymBool):
                 return concrete(value)
+            if value.node.pytype is int and (_has_float(value) or not _agrees(value)):  # Note [untrusted size expressions]
+                return _by_symbols(value)
             try:
                 return self._node(expr_of(value), value.node.pytype)
             except CannotMaterialize:

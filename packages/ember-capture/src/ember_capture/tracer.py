@@ -65,6 +65,7 @@ class Tracer:
         self.mutated_lists: dict = {}  # id(ListVar) -> ListVar: Note [Mutated input lists]
         self.mutated_dicts: dict = {}  # id(DictVar) -> DictChange: Note [Mutated input dicts]
         self.input_iterators: list = []  # IterVars of input iterators: Note [Iterators from the inputs]
+        self.lru_misses: dict = {}  # id(lru_cache wrapper) -> [its misses after the trace's calls]: Note [lru_cache]
         self.call_effects: list = []  # (Python function, [argument Vars]): called after the graph
         self.handling: list = []  # the exceptions traced except blocks handle, innermost last
         self.root: Frame | None = None

@@ -50,7 +50,11 @@ class TensorVar(Var):
 
 
 class ObjVar(Var):
-    """A real Python object read from the inputs: module, function, class, nn.Module, ..."""
+    """A real Python object read from the inputs: module, function, class, nn.Module, ...
+    ``pin``, where set, adds the guard that this source is this very object, for a use that
+    depends on more than the guarded type (Note [Identity of real objects])."""
+
+    pin = None
 
     def __init__(self, value, source=None):
         self.value = value
