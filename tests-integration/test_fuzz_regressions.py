@@ -376,3 +376,22 @@ def test_an_in_place_op_with_a_wider_operand_keeps_its_targets_dtype():
             sum(o.float().sum() for o in ember.compile(f)(x1, b)).backward()
             sum(o.float().sum() for o in f(x2, b)).backward()
             torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("view", [
+    lambda t: t.unflatten(0, (2, -1)),
+    lambda t: t.view(2, 2, 1, 3),
+    lambda t: t.unsqueeze(1)[:, :, 0],
+    lambda t: t.reshape(4, 1, 1, 3).squeeze(2),
+], ids=["unflatten", "view", "unsqueeze_select", "reshape_squeeze"])
+def test_a_view_of_an_input_has_eagers_strides_on_size_one_dims(view):
+    # fuzz seed 5630: a [4, 1, 3] slice of strides (7, 7, 2) unflattened: eager's size-1 dim has
+    # stride 6, the fake tensors' (torch's Python view references) 7; as_strided reads them
+    base = torch.randn(4, 1, 7)
+    x = base[..., 1::2]
+    f = lambda t: (view(t), t.sin())  # noqa: E731
+    ember.reset()
+    got, want = ember.compile(f)(x)[0], f(x)[0]
+    assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
+    assert got.data_ptr() == want.data_ptr()
+    torch.testing.assert_close(got.as_strided((2, 2), (6, 1)), want.as_strided((2, 2), (6, 1)))

@@ -10,11 +10,12 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch
 
 from ember_autograd.errors import AotTraceError, ErrorKind
-from ember_autograd.functionalize import replayable
+from ember_autograd.functionalize import replay_view, replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
 
 
@@ -261,8 +262,9 @@ class _Session:
             entry = fn.entries.get(id(o))
             base = entry.base if entry is not None else None
             if base is not None and id(base) in primal_ids:
-                kinds.append(("alias", AliasOutput(primal_ids[id(base)], tuple(o.shape), tuple(o.stride()),
-                                                   o.storage_offset(), o.requires_grad, o is base,
+                size, stride, offset = _eager_layout(o, base, entry.chain)
+                kinds.append(("alias", AliasOutput(primal_ids[id(base)], size, stride, offset,
+                                                   o.requires_grad, o is base,
                                                    None if o.dtype == base.dtype else o.dtype)))
             elif base is not None and id(base) in shared:
                 if id(base) not in base_output:
@@ -303,6 +305,29 @@ class _Session:
         gm = torch.fx.GraphModule(self.root, self.graph)
         gm.graph.lint()
         return gm
+
+
+# Note [eager strides of input views]: a fake tensor's view ops take their strides from torch's
+# Python references, which differ from the C++ kernels on size-1 dimensions (a [4, 1, 3] view of
+# strides (7, 7, 2) unflattened to [2, 2, 1, 3]: eager (14, 7, 6, 2), fake (14, 7, 7, 2)). Such a
+# stride is observable (`.stride()`, `as_strided`; fuzz seed 5630), so the layout of an output that
+# views an input is taken by replaying its view chain on a meta tensor of the input's layout:
+# meta kernels are eager's.
+def _eager_layout(o: torch.Tensor, base: torch.Tensor, chain: tuple) -> tuple:
+    fake_layout = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
+    if not chain or not replayable(chain) or _is_symbolic_value(o) or _is_symbolic_value(base):
+        return fake_layout
+    try:
+        with _disable_current_modes():  # real meta tensors, nothing traced
+            extent = base.storage_offset() + sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1
+            meta = torch.empty(max(extent, 0), dtype=base.dtype, device="meta").as_strided(
+                tuple(base.shape), tuple(base.stride()), base.storage_offset())
+            view = replay_view(meta, chain)
+    except Exception:  # noqa: BLE001 - a chain the meta kernels refuse: keep the fake's layout
+        return fake_layout
+    if tuple(view.shape) != fake_layout[0] or view.dtype != o.dtype:
+        return fake_layout
+    return tuple(view.shape), tuple(view.stride()), view.storage_offset()
 
 
 def _shared_bases(flat: list, fn, primal_ids: dict) -> set[int]:
