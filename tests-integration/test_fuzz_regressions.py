@@ -395,3 +395,20 @@ def test_a_view_of_an_input_has_eagers_strides_on_size_one_dims(view):
     assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
     assert got.data_ptr() == want.data_ptr()
     torch.testing.assert_close(got.as_strided((2, 2), (6, 1)), want.as_strided((2, 2), (6, 1)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: F.layer_norm(t, (3,), torch.linspace(0.5, 1.5, 3, dtype=t.dtype), None, 1e-5),
+    lambda t: F.group_norm(t.reshape(2, 3, 3), 3),
+    lambda t: t.var(1) / 1e-30,
+    lambda t: t.std(1, correction=0) / 1e-30,
+    lambda t: torch.var_mean(t, 1)[0] / 1e-30,
+], ids=["layer_norm", "group_norm", "var", "std", "var_mean"])
+def test_the_variance_of_a_constant_row_is_exactly_zero(fn):
+    # fuzz seed 6909: sum / n of three float32 -7.7 is not -7.7, so layer norm scaled the residue
+    # x - mean by rsqrt(eps): 1.5e-4 where eager (and float64) give 0
+    x = torch.tensor([[2147483647.0] * 3, [1.0] * 3, [0.1] * 3, [3.3] * 3, [1e4] * 3, [-7.7] * 3])
+    ember.reset()
+    got, want = ember.compile(fn)(x), fn(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(want, fn(x.double()).float(), rtol=0, atol=0)  # eager is exact here
