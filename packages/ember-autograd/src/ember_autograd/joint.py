@@ -72,6 +72,9 @@ class Signature:
     # per `grad_inputs` entry, the positions in `diff_outputs` whose autograd graph reaches that
     # input (Note [unreached outputs], unreached.py); () when not recorded
     grad_reach: tuple[frozenset, ...] = ()
+    # (position in `diff_outputs`, eager's error) per output whose backward reads a saved value
+    # written in place since (Note [outputs whose backward reads a mutated saved value])
+    poisoned: tuple[tuple[int, str], ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -158,16 +161,55 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         grad_inputs = tuple(k for k, p in enumerate(session.primals) if p.requires_grad)
         tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
         grads: list = [None] * len(grad_inputs)
+        poisoned: tuple = ()
         if diff and grad_inputs:
             session.tracer.stack_trace = None  # backward ops take their autograd node's line
-            with session.tracer:
-                grads = torch.autograd.grad([graph_outs[k] for k in diff],
-                                            [session.primals[k] for k in grad_inputs],
-                                            tangents, allow_unused=True)
+            grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
+                                            [session.primals[k] for k in grad_inputs], tangents)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
         reach = _grad_reach([graph_outs[k] for k in diff], [session.primals[k] for k in grad_inputs])
-    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach})
+    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach,
+                       "poisoned": poisoned})
     return Traced(session.finish(nodes), sig)
+
+
+# Note [outputs whose backward reads a mutated saved value]: `y = x.log_softmax(-1); y.neg_()`
+# leaves LogSoftmax's saved output at a newer version: eager raises "modified by an inplace
+# operation" when a backward runs that node, and only then; a loss that does not reach y (or
+# anything computed from it) differentiates fine. The joint trace differentiates every output
+# at once, so it raised for the whole graph (fuzz seed 2001: y was live across a graph break,
+# an output of the graph, unused by the loss). Where it raises, each output's backward is tried
+# alone (on fake tensors, nothing recorded); those that raise are left out of the traced backward
+# (their tangents unused) and recorded with the error, which the runtime raises when the loss
+# reaches one of them (its gradient is not None), as eager's engine would.
+def _is_version_error(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "modified by an inplace operation" in str(exc)
+
+
+def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[list, tuple]:
+    """The traced gradients of `inputs`, and (position in `outs`, error) per output whose backward
+    reads a saved value written in place since."""
+    try:
+        with session.tracer:
+            return list(torch.autograd.grad(outs, inputs, tangents, allow_unused=True, retain_graph=True)), ()
+    except RuntimeError as exc:
+        if not _is_version_error(exc):
+            raise
+    poisoned = []
+    for j, (o, t) in enumerate(zip(outs, tangents)):
+        try:  # fake tensors only, outside the tracer: nothing is recorded
+            torch.autograd.grad([o], inputs, [t], allow_unused=True, retain_graph=True)
+        except RuntimeError as exc:
+            if not _is_version_error(exc):
+                raise
+            poisoned.append((j, str(exc)))
+    bad = {j for j, _ in poisoned}
+    keep = [j for j in range(len(outs)) if j not in bad]
+    if not keep:
+        return [None] * len(inputs), tuple(poisoned)
+    with session.tracer:
+        grads = torch.autograd.grad([outs[j] for j in keep], inputs, [tangents[j] for j in keep], allow_unused=True)
+    return list(grads), tuple(poisoned)
 
 
 def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:

@@ -420,6 +420,9 @@ def _make_function(runner: TrainingRunner):
                                                                                       device=meta[2])
                         for k, meta in zip(sig.diff_outputs, ctx.diff_meta)]
             absent = tuple(grads[k] is None for k in sig.diff_outputs)
+            for j, error in sig.poisoned:  # Note [outputs whose backward reads a mutated saved value]
+                if not absent[j]:
+                    raise RuntimeError(error)
             saved = ctx.saved_tensors
             if hasattr(ctx, "exposed"):
                 saved = _with_exposed(runner, ctx, list(saved), absent)
