@@ -3,6 +3,7 @@ graph. Both are functional ATen graphs (Note [Functionalization] in functionaliz
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,10 @@ class Signature:
     # (position in `diff_outputs`, eager's error) per output whose backward reads a saved value
     # written in place since (Note [outputs whose backward reads a mutated saved value])
     poisoned: tuple[tuple[int, str], ...] = ()
+    # mutated inputs (positions among the tensor inputs) written with autograd recording: their
+    # new values are differentiable outputs, copied onto the inputs outside the autograd.Function
+    # (Note [writes to inputs that require grad])
+    grad_mutated: tuple[int, ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -150,8 +155,15 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         _refuse_overlapping_writes(session, sig)
         graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
         diff = tuple(k for k, o in enumerate(graph_outs) if getattr(o, "requires_grad", False))
+        # Note [writes to inputs that require grad]: written with autograd recording
+        grad_mutated = tuple(k for k in sig.mutated_inputs if session.primals[k].grad_fn is not None
+                             and session.primals[k].grad_fn is not session.input_grad_fns[k])
+        graph_outs += [session.primals[k] for k in sig.mutated_inputs]
+        diff += tuple(sig.num_graph_outputs + m for m, k in enumerate(sig.mutated_inputs) if k in grad_mutated)
         for k in sig.mutated_inputs:
-            if session.primals[k].requires_grad:
+            # a non-leaf written under no_grad: copied back under no_grad, as eager writes it
+            if k not in grad_mutated and session.grad_leaves[k] is session.primals[k] and \
+                    session.primals[k].requires_grad:
                 if not diff:  # an optimizer step: parameters updated under no_grad
                     raise AotTraceError(ErrorKind.INFERENCE_ONLY, "no output requires grad, and a graph input that "
                                         "requires grad is mutated in place: an inference graph")
@@ -165,12 +177,30 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         if diff and grad_inputs:
             session.tracer.stack_trace = None  # backward ops take their autograd node's line
             grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
-                                            [session.primals[k] for k in grad_inputs], tangents)
+                                            [session.grad_leaves[k] for k in grad_inputs], tangents)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-        reach = _grad_reach([graph_outs[k] for k in diff], [session.primals[k] for k in grad_inputs])
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs])
     sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach,
-                       "poisoned": poisoned})
+                       "poisoned": poisoned, "grad_mutated": grad_mutated})
     return Traced(session.finish(nodes), sig)
+
+
+# Note [writes to inputs that require grad]: eager lets a program write in place to a tensor
+# that requires grad and is not a leaf (an activation computed before a graph break): autograd
+# records the write on that tensor's history. The joint trace gives such an input a non-leaf
+# placeholder (a clone of a leaf fake; gradients are taken with respect to the leaf, that is,
+# the input's value before the call), so the program's writes are recorded as eager records
+# them. Their new values are differentiable outputs of the graph, and the runtime copies each
+# onto its input after the autograd.Function, with grad enabled, as AOT autograd does: autograd
+# then records the copy on the input's history (CopyBackwards from the Function's output), and
+# later uses of the input differentiate through the compiled graph. The inductor is not told of
+# these mutations (`ember_mutations`), so it never writes such an input itself. A leaf that
+# requires grad, or a view of one, keeps a leaf placeholder: the write raises in the trace and
+# the graph runs eagerly, which raises eager's error; a call of the compiled graph with such an
+# input raises it from the copy.
+def _writable_under_autograd(x: torch.Tensor) -> bool:
+    base = x._base if x._base is not None else x
+    return not x.is_leaf and not (base.is_leaf and base.requires_grad)
 
 
 # Note [outputs whose backward reads a mutated saved value]: `y = x.log_softmax(-1); y.neg_()`
@@ -178,12 +208,19 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
 # operation" when a backward runs that node, and only then; a loss that does not reach y (or
 # anything computed from it) differentiates fine. The joint trace differentiates every output
 # at once, so it raised for the whole graph (fuzz seed 2001: y was live across a graph break,
-# an output of the graph, unused by the loss). Where it raises, each output's backward is tried
+# an output of the graph, unused by the loss). An op without a derivative (floor_divide of a
+# float tensor that requires grad) is the same: eager raises only when its node runs. Where the
+# joint backward raises one of these errors, each output's backward is tried
 # alone (on fake tensors, nothing recorded); those that raise are left out of the traced backward
 # (their tangents unused) and recorded with the error, which the runtime raises when the loss
 # reaches one of them (its gradient is not None), as eager's engine would.
-def _is_version_error(exc: BaseException) -> bool:
-    return isinstance(exc, RuntimeError) and "modified by an inplace operation" in str(exc)
+_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented")
+
+
+def _raises_in_eagers_backward(exc: BaseException) -> bool:
+    """An error eager's engine raises when it runs one particular backward node: a saved value
+    written in place since, or an op without a derivative (floor_divide)."""
+    return isinstance(exc, RuntimeError) and _BACKWARD_ERRORS.search(str(exc)) is not None
 
 
 def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[list, tuple]:
@@ -193,14 +230,14 @@ def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[li
         with session.tracer:
             return list(torch.autograd.grad(outs, inputs, tangents, allow_unused=True, retain_graph=True)), ()
     except RuntimeError as exc:
-        if not _is_version_error(exc):
+        if not _raises_in_eagers_backward(exc):
             raise
     poisoned = []
     for j, (o, t) in enumerate(zip(outs, tangents)):
         try:  # fake tensors only, outside the tracer: nothing is recorded
             torch.autograd.grad([o], inputs, [t], allow_unused=True, retain_graph=True)
         except RuntimeError as exc:
-            if not _is_version_error(exc):
+            if not _raises_in_eagers_backward(exc):
                 raise
             poisoned.append((j, str(exc)))
     bad = {j for j, _ in poisoned}
@@ -249,6 +286,10 @@ class _Session:
         self.root = torch.nn.Module()
         self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)
         self.args, self.primals, self.tensor_inputs, self.int_inputs = [], [], [], []
+        # per primal: the leaf gradients are taken with respect to (the primal itself, or the
+        # leaf it clones), and its grad_fn before the program ran
+        self.grad_leaves: list = []
+        self.input_grad_fns: list = []
         self.sym_inputs: list[tuple[int, torch.SymInt]] = []
         for i, (x, value) in enumerate(zip(example_inputs, values)):
             if isinstance(x, torch.Tensor):
@@ -260,10 +301,16 @@ class _Session:
                         fake = torch.empty_strided(value.shape, value.stride(), dtype=x.dtype, device=x.device)
                 else:
                     fake = self.fake_mode.from_tensor(x.detach())
+                leaf = fake
                 if requires_grad and x.requires_grad:
-                    fake.requires_grad_(True)
+                    fake = leaf = fake.requires_grad_(True)
+                    if _writable_under_autograd(x):  # Note [writes to inputs that require grad]
+                        with self.fake_mode, torch.enable_grad():
+                            fake = leaf.clone()
                 self.tracer.placeholder(f"primals_{len(self.primals) + 1}", fake)
                 self.primals.append(fake)
+                self.grad_leaves.append(leaf)
+                self.input_grad_fns.append(fake.grad_fn)
                 self.tensor_inputs.append(i)
                 self.args.append(fake)
             elif isinstance(x, int) and not isinstance(x, bool) and _is_symbolic_value(value):
