@@ -14,6 +14,18 @@ Tolerances (per result dtype, `TOLERANCES`): float64 1e-7 rel/abs, float32 1e-5 
 integers and bools exact; NaN positions must match everywhere. Strides are compared for outputs
 that alias an input (eager guarantees a view's strides).
 
+Seeds from EXTENDED_FROM (20000) also draw from the extended op families (`EXTENDED_OPS`:
+unfold/flip/roll/pad/cat views, scatter_reduce/gather/index_put, clamp with tensor bounds,
+integer division of negatives, int/bool/half promotion, reductions over empty dims); earlier
+seeds make the programs they always made. `generate(seed, train=True)` (the driver's --train)
+makes every floating input require grad, so every program is differentiated.
+
+Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
+sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
+copysign, seed 20005); prod's backward at an infinity (eager computes grad * prod / x = NaN,
+torch's formula for fake tensors, which ember traces, the product of the others: seed 13117
+with --train); bfloat16 gradients through cancellations (seed 12058 with --triton).
+
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """
 from __future__ import annotations
