@@ -578,3 +578,17 @@ def test_triton_bfloat16_constants_and_arg_reductions(monkeypatch, n):
             torch.testing.assert_close(g, w, rtol=8e-3, atol=0)  # interpreter: float32 -> bf16 truncates
         else:
             assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.bool])
+def test_a_cat_of_empty_tensors_compiles(dtype):
+    # fuzz seed 22: cat of pieces all empty along the dim made a kernel value of None, and the
+    # inductor failed (the graph fell back)
+    a = torch.zeros(0, 3, dtype=dtype)
+
+    def f(t):
+        return torch.cat([t, t], 0), torch.cat([t, t], 0).expand([2, 0, 3]), torch.cat([t, t.clone()], 1)
+
+    ember.reset()
+    for g, w in zip(ember.compile(f)(a), f(a)):
+        assert g.shape == w.shape and g.dtype == w.dtype
