@@ -74,7 +74,8 @@ class Signature:
     # input (Note [unreached outputs], unreached.py); () when not recorded
     grad_reach: tuple[frozenset, ...] = ()
     # (position in `diff_outputs`, eager's error) per output whose backward reads a saved value
-    # written in place since (Note [outputs whose backward reads a mutated saved value])
+    # written in place since, or runs an op without a derivative (Note [outputs whose backward
+    # reads a mutated saved value])
     poisoned: tuple[tuple[int, str], ...] = ()
     # mutated inputs (positions among the tensor inputs) written with autograd recording: their
     # new values are differentiable outputs, copied onto the inputs outside the autograd.Function
@@ -225,7 +226,7 @@ def _raises_in_eagers_backward(exc: BaseException) -> bool:
 
 def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[list, tuple]:
     """The traced gradients of `inputs`, and (position in `outs`, error) per output whose backward
-    reads a saved value written in place since."""
+    raises in eager's engine (Note [outputs whose backward reads a mutated saved value])."""
     try:
         with session.tracer:
             return list(torch.autograd.grad(outs, inputs, tangents, allow_unused=True, retain_graph=True)), ()

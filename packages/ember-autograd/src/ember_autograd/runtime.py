@@ -88,7 +88,8 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
 # - forward output node `meta["ember_saved_outputs"]`: training forward outputs from that
 #   position on are saved for the backward (the inductor chooses their layout);
 # - forward output node `meta["ember_mutations"]`: (output position, input position) pairs, the
-#   new value of each mutated input;
+#   new value of each mutated input (not those written with autograd recording, which the
+#   runtime copies outside the autograd.Function: Note [writes to inputs that require grad]);
 # - backward `gm.meta["ember_compiled_forward"]`: the callable the forward's compiler returned
 #   (a compiler that replays both as CUDA graphs pairs them: the facade's cudagraphs.py).
 #
