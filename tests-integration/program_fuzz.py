@@ -14,6 +14,18 @@ Tolerances (per result dtype, `TOLERANCES`): float64 1e-7 rel/abs, float32 1e-5 
 integers and bools exact; NaN positions must match everywhere. Strides are compared for outputs
 that alias an input (eager guarantees a view's strides).
 
+Seeds from EXTENDED_FROM (20000) also draw from the extended op families (`EXTENDED_OPS`:
+unfold/flip/roll/pad/cat views, scatter_reduce/gather/index_put, clamp with tensor bounds,
+integer division of negatives, int/bool/half promotion, reductions over empty dims); earlier
+seeds make the programs they always made. `generate(seed, train=True)` (the driver's --train)
+makes every floating input require grad, so every program is differentiated.
+
+Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
+sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
+copysign, seed 20005); prod's backward at an infinity (eager computes grad * prod / x = NaN,
+torch's formula for fake tensors, which ember traces, the product of the others: seed 13117
+with --train); bfloat16 gradients through cancellations (seed 12058 with --triton).
+
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """
 from __future__ import annotations
@@ -677,6 +689,122 @@ def select_pool_mask(g: _Gen):
     return f"{n} = {x}.clamp({g.pick(lambda u: _bshape(u, t)) or x}, None)", [n]
 
 
+# ------------------------------------------------------------------ extended op families (seeds
+# from EXTENDED_FROM): views without `out=` (unfold, flip, roll, tril, pad, cat), scatter_reduce,
+# gather and index_put with valid indices, clamp with tensor bounds, integer division and
+# remainder of negatives, mixed int/bool/half promotion, reductions over empty dims, cumulative
+# ops on integers. Earlier seeds keep the programs they always made.
+EXTENDED_FROM = 20000
+EXTENDED_OPS: list[tuple[float, Callable]] = []
+
+
+def extended_op(weight: float):
+    def register(fn):
+        EXTENDED_OPS.append((weight, fn))
+        return fn
+    return register
+
+
+@extended_op(2)
+def shape_ops(g: _Gen):
+    x = g.pick(lambda t: t.dim() >= 1)
+    if x is None:
+        return None
+    t = g.env[x]
+    d = g.dim(t)
+    size = t.shape[d]
+    n = g.fresh()
+    r = g.rng.randrange(9)
+    if r == 0 and size >= 2:
+        return f"{n} = {x}.unfold({d}, {g.rng.choice([1, 2])}, {g.rng.choice([1, 2])})", [n]
+    if r == 1:
+        return f"{n} = torch.flip({x}, [{d}])", [n]
+    if r == 2:
+        return f"{n} = torch.roll({x}, {g.rng.choice([1, -1, 2])}, {d})", [n]
+    if r == 3 and t.dim() >= 2:
+        return f"{n} = torch.{g.rng.choice(['tril', 'triu'])}({x}, {g.rng.choice([0, 1, -1])})", [n]
+    if r == 4:
+        mode = g.rng.choice(["", ", mode='reflect'", ", mode='replicate'", ", value=-1.5"])
+        if "reflect" in mode and size < 2 or (mode and "value" not in mode and not t.dtype.is_floating_point):
+            mode = ""
+        return f"{n} = F.pad({x}, ({g.rng.choice([0, 1])}, 1){mode})", [n]
+    if r == 5:
+        y = g.pick(lambda u: u.dim() == t.dim() and all(a == b for i, (a, b) in enumerate(zip(u.shape, t.shape))
+                                                         if i != d % t.dim()))
+        return f"{n} = torch.cat([{x}, {y or x}], {d})", [n]
+    if r == 6:
+        return f"{n} = torch.stack([{x}, {x} * 2], {g.rng.randrange(-t.dim() - 1, t.dim() + 1)})", [n]
+    if r == 7:
+        return f"{n} = torch.diff({x}, dim={d})", [n]
+    return f"{n} = {x}.narrow({d}, 0, 0).{g.rng.choice(['sum', 'prod', 'mean', 'logsumexp', 'amax'])}({d})", [n]
+
+
+@extended_op(2)
+def scatter_gather(g: _Gen):
+    x = g.pick(lambda t: t.dim() >= 1 and t.numel() > 0)
+    if x is None:
+        return None
+    t = g.env[x]
+    d = g.dim(t)
+    size = t.shape[d]
+    n = g.fresh()
+    seed = g.rng.randrange(99)
+    index = (f"torch.randint(0, {size}, {list(t.shape)}, generator=torch.Generator().manual_seed({seed}))")
+    r = g.rng.randrange(5)
+    if r == 0:
+        src = g.pick(lambda u: u.shape == t.shape and u.dtype == t.dtype) or f"{x} * 2"
+        red = g.rng.choice(["sum", "prod", "mean", "amax", "amin"])
+        return (f"{n} = {x}.scatter_reduce({d}, {index}, {src}, '{red}', "
+                f"include_self={g.rng.choice(['True', 'False'])})"), [n]
+    if r == 1:
+        return f"{n} = torch.gather({x}, {d}, {index})", [n]
+    if r == 2:
+        k = t.shape[0]
+        rows = [g.rng.randrange(-k, k) for _ in range(3)]
+        val = g.pick(lambda u: u.dim() == 0) or g.scalar()
+        acc = g.rng.choice(["True", "False"])
+        return (f"{n} = {x}.index_put((torch.tensor({rows}),), torch.as_tensor({val}).to({x}.dtype), "
+                f"accumulate={acc})"), [n]
+    if r == 3:
+        return f"{n} = {x}.index_fill({d}, torch.tensor([0, {size - 1}]), {g.scalar()})", [n]
+    return f"{n} = torch.take({x}, torch.tensor([0, {t.numel() - 1}, {t.numel() // 2}]))", [n]
+
+
+@extended_op(2)
+def promotion(g: _Gen):
+    x = g.pick()
+    if x is None:
+        return None
+    t = g.env[x]
+    n = g.fresh()
+    y = g.pick(lambda u: _bshape(u, t))
+    if y is None:
+        return None
+    yt = g.env[y]
+    r = g.rng.randrange(8)
+    if r == 0:
+        lo = g.pick(lambda u: _bshape(u, t) and u.dtype == t.dtype) or y
+        return f"{n} = torch.clamp({x}, min={lo}, max={y if g.rng.random() < 0.5 else 'None'})", [n]
+    if r == 1:
+        return f"{n} = torch.clamp({x}, {y}, {g.pick(lambda u: _bshape(u, t)) or y})", [n]
+    if r == 2 and not t.dtype.is_floating_point and not yt.dtype.is_floating_point and t.dtype != torch.bool:
+        mode = g.rng.choice(["'trunc'", "'floor'"])
+        return f"{n} = torch.div({x}, torch.where({y} == 0, -3, {y}), rounding_mode={mode})", [n]
+    if r == 3 and not t.dtype.is_floating_point and t.dtype != torch.bool:
+        return f"{n} = {g.rng.choice(['torch.remainder', 'torch.fmod'])}({x}, {g.rng.choice([-3, -2, 5])})", [n]
+    if r == 4:
+        return f"{n} = {x}.to(torch.{g.rng.choice(['bool', 'float16', 'bfloat16', 'int32'])}) + {y}", [n]
+    if r == 5:
+        return f"{n} = torch.add({x}, {y}, alpha={g.rng.choice([2, -1])})", [n]
+    if r == 6:
+        return f"{n} = {x} / {y}.to(torch.{g.rng.choice(['int64', 'bool', 'int32'])})", [n]
+    if t.dim():
+        dt = g.rng.choice(["", ", dtype=torch.int64", ", dtype=torch.float32"])
+        fn = g.rng.choice(["cumsum", "cumprod", "logcumsumexp"] if t.dtype.is_floating_point else ["cumsum", "cumprod"])
+        return f"{n} = torch.{fn}({x}, {g.dim(t)}{dt if fn != 'logcumsumexp' else ''})", [n]
+    return None
+
+
 def _spec(rng: random.Random) -> InputSpec:
     ndim = rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
     zero_ok = rng.random() < 0.1
@@ -692,10 +820,13 @@ def _spec(rng: random.Random) -> InputSpec:
     return InputSpec(shape, dtype, layout, rg, special)
 
 
-def generate(seed: int) -> Program:
-    """A random program, deterministic in `seed`, that eager runs."""
+def generate(seed: int, train: bool = False) -> Program:
+    """A random program, deterministic in `seed`, that eager runs. train: every floating input
+    requires grad (the checker then differentiates every program)."""
     rng = random.Random(seed)
     specs = [_spec(rng) for _ in range(rng.randint(1, 4))]
+    if train:
+        specs = [dataclasses.replace(s, requires_grad=s.dtype.is_floating_point) for s in specs]
     g = _Gen(rng)
     tg = torch.Generator().manual_seed(seed)
     for i, s in enumerate(specs):
@@ -703,11 +834,12 @@ def generate(seed: int) -> Program:
         g.names.append(f"a{i}")
         g.inputs.append(f"a{i}")
     target = rng.randint(5, 15)
-    weights = [w for w, _ in OPS]
+    ops = OPS + (EXTENDED_OPS if seed >= EXTENDED_FROM else [])
+    weights = [w for w, _ in ops]
     tries = 0
     while len(g.body) < target and tries < 400:
         tries += 1
-        fn = rng.choices([f for _, f in OPS], weights)[0]
+        fn = rng.choices([f for _, f in ops], weights)[0]
         made = fn(g)
         if not made or made[0] is None:
             continue

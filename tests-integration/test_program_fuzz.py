@@ -17,9 +17,10 @@ import program_fuzz  # noqa: E402
 
 CPP_SEEDS = range(0, 30)
 TRITON_SEEDS = [0, 1, 2, 3, 4, 6]
-# of CPP_SEEDS, 6 fall back: floor_divide under requires_grad (3), in-place metadata changes of
-# an input (transpose_, unsqueeze_), as_strided of a non-contiguous input
-MAX_FALLBACKS = 6
+# of CPP_SEEDS, 1 falls back: seed 3, as_strided of a computed value laid out otherwise than in
+# eager (storage_layout). (floor_divide under requires_grad compiles since the round of seed
+# 12040, a cat of empty pieces since seed 22's fix.)
+MAX_FALLBACKS = 1
 
 
 def _run(seeds, options):

@@ -3,6 +3,8 @@
     python tools/fuzz_programs.py --seeds 200 --start 0            # C++ backend
     python tools/fuzz_programs.py --seeds 20 --triton               # Triton, interpreted on the CPU
     python tools/fuzz_programs.py --seeds 1 --start 17 --minimize   # shrink one failing program
+    python tools/fuzz_programs.py --seeds 50 --start 13000 --train  # every float input requires grad
+    python tools/fuzz_programs.py --seeds 50 --start 20000          # seeds >= 20000: extended op families
 
 Prints one line per program that did not pass, then a tally by outcome (ok, mismatch, crash,
 fallback = ember warned and ran eagerly, eager_error = fresh inputs made eager raise). The
@@ -28,6 +30,7 @@ def main() -> int:
     ap.add_argument("--triton", action="store_true", help="options={'backend': 'triton'} (interpreted)")
     ap.add_argument("--minimize", action="store_true", help="shrink and print each failing program")
     ap.add_argument("--show", action="store_true", help="print each failing program")
+    ap.add_argument("--train", action="store_true", help="every floating input requires grad (training mode)")
     args = ap.parse_args()
     if args.triton:
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -35,7 +38,7 @@ def main() -> int:
     tally: collections.Counter = collections.Counter()
     t0 = time.time()
     for seed in range(args.start, args.start + args.seeds):
-        program = program_fuzz.generate(seed)
+        program = program_fuzz.generate(seed, train=args.train)
         try:
             out = program_fuzz.check(program, seed, options)
         except Exception as exc:  # noqa: BLE001 - the checker itself failed: report and go on

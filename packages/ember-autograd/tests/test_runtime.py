@@ -7,7 +7,6 @@ import torch.fx
 import torch.nn.functional as F
 
 from ember_autograd import AotConfig, AotTraceError, aot, verify_functional
-from ember_autograd.errors import AotError
 
 
 def eager_compiler(gm, example_inputs):
@@ -136,11 +135,30 @@ def test_batchnorm_training_updates_buffers_and_grads():
     torch.testing.assert_close(bn.weight.grad, ref.weight.grad)
 
 
-def test_mutating_an_input_that_requires_grad_is_refused():
-    gm = torch.fx.symbolic_trace(lambda x: (x.add_(1),))
+def test_mutating_a_non_leaf_input_that_requires_grad_is_recorded_as_in_eager():
+    # Note [writes to inputs that require grad]: the runtime copies the new value onto the input
+    # with autograd recording; the leaf behind it gets eager's gradient through the write
+    def f(h, w):
+        old = h * 2 + w  # saves nothing that the write overwrites
+        h.mul_(3).add_(w)
+        return (old, h)
+
+    gm = torch.fx.symbolic_trace(f)
+    w = torch.randn(3, requires_grad=True)
     x = torch.randn(3, requires_grad=True)
-    with pytest.raises(AotError):
-        aot(gm, [x.clone()], fw_compiler=eager_compiler)  # non-leaf: eager would allow it
+    fn = aot(gm, [x * 2, w], fw_compiler=eager_compiler)
+    grads = []
+    for run in (f, fn):
+        x.grad = w.grad = None
+        h = x * 2
+        old, new = run(h, w)
+        assert new is h and h.grad_fn is not None
+        (old * torch.arange(3.0)).sum().add((h * h).sum()).backward()
+        grads.append((old.detach(), h.detach(), x.grad, w.grad))
+    for got, want in zip(*reversed(grads)):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        fn(torch.randn(3, requires_grad=True), w)  # a leaf: eager's error
 
 
 def test_debug_verify_flag_runs_the_verifier():

@@ -244,8 +244,10 @@ def aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler,
 def _mark_mutations(gm: torch.fx.GraphModule, sig: Signature) -> None:
     # Note [compiler metadata] (runtime.py): (output position, input position) of each new value
     # of a mutated input, for a compiled forward that writes them itself (`applies_mutations`).
+    # Inputs written with autograd recording are copied by the runtime, outside the autograd
+    # Function (Note [writes to inputs that require grad], joint.py): not listed.
     gm.graph.output_node().meta["ember_mutations"] = tuple(
-        (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs))
+        (sig.num_graph_outputs + m, k) for m, k in enumerate(sig.mutated_inputs) if k not in sig.grad_mutated)
 
 
 # Note [speculative requires-grad key]: which graphs a call runs depends on which inputs require

@@ -3,6 +3,7 @@ graph. Both are functional ATen graphs (Note [Functionalization] in functionaliz
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,11 +11,12 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch
 
 from ember_autograd.errors import AotTraceError, ErrorKind
-from ember_autograd.functionalize import replayable
+from ember_autograd.functionalize import replay_view, replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
 
 
@@ -71,6 +73,14 @@ class Signature:
     # per `grad_inputs` entry, the positions in `diff_outputs` whose autograd graph reaches that
     # input (Note [unreached outputs], unreached.py); () when not recorded
     grad_reach: tuple[frozenset, ...] = ()
+    # (position in `diff_outputs`, eager's error) per output whose backward reads a saved value
+    # written in place since, or runs an op without a derivative (Note [outputs whose backward
+    # reads a mutated saved value])
+    poisoned: tuple[tuple[int, str], ...] = ()
+    # mutated inputs (positions among the tensor inputs) written with autograd recording: their
+    # new values are differentiable outputs, copied onto the inputs outside the autograd.Function
+    # (Note [writes to inputs that require grad])
+    grad_mutated: tuple[int, ...] = ()
 
     @property
     def num_fw_outputs(self) -> int:
@@ -146,8 +156,15 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         _refuse_overlapping_writes(session, sig)
         graph_outs = [session.graph_out_fakes[k] for k in range(sig.num_graph_outputs)]
         diff = tuple(k for k, o in enumerate(graph_outs) if getattr(o, "requires_grad", False))
+        # Note [writes to inputs that require grad]: written with autograd recording
+        grad_mutated = tuple(k for k in sig.mutated_inputs if session.primals[k].grad_fn is not None
+                             and session.primals[k].grad_fn is not session.input_grad_fns[k])
+        graph_outs += [session.primals[k] for k in sig.mutated_inputs]
+        diff += tuple(sig.num_graph_outputs + m for m, k in enumerate(sig.mutated_inputs) if k in grad_mutated)
         for k in sig.mutated_inputs:
-            if session.primals[k].requires_grad:
+            # a non-leaf written under no_grad: copied back under no_grad, as eager writes it
+            if k not in grad_mutated and session.grad_leaves[k] is session.primals[k] and \
+                    session.primals[k].requires_grad:
                 if not diff:  # an optimizer step: parameters updated under no_grad
                     raise AotTraceError(ErrorKind.INFERENCE_ONLY, "no output requires grad, and a graph input that "
                                         "requires grad is mutated in place: an inference graph")
@@ -157,16 +174,80 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         grad_inputs = tuple(k for k, p in enumerate(session.primals) if p.requires_grad)
         tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
         grads: list = [None] * len(grad_inputs)
+        poisoned: tuple = ()
         if diff and grad_inputs:
             session.tracer.stack_trace = None  # backward ops take their autograd node's line
-            with session.tracer:
-                grads = torch.autograd.grad([graph_outs[k] for k in diff],
-                                            [session.primals[k] for k in grad_inputs],
-                                            tangents, allow_unused=True)
+            grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
+                                            [session.grad_leaves[k] for k in grad_inputs], tangents)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-        reach = _grad_reach([graph_outs[k] for k in diff], [session.primals[k] for k in grad_inputs])
-    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach})
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs])
+    sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach,
+                       "poisoned": poisoned, "grad_mutated": grad_mutated})
     return Traced(session.finish(nodes), sig)
+
+
+# Note [writes to inputs that require grad]: eager lets a program write in place to a tensor
+# that requires grad and is not a leaf (an activation computed before a graph break): autograd
+# records the write on that tensor's history. The joint trace gives such an input a non-leaf
+# placeholder (a clone of a leaf fake; gradients are taken with respect to the leaf, that is,
+# the input's value before the call), so the program's writes are recorded as eager records
+# them. Their new values are differentiable outputs of the graph, and the runtime copies each
+# onto its input after the autograd.Function, with grad enabled, as AOT autograd does: autograd
+# then records the copy on the input's history (CopyBackwards from the Function's output), and
+# later uses of the input differentiate through the compiled graph. The inductor is not told of
+# these mutations (`ember_mutations`), so it never writes such an input itself. A leaf that
+# requires grad, or a view of one, keeps a leaf placeholder: the write raises in the trace and
+# the graph runs eagerly, which raises eager's error; a call of the compiled graph with such an
+# input raises it from the copy.
+def _writable_under_autograd(x: torch.Tensor) -> bool:
+    base = x._base if x._base is not None else x
+    return not x.is_leaf and not (base.is_leaf and base.requires_grad)
+
+
+# Note [outputs whose backward reads a mutated saved value]: `y = x.log_softmax(-1); y.neg_()`
+# leaves LogSoftmax's saved output at a newer version: eager raises "modified by an inplace
+# operation" when a backward runs that node, and only then; a loss that does not reach y (or
+# anything computed from it) differentiates fine. The joint trace differentiates every output
+# at once, so it raised for the whole graph (fuzz seed 2001: y was live across a graph break,
+# an output of the graph, unused by the loss). An op without a derivative (floor_divide of a
+# float tensor that requires grad) is the same: eager raises only when its node runs. Where the
+# joint backward raises one of these errors, each output's backward is tried
+# alone (on fake tensors, nothing recorded); those that raise are left out of the traced backward
+# (their tangents unused) and recorded with the error, which the runtime raises when the loss
+# reaches one of them (its gradient is not None), as eager's engine would.
+_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented")
+
+
+def _raises_in_eagers_backward(exc: BaseException) -> bool:
+    """An error eager's engine raises when it runs one particular backward node: a saved value
+    written in place since, or an op without a derivative (floor_divide)."""
+    return isinstance(exc, RuntimeError) and _BACKWARD_ERRORS.search(str(exc)) is not None
+
+
+def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[list, tuple]:
+    """The traced gradients of `inputs`, and (position in `outs`, error) per output whose backward
+    raises in eager's engine (Note [outputs whose backward reads a mutated saved value])."""
+    try:
+        with session.tracer:
+            return list(torch.autograd.grad(outs, inputs, tangents, allow_unused=True, retain_graph=True)), ()
+    except RuntimeError as exc:
+        if not _raises_in_eagers_backward(exc):
+            raise
+    poisoned = []
+    for j, (o, t) in enumerate(zip(outs, tangents)):
+        try:  # fake tensors only, outside the tracer: nothing is recorded
+            torch.autograd.grad([o], inputs, [t], allow_unused=True, retain_graph=True)
+        except RuntimeError as exc:
+            if not _raises_in_eagers_backward(exc):
+                raise
+            poisoned.append((j, str(exc)))
+    bad = {j for j, _ in poisoned}
+    keep = [j for j in range(len(outs)) if j not in bad]
+    if not keep:
+        return [None] * len(inputs), tuple(poisoned)
+    with session.tracer:
+        grads = torch.autograd.grad([outs[j] for j in keep], inputs, [tangents[j] for j in keep], allow_unused=True)
+    return list(grads), tuple(poisoned)
 
 
 def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:
@@ -206,6 +287,10 @@ class _Session:
         self.root = torch.nn.Module()
         self.tracer = AtenTracer(self.graph, self.root, self.fake_mode, decompositions)
         self.args, self.primals, self.tensor_inputs, self.int_inputs = [], [], [], []
+        # per primal: the leaf gradients are taken with respect to (the primal itself, or the
+        # leaf it clones), and its grad_fn before the program ran
+        self.grad_leaves: list = []
+        self.input_grad_fns: list = []
         self.sym_inputs: list[tuple[int, torch.SymInt]] = []
         for i, (x, value) in enumerate(zip(example_inputs, values)):
             if isinstance(x, torch.Tensor):
@@ -217,10 +302,16 @@ class _Session:
                         fake = torch.empty_strided(value.shape, value.stride(), dtype=x.dtype, device=x.device)
                 else:
                     fake = self.fake_mode.from_tensor(x.detach())
+                leaf = fake
                 if requires_grad and x.requires_grad:
-                    fake.requires_grad_(True)
+                    fake = leaf = fake.requires_grad_(True)
+                    if _writable_under_autograd(x):  # Note [writes to inputs that require grad]
+                        with self.fake_mode, torch.enable_grad():
+                            fake = leaf.clone()
                 self.tracer.placeholder(f"primals_{len(self.primals) + 1}", fake)
                 self.primals.append(fake)
+                self.grad_leaves.append(leaf)
+                self.input_grad_fns.append(fake.grad_fn)
                 self.tensor_inputs.append(i)
                 self.args.append(fake)
             elif isinstance(x, int) and not isinstance(x, bool) and _is_symbolic_value(value):
@@ -261,8 +352,9 @@ class _Session:
             entry = fn.entries.get(id(o))
             base = entry.base if entry is not None else None
             if base is not None and id(base) in primal_ids:
-                kinds.append(("alias", AliasOutput(primal_ids[id(base)], tuple(o.shape), tuple(o.stride()),
-                                                   o.storage_offset(), o.requires_grad, o is base,
+                size, stride, offset = _eager_layout(o, base, entry.chain)
+                kinds.append(("alias", AliasOutput(primal_ids[id(base)], size, stride, offset,
+                                                   o.requires_grad, o is base,
                                                    None if o.dtype == base.dtype else o.dtype)))
             elif base is not None and id(base) in shared:
                 if id(base) not in base_output:
@@ -303,6 +395,29 @@ class _Session:
         gm = torch.fx.GraphModule(self.root, self.graph)
         gm.graph.lint()
         return gm
+
+
+# Note [eager strides of input views]: a fake tensor's view ops take their strides from torch's
+# Python references, which differ from the C++ kernels on size-1 dimensions (a [4, 1, 3] view of
+# strides (7, 7, 2) unflattened to [2, 2, 1, 3]: eager (14, 7, 6, 2), fake (14, 7, 7, 2)). Such a
+# stride is observable (`.stride()`, `as_strided`; fuzz seed 5630), so the layout of an output that
+# views an input is taken by replaying its view chain on a meta tensor of the input's layout:
+# meta kernels are eager's.
+def _eager_layout(o: torch.Tensor, base: torch.Tensor, chain: tuple) -> tuple:
+    fake_layout = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
+    if not chain or not replayable(chain) or _is_symbolic_value(o) or _is_symbolic_value(base):
+        return fake_layout
+    try:
+        with _disable_current_modes():  # real meta tensors, nothing traced
+            extent = base.storage_offset() + sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1
+            meta = torch.empty(max(extent, 0), dtype=base.dtype, device="meta").as_strided(
+                tuple(base.shape), tuple(base.stride()), base.storage_offset())
+            view = replay_view(meta, chain)
+    except Exception:  # noqa: BLE001 - a chain the meta kernels refuse: keep the fake's layout
+        return fake_layout
+    if tuple(view.shape) != fake_layout[0] or view.dtype != o.dtype:
+        return fake_layout
+    return tuple(view.shape), tuple(view.stride()), view.storage_offset()
 
 
 def _shared_bases(flat: list, fn, primal_ids: dict) -> set[int]:

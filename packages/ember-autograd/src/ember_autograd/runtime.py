@@ -88,7 +88,8 @@ def _check_mutated_inputs_unaliased(sig: Signature, tensors: list[torch.Tensor])
 # - forward output node `meta["ember_saved_outputs"]`: training forward outputs from that
 #   position on are saved for the backward (the inductor chooses their layout);
 # - forward output node `meta["ember_mutations"]`: (output position, input position) pairs, the
-#   new value of each mutated input;
+#   new value of each mutated input (not those written with autograd recording, which the
+#   runtime copies outside the autograd.Function: Note [writes to inputs that require grad]);
 # - backward `gm.meta["ember_compiled_forward"]`: the callable the forward's compiler returned
 #   (a compiler that replays both as CUDA graphs pairs them: the facade's cudagraphs.py).
 #
@@ -109,6 +110,7 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     """Note [Functionalization] (functionalize.py): copy each mutated input's new value back."""
     if not sig.mutated_inputs:
         return
+    grad_mutated = sig.grad_mutated  # copied by `copy_with_autograd`
     # One _foreach_copy_ per (device, dtype) group: a ResNet step writes back ~160 batch-norm
     # buffers, and on CUDA a list mixing dtypes (float statistics, int64 num_batches_tracked)
     # falls back to one copy_ per tensor.
@@ -116,6 +118,8 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
     written: list[torch.Tensor] = []
     with torch.no_grad():
         for k, value in zip(sig.mutated_inputs, new_values):
+            if k in grad_mutated:
+                continue
             dst = tensors[k]
             if _is_same_memory(dst, value):  # Note [compiled mutations]: written in place
                 written.append(dst)
@@ -130,6 +134,15 @@ def replay_mutations(sig: Signature, tensors: list[torch.Tensor], new_values) ->
             torch._foreach_copy_(dsts, srcs)
     if written:  # as an in-place op would: autograd then sees that saved values changed
         torch.autograd.graph.increment_version(written)
+
+
+def copy_with_autograd(sig: Signature, tensors: list[torch.Tensor], new_values) -> None:
+    """Note [writes to inputs that require grad] (joint.py): the new value of each input that the
+    graph wrote with autograd recording, copied onto it with grad enabled, so that autograd
+    records the write on the input's history. A leaf that requires grad raises eager's error."""
+    for m, k in enumerate(sig.mutated_inputs):
+        if k in sig.grad_mutated:
+            tensors[k].copy_(new_values[m])
 
 
 def _is_same_memory(dst: torch.Tensor, value) -> bool:
@@ -321,6 +334,8 @@ class TrainingRunner:
         tensors = tensor_args(self.sig, args)
         outs = self.apply(self.needs_input_grad if speculative else None, *tensors)
         n = self.sig.num_graph_outputs
+        if self.sig.grad_mutated:  # first: a leaf that requires grad raises before any write
+            copy_with_autograd(self.sig, tensors, outs[n:])
         if not applies_mutations(self.forward):
             replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, list(outs[:n]))
@@ -394,7 +409,9 @@ def _make_function(runner: TrainingRunner):
     sig = runner.sig
     n_fw = sig.num_fw_outputs
     diff = set(sig.diff_outputs)
-    copy_mutated_saved = bool(sig.mutated_inputs) and not applies_mutations(runner.forward)
+    # saved inputs about to be overwritten: by the runtime's copies (those the compiled forward
+    # does not apply itself, and always those written with autograd recording)
+    copied = set(sig.grad_mutated) if applies_mutations(runner.forward) else set(sig.mutated_inputs)
     n_symbols = runner.num_saved_symbols
     n_inputs = len(sig.tensor_inputs) + len(sig.sym_inputs)
     # the backward's results -> the apply's inputs' gradients (None first, for `expected`)
@@ -408,9 +425,9 @@ def _make_function(runner: TrainingRunner):
             outs = call_compiled(runner.forward, list(tensors))
             fw_outs, saved = outs[:n_fw], outs[n_fw:len(outs) - n_symbols]
             ctx.saved_symbols = outs[len(outs) - n_symbols:]
-            if copy_mutated_saved:
+            if copied:
                 # a saved input that the runtime is about to overwrite keeps its old value
-                mutated = {id(tensors[k]) for k in sig.mutated_inputs}
+                mutated = {id(tensors[k]) for k in copied}
                 saved = [s.clone() if id(s) in mutated else s for s in saved]
             # Note [saved outputs the user mutates]
             returned = {id(o) for o in fw_outs}
@@ -438,6 +455,9 @@ def _make_function(runner: TrainingRunner):
             # (Note [unreached outputs]); run_backward makes zeros of it where a graph reads it
             tangents = [None if grads[k] is None else grads[k].contiguous() for k in sig.diff_outputs]
             absent = tuple(t is None for t in tangents)
+            for j, error in sig.poisoned:  # Note [outputs whose backward reads a mutated saved value]
+                if not absent[j]:
+                    raise RuntimeError(error)
             saved = ctx.saved_tensors
             if hasattr(ctx, "exposed"):
                 saved = _with_exposed(runner, ctx, list(saved), absent)

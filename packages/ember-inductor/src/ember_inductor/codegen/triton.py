@@ -72,6 +72,25 @@ _SIGN_BIT = {torch.float64: (-2 ** 63, "tl.int64"), torch.float32: (-2 ** 31, "t
              torch.float16: (-2 ** 15, "tl.int16"), torch.bfloat16: (-2 ** 15, "tl.int16")}
 
 
+def _full(shape: str, value: str, dtype: torch.dtype) -> str:
+    """`tl.full`, but a bfloat16 one is made in float32 and converted: Triton's interpreter has
+    no bfloat16 constants ('InterpreterBuilder' object has no attribute 'get_bf16': the kernel
+    fell back, fuzz seeds 12003, 12016 under --triton). The value is a bfloat16 already
+    (`_const` rounds it), so the conversion is exact on every target."""
+    if dtype == torch.bfloat16:
+        return f"tl.full({shape}, {value}, tl.float32).to(tl.bfloat16)"
+    return f"tl.full({shape}, {value}, {TL_DTYPE[dtype]})"
+
+
+def _arg_value(src) -> tuple[str, torch.dtype]:
+    """An arg-reduction's values, float16/bfloat16 compared in float32 (exact): Triton's
+    interpreter compares bfloat16 blocks wrongly (argmax over a bfloat16 dim gave 2**63 - 1
+    everywhere, fuzz seed 12016 under --triton)."""
+    if src.dtype in (torch.float16, torch.bfloat16):
+        return f"{src.name}.to(tl.float32)", torch.float32
+    return src.name, src.dtype
+
+
 def _const(value, dtype: torch.dtype) -> str:
     if isinstance(value, bool) or dtype == torch.bool:
         return f"tl.full([1], {int(bool(value))}, tl.int1)"
@@ -83,7 +102,8 @@ def _const(value, dtype: torch.dtype) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         value = f"float('{value}')"
     elif dtype.is_floating_point:
-        value = repr(float(value))
+        # rounded as ATen rounds a scalar into the dtype (through float for the half types)
+        value = repr(torch.tensor(float(value), dtype=torch.float64).to(dtype).item())
     else:
         # wrapped into the dtype's range as ATen converts a scalar (int32 < 2**40 compares with
         # 0); Triton refused the out-of-range constant at the launch (fuzz seed 229 under --triton)
@@ -92,7 +112,7 @@ def _const(value, dtype: torch.dtype) -> str:
         if torch.iinfo(dtype).min < 0 and value >= 1 << (bits - 1):
             value -= 1 << bits
         value = str(value)
-    return f"tl.full([1], {value}, {TL_DTYPE[dtype]})"
+    return _full("[1]", value, dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,7 +406,8 @@ class _KernelWriter:
         if op.target in ARG_REDUCTIONS:
             init, combine = ARG_REDUCTIONS[op.target]
             src, pos = (self.k.op(a) for a in op.args)
-            v = f"tl.where(omask & rmask, {src.name}, {init(src.dtype)})"
+            value, dtype = _arg_value(src)
+            v = f"tl.where(omask & rmask, {value}, {init(dtype)})"
             p = f"tl.where(omask & rmask, {pos.name}, {2**63 - 1})"
             self.emit(f"_, {op.name} = tl.reduce(({v}, {p}), 1, {combine})")
             self.emit(f"{op.name} = {op.name}[:, None].to({TL_DTYPE[op.dtype]})")
@@ -470,13 +491,13 @@ class _KernelWriter:
         for r in reduces:
             if r.target in ARG_REDUCTIONS:
                 init, _ = ARG_REDUCTIONS[r.target]
-                src = self.k.op(r.args[0])
-                emit(f"_acc{r.id} = tl.full([XBLOCK, RBLOCK], {init(src.dtype)}, {TL_DTYPE[src.dtype]})")
+                _, dtype = _arg_value(self.k.op(r.args[0]))
+                emit(f"_acc{r.id} = {_full('[XBLOCK, RBLOCK]', init(dtype), dtype)}")
                 emit(f"_pos{r.id} = tl.full([XBLOCK, RBLOCK], {2**63 - 1}, tl.int64)")
             else:
                 _, acc = self._reduce_input(r)
                 init = REDUCTIONS[r.target].init(acc)
-                emit(f"_acc{r.id} = tl.full([XBLOCK, RBLOCK], {init}, {TL_DTYPE[acc]})")
+                emit(f"_acc{r.id} = {_full('[XBLOCK, RBLOCK]', init, acc)}")
         # Loops that a later loop re-reads keep their rows in L2 (evict_last); the last loop's
         # loads are not read again (evict_first). Softmax over long rows then reads HBM ~once.
         last = stage is [s for s in self.k.stages if s.inner][-1]
@@ -490,7 +511,7 @@ class _KernelWriter:
             if r.target in ARG_REDUCTIONS:
                 init, combine = ARG_REDUCTIONS[r.target]
                 src, pos = (self.k.op(a) for a in r.args)
-                emit(f"_v, _p = {combine}(_acc{r.id}, _pos{r.id}, {src.name}, {pos.name})")
+                emit(f"_v, _p = {combine}(_acc{r.id}, _pos{r.id}, {_arg_value(src)[0]}, {pos.name})")
                 emit(f"_acc{r.id} = tl.where(omask & rmask, _v, _acc{r.id})")
                 emit(f"_pos{r.id} = tl.where(omask & rmask, _p, _pos{r.id})")
             else:

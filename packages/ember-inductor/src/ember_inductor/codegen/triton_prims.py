@@ -350,6 +350,12 @@ def _convert(ctx, x):
     if ctx.dtype.is_floating_point and not dst.is_floating_point:
         # float -> int truncates toward zero in both torch and Triton (fptosi).
         return f"{x}.to({TL_DTYPE[dst]})"
+    if dst in _HALF and ctx.dtype not in (torch.float32, dst):
+        # ATen converts to float16/bfloat16 through float (c10::Half and c10::BFloat16 are built
+        # from a float): float64 and integers round twice, 2**24 + 2**16 + 1 -> 2**24 in bfloat16,
+        # where a direct conversion rounds once. (The Triton interpreter also has no direct
+        # integer -> bfloat16 conversion: it copied the bits, True -> 9.2e-41; fuzz seed 2011.)
+        return f"{x}.to(tl.float32).to({TL_DTYPE[dst]})"
     return f"{x}.to({TL_DTYPE[dst]})"
 
 

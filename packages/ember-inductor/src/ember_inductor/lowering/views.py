@@ -226,7 +226,9 @@ def lower_cat(ctx, node, xs, dim):
             with kb.masked(mask):
                 v = xs[k].load(kb, sub)
             result = v if result is None else kb.pointwise("where", (mask, v, result), dtype)
-        return result
+        # every piece empty along `dim`: so is the result, and its value is never stored (a
+        # value of None made the kernel's dead-code pass fail, fuzz seed 22)
+        return kb.const(0, dtype) if result is None else result
     return pointwise(node, fn)
 
 

@@ -338,6 +338,28 @@ def numel_of(shape, dims) -> int:
     return math.prod(shape[d] for d in dims)
 
 
+def group_mean(x: torch.Tensor, dims) -> torch.Tensor:
+    """The mean of `x` over `dims` (kept), exact where a group holds one value repeated.
+
+    Note [exact mean of a constant group]: sum / n rounds (three float32 -7.7 sum to a value
+    whose third is not -7.7), so x - mean is not 0 and a normalization scales that residue by
+    rsqrt(eps) (layer norm of a constant row: 1.5e-4 where eager gives 0, fuzz seed 6909).
+    ATen's Welford moments give the exact value there and a variance of 0. Shifting by the
+    group's first element K, mean = K + sum(x - K) / n, has x - K == 0 for such a group; the
+    shift lies within the data, so other groups lose nothing. Infinities and NaN still give NaN
+    as ATen's do."""
+    dims = canon_dims(dims, x.dim())
+    n = numel_of(x.shape, dims)
+    if not all(x.shape[d] > 0 for d in dims):
+        total = sum_dims(x, dims, True)
+        return P.div(total, full(total.shape, n, x.dtype, x.device))
+    k = x
+    for d in dims:
+        k = slice_dim(k, d, 0, 1)
+    shifted = sum_dims(P.sub(x, broadcast_to(k, x.shape)), dims, True)
+    return P.add(k, P.div(shifted, full(k.shape, n, x.dtype, x.device)))
+
+
 # formulas -------------------------------------------------------------------------------------
 class Ex:
     """Arithmetic on prims for readable formulas: `0.5 * x * (1 + (x * c).erf())`.

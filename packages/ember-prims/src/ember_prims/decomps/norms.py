@@ -13,7 +13,7 @@ import torch
 
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
-    P, aten, broadcast_to, convert, full, numel_of, opmath, reshape, slice_dim, sum_dims,
+    P, aten, broadcast_to, convert, full, group_mean, numel_of, opmath, reshape, slice_dim, sum_dims,
 )
 
 
@@ -24,8 +24,7 @@ def _stat_dtype(x):
 def _mean_rstd(x, dims, eps):
     # x in opmath; biased variance, as normalisation layers use
     n = numel_of(x.shape, dims)
-    mean = P.div(sum_dims(x, dims, True), full([x.shape[i] if i not in dims else 1 for i in range(x.dim())],
-                                                 n, x.dtype, x.device))
+    mean = group_mean(x, dims)  # Note [exact mean of a constant group]
     d = P.sub(x, broadcast_to(mean, x.shape))
     var = P.div(sum_dims(P.mul(d, d), dims, True), full(mean.shape, n, x.dtype, x.device))
     rstd = P.rsqrt(P.add(var, full(var.shape, eps, x.dtype, x.device)))

@@ -10,7 +10,7 @@ import torch
 
 from ember_prims.decomps._registry import register
 from ember_prims.decomps._util import (
-    P, aten, broadcast_to, canon_dim, convert, full, numel_of, opmath, reduction_dims, reshape,
+    P, aten, broadcast_to, canon_dim, convert, full, group_mean, numel_of, opmath, reduction_dims, reshape,
     slice_dim, sum_dims, unsqueeze_dims,
 )
 
@@ -157,8 +157,7 @@ def _var(a, dim, correction, keepdim):
     acc = opmath(a.dtype)
     x = convert(a, acc)
     n = numel_of(a.shape, dims)
-    total = sum_dims(x, dims, keepdim=True)
-    m = P.div(total, full(total.shape, n, acc, a.device))
+    m = group_mean(x, dims)  # Note [exact mean of a constant group]: a variance of 0 there
     d = P.sub(x, broadcast_to(m, x.shape))
     ss = sum_dims(P.mul(d, d), dims, keepdim)
     c = 1 if correction is None else correction
