@@ -23,6 +23,7 @@ from .optim import function_model_for as optim_function_model_for, model_for as 
 from .tables import TypeTable
 from .containers import call_container_method
 from .graph import SliceParts
+from .guards import NO_FORWARD_HOOKS, NO_OTHER_HOOKS
 from .lazy import LazyVar
 from .protocol import CALL, call
 from . import semantics as S
@@ -219,7 +220,7 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
     forward = getattr_var(fr, mvar, "forward")
     if not (m._forward_hooks or m._forward_pre_hooks):
         if mvar.source is not None:  # a hook registered after this trace changes the call
-            fr.tr.guards.add(mvar.source, "not (X._forward_hooks or X._forward_pre_hooks)",
+            fr.tr.guards.add(mvar.source, NO_FORWARD_HOOKS,
                              f"{mvar.source} has no forward hooks")
         return call(fr, forward, args, kwargs)
     return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
@@ -232,8 +233,7 @@ def _guard_no_other_hooks(tr, mvar: ObjVar):
     tr.guards.add(mod, "not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks)",
                   "no global module hooks")
     if mvar.source is not None:
-        tr.guards.add(mvar.source, "not (X._backward_hooks or X._backward_pre_hooks "
-                      "or getattr(X, '_forward_hooks_always_called', None))", f"{mvar.source} has no backward hooks")
+        tr.guards.add(mvar.source, NO_OTHER_HOOKS, f"{mvar.source} has no backward hooks")
 
 
 def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):

@@ -26,7 +26,7 @@ from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder,
 from .config import CaptureConfig, CaptureStats, FrameEvent, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
-from .guards import MODULE_HOOKS
+from .guards import MODULE_HOOKS, NO_MODULE_HOOKS
 from .resume import CannotResume, resume_code
 from .sizes import FrameShapes, ShapePolicy, takes_symbolic_sizes
 from .tracebacks import hide_ember_frames
@@ -422,7 +422,7 @@ def _guard_no_hooks(tr, module):
     if _has_hooks(module):  # the eager entry made next stands while the hooks do
         tr.guards.add("L[0]", f"bool({MODULE_HOOKS})", "L[0] has module hooks")
     else:
-        tr.guards.add("L[0]", f"not ({MODULE_HOOKS})", "L[0] has no module hooks")
+        tr.guards.add("L[0]", NO_MODULE_HOOKS, "L[0] has no module hooks")
     if _has_hooks(module) or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks:
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
