@@ -10,6 +10,7 @@ import math
 import re
 
 import torch
+import torch.nn.modules.module as _module_mod
 
 from .native import HookBatch, TensorBatch
 from .sizes import tensor_guard
@@ -23,6 +24,10 @@ MODULE_HOOKS = "X._forward_hooks or X._forward_pre_hooks or X._backward_hooks or
 NO_MODULE_HOOKS = f"not ({MODULE_HOOKS})"
 NO_FORWARD_HOOKS = "not (X._forward_hooks or X._forward_pre_hooks)"
 NO_OTHER_HOOKS = "not (X._backward_hooks or X._backward_pre_hooks or getattr(X, '_forward_hooks_always_called', None))"
+# The hook dicts of torch.nn.modules.module, over X = that module: with any of them non-empty,
+# every module's call must go through Module.__call__.
+NO_GLOBAL_HOOKS = ("not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks "
+                   "or X._global_backward_pre_hooks)")
 _HOOK_DICTS = {
     NO_MODULE_HOOKS: ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"),
     NO_FORWARD_HOOKS: ("_forward_hooks", "_forward_pre_hooks"),
@@ -32,6 +37,12 @@ _HOOK_DICTS = {
 _NATIVE_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 _PLAIN_EQ = (int, float, str, bytes, complex)
 _IDENTITY_CONST = (type(None), bool, type(Ellipsis), type(NotImplemented))
+
+
+def global_module_hooks() -> bool:
+    """Whether a global module hook is registered (NO_GLOBAL_HOOKS is false)."""
+    return bool(_module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
+                or _module_mod._global_backward_hooks or _module_mod._global_backward_pre_hooks)
 
 
 class Guards:
