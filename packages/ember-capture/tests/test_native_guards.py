@@ -282,11 +282,26 @@ def test_native_functions_answer_as_python_would():
     names = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
              "_forward_hooks_always_called")
     mods = (nn.Linear(2, 2), nn.ReLU(), nn.Sequential())
-    assert ext.no_hooks(names, mods) is True  # torch's modules keep these in their instance dict
+    state = bytearray()  # Note [Hook witness]: armed by a passing check where dict watchers exist
+    for _ in range(2):  # torch's modules keep these in their instance dict
+        assert ext.no_hooks(names, mods, state) is True
     h = mods[1].register_forward_hook(_double)
-    assert ext.no_hooks(names, mods) is False
+    assert ext.no_hooks(names, mods, state) is False
     h.remove()
-    assert ext.no_hooks(names, mods) is True
+    assert ext.no_hooks(names, mods, state) is True
+    mods[2]._backward_pre_hooks[1] = _double  # no handle
+    assert ext.no_hooks(names, mods, state) is False
+    mods[2]._backward_pre_hooks.clear()
+    assert ext.no_hooks(names, mods, state) is True
+    mods[0].__dict__["_forward_hooks"] = collections.OrderedDict({1: _double})  # no __setattr__
+    assert ext.no_hooks(names, mods, state) is False
+    mods[0].__dict__["_forward_hooks"] = collections.OrderedDict()
+    assert ext.no_hooks(names, mods, state) is True
+    assert ext.no_hooks(names, (mods[0], nn.Linear(2, 2), mods[2]), state) is True  # other modules
+    other = nn.ReLU()
+    other.register_forward_pre_hook(_plus_one)
+    assert ext.no_hooks(names, (mods[0], other, mods[2]), state) is False
+    assert ext.witness_available() is (sys.version_info >= (3, 12))
 
 
 def test_a_failed_build_means_python_checks(tmp_path):

@@ -12,7 +12,11 @@ is exactly the traced one (`torch.Tensor` or `Parameter` only: a subclass may an
 in Python), strided, and its dtype, device, sizes, strides and requires_grad equal the record;
 a module's hook dicts are empty dicts in its instance `__dict__`, its class defines none of
 those names and keeps object's `__getattribute__` (so `X._forward_hooks` reads that dict).
-A hook batch that the C++ cannot show hook-free asks the Python checks, which decide.
+A hook batch that the C++ cannot show hook-free asks the Python checks, which decide. On
+Python 3.12+ a passing hook batch is armed (Note [Hook witness] in native_guards.cpp): dict
+watchers on the modules' instance dicts and hook dicts bump an epoch on any change that could
+add a hook, and while the epoch and the module objects are those armed, the batch passes
+without reading a hook dict.
 
 The build (`c++` against torch's headers, ~20 s) runs in a daemon thread, never on a call's
 path; the library is cached on disk by a hash of the source, torch's version, Python's and
@@ -190,8 +194,8 @@ class HookBatch:
     def _undecided(self, modules) -> bool:
         ext = None if _STATE.forced_python else extension()
         if ext is not None:
-            no_hooks, names, py = ext.no_hooks, self.names, self.py
-            self.check = lambda modules: no_hooks(names, modules) or py(modules)
+            no_hooks, names, py, state = ext.no_hooks, self.names, self.py, bytearray()
+            self.check = lambda modules: no_hooks(names, modules, state) or py(modules)
             return self.check(modules)
         if _STATE.failed or _STATE.forced_python:
             self.check = self.py
