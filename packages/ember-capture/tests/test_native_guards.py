@@ -325,3 +325,22 @@ def test_a_failed_build_means_python_checks(tmp_path):
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("ember_capture.native")]
     assert len(lines) == 1 and "no C++ compiler" in lines[0], result.stderr
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_device_and_index(checks):
+    def f(x, w):
+        return x @ w + 1
+
+    fn = ember_capture.capture(f, Recorder())
+    x, w = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    for _ in range(3):
+        assert_same(fn(x, w), f(x, w))
+    assert len(fn._ember_state.entries) == 1
+    assert_same(fn(x.cpu(), w.cpu()), f(x.cpu(), w.cpu()))  # another device: the guard fails
+    assert len(fn._ember_state.entries) == 2
+    ext = native.extension()
+    if ext is not None:
+        spec = ext.make_spec([(x.dtype, x.device, (4, 4), (4, 1), False)])
+        assert ext.check_tensors((torch.Tensor,), spec, (x,)) is True
+        assert ext.check_tensors((torch.Tensor,), spec, (x.cpu(),)) is False
