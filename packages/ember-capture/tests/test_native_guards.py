@@ -301,6 +301,15 @@ def test_native_functions_answer_as_python_would():
     other = nn.ReLU()
     other.register_forward_pre_hook(_plus_one)
     assert ext.no_hooks(names, (mods[0], other, mods[2]), state) is False
+    class R(nn.ReLU):
+        pass
+
+    mods = (nn.Linear(2, 2), R())
+    assert ext.no_hooks(names, mods, state) is True and ext.no_hooks(names, mods, state) is True
+    R._forward_hooks = property(lambda self: {1: _double})  # a class change after the check
+    assert ext.no_hooks(names, mods, state) is False
+    del R._forward_hooks
+    assert ext.no_hooks(names, mods, state) is True
     assert ext.witness_available() is (sys.version_info >= (3, 12))
 
 

@@ -14,9 +14,9 @@ a module's hook dicts are empty dicts in its instance `__dict__`, its class defi
 those names and keeps object's `__getattribute__` (so `X._forward_hooks` reads that dict).
 A hook batch that the C++ cannot show hook-free asks the Python checks, which decide. On
 Python 3.12+ a passing hook batch is armed (Note [Hook witness] in native_guards.cpp): dict
-watchers on the modules' instance dicts and hook dicts bump an epoch on any change that could
-add a hook, and while the epoch and the module objects are those armed, the batch passes
-without reading a hook dict.
+watchers on the modules' instance dicts and hook dicts, and type watchers on their classes,
+bump an epoch on any change that could add a hook, and while the epoch and the module objects
+(with their dicts and classes) are those armed, the batch passes without reading a hook dict.
 
 The build (`c++` against torch's headers, ~20 s) runs in a daemon thread, never on a call's
 path; the library is cached on disk by a hash of the source, torch's version, Python's and

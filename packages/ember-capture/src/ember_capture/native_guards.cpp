@@ -94,16 +94,23 @@ PyObject* object_getattribute = nullptr;  // object.__getattribute__
 PyObject* getattribute_name = nullptr;
 
 // Note [Hook witness]: on Python 3.12+, the dicts a passing check read (each module's instance
-// dict and its hook dicts) are watched (PyDict_Watch): any change to a hook dict, a change of a
-// hook-named key (one containing "hook") of a module's dict, or either dict's clearing or
-// deallocation bumps `hook_epoch`. A batch that passed at epoch E, for the same module objects
-// with the same instance dicts, passes again while the epoch is still E: two pointer compares a
-// module instead of a dict walk. Any other answer re-runs the full check and re-arms.
+// dict and its hook dicts) are watched (PyDict_Watch), and the modules' classes (PyType_Watch):
+// any change to a hook dict, a change of a hook-named key (one containing "hook") of a module's
+// dict, either dict's clearing or deallocation, or a change to a class or its bases (a
+// `_forward_hooks` property, a `__getattribute__`) bumps `hook_epoch`. A batch that passed at
+// epoch E, for the same module objects with the same instance dicts and classes, passes again
+// while the epoch is still E: three pointer compares a module instead of a dict walk. Any other
+// answer re-runs the full check and re-arms.
 uint64_t hook_epoch = 1;
-int module_watcher = -1, hooks_watcher = -1;
+int module_watcher = -1, hooks_watcher = -1, type_watcher = -1;
 
 #if PY_VERSION_HEX >= 0x030C0000
 int on_hook_dict(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
+  hook_epoch++;
+  return 0;
+}
+
+int on_type(PyTypeObject*) {
   hook_epoch++;
   return 0;
 }
@@ -121,7 +128,7 @@ int on_module_dict(PyDict_WatchEvent event, PyObject*, PyObject* key, PyObject*)
 struct Armed {  // the layout of a batch's state bytearray
   uint64_t epoch;
   uint64_t n;
-  // followed by n pairs (module, its instance dict) as addresses
+  // followed by n triples (module, its instance dict, its class) as addresses
 };
 
 bool same_as_armed(PyObject* state, PyObject* mods) {
@@ -129,14 +136,15 @@ bool same_as_armed(PyObject* state, PyObject* mods) {
   const Armed* armed = (const Armed*)PyByteArray_AS_STRING(state);
   Py_ssize_t n = PyTuple_GET_SIZE(mods);
   if (armed->epoch != hook_epoch || armed->n != (uint64_t)n) return false;
-  const uintptr_t* pairs = (const uintptr_t*)(armed + 1);
+  const uintptr_t* armed_mods = (const uintptr_t*)(armed + 1);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject* m = PyTuple_GET_ITEM(mods, i);
-    if ((uintptr_t)m != pairs[2 * i]) return false;
+    const uintptr_t* rec = armed_mods + 3 * i;
+    if ((uintptr_t)m != rec[0] || (uintptr_t)Py_TYPE(m) != rec[2]) return false;
     PyObject* d = PyObject_GenericGetDict(m, nullptr);
     if (d == nullptr) { PyErr_Clear(); return false; }
     Py_DECREF(d);  // the module holds it
-    if ((uintptr_t)d != pairs[2 * i + 1]) return false;
+    if ((uintptr_t)d != rec[1]) return false;
   }
   return true;
 }
@@ -150,13 +158,15 @@ void arm(PyObject* state, PyObject* names, PyObject* mods) {
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject* m = PyTuple_GET_ITEM(mods, i);
     PyObject* d = PyObject_GenericGetDict(m, nullptr);
-    if (d == nullptr || !PyDict_Check(d) || PyDict_Watch(module_watcher, d) < 0) { Py_XDECREF(d); PyErr_Clear(); return; }
+    if (d == nullptr || !PyDict_Check(d) || PyDict_Watch(module_watcher, d) < 0
+        || PyType_Watch(type_watcher, (PyObject*)Py_TYPE(m)) < 0) { Py_XDECREF(d); PyErr_Clear(); return; }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
       PyObject* v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, k));
       if (v == nullptr || !PyDict_Check(v) || PyDict_Watch(hooks_watcher, v) < 0) { Py_DECREF(d); PyErr_Clear(); return; }
     }
     pairs.push_back((uintptr_t)m);
     pairs.push_back((uintptr_t)d);
+    pairs.push_back((uintptr_t)Py_TYPE(m));
     Py_DECREF(d);
   }
   Py_ssize_t size = sizeof(Armed) + pairs.size() * sizeof(uintptr_t);
@@ -170,7 +180,7 @@ void arm(PyObject* state, PyObject* names, PyObject* mods) {
 
 bool hook_free(PyObject* names, PyObject* mods) {
   Py_ssize_t nn = PyTuple_GET_SIZE(names);
-  PyTypeObject* checked = nullptr;
+  PyTypeObject* checked = nullptr;  // consecutive modules of one class: its lookups once
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mods); i++) {
     PyObject* m = PyTuple_GET_ITEM(mods, i);
     PyTypeObject* tp = Py_TYPE(m);
@@ -228,9 +238,11 @@ PyMODINIT_FUNC PyInit_ember_guards() {
 #if PY_VERSION_HEX >= 0x030C0000
   module_watcher = PyDict_AddWatcher(on_module_dict);
   hooks_watcher = module_watcher < 0 ? -1 : PyDict_AddWatcher(on_hook_dict);
-  if (hooks_watcher < 0) {  // no watcher slot left: the full check every time
+  type_watcher = hooks_watcher < 0 ? -1 : PyType_AddWatcher(on_type);
+  if (type_watcher < 0) {  // no watcher slot left: the full check every time
     if (module_watcher >= 0) PyDict_ClearWatcher(module_watcher);
-    module_watcher = -1;
+    if (hooks_watcher >= 0) PyDict_ClearWatcher(hooks_watcher);
+    module_watcher = hooks_watcher = -1;
     PyErr_Clear();
   }
 #endif
