@@ -205,7 +205,8 @@ def _wrap_module(tr, value, source, name):
     recompiled the frame until the recompile limit."""
     if source is not None:
         if stateless_module(value) and not _has_hooks(value):
-            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))}", f"{source}: a stateless {type(value).__name__}")
+            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))}",
+                          f"{source}: a stateless {type(value).__name__}")
             tr.guards.add(source, NO_MODULE_HOOKS, f"{source} has no module hooks")
         else:
             tr.guards.identity(source, value)

@@ -212,7 +212,8 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
     """Module.__call__ without hooks: `self.forward(...)`, with forward looked up as Python does
     (a forward set on the instance wins over the class's)."""
     m = mvar.value
-    if m._backward_hooks or m._backward_pre_hooks or global_module_hooks() or getattr(m, "_forward_hooks_always_called", None):
+    if (m._backward_hooks or m._backward_pre_hooks or global_module_hooks()
+            or getattr(m, "_forward_hooks_always_called", None)):
         raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
     _guard_no_other_hooks(fr.tr, mvar)
     forward = getattr_var(fr, mvar, "forward")

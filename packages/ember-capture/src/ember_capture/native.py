@@ -21,8 +21,9 @@ bump an epoch on any change that could add a hook, and while the epoch and the m
 The build (`c++` against torch's headers, ~20 s) runs in a daemon thread, never on a call's
 path; the library is cached on disk by a hash of the source, torch's version, Python's and
 the compiler's, so that only the first process on a machine builds it (a lock file keeps a
-second process from building it at the same time; a process that dies releases it). A build or load failure means the Python
-checks for the rest of the process, with one debug log line (logger `ember_capture.native`).
+second process from building it at the same time; a process that dies releases it). A build
+or load failure means the Python checks for the rest of the process, with one debug log line
+(logger `ember_capture.native`).
 """
 from __future__ import annotations
 

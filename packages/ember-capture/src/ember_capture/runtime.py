@@ -401,7 +401,8 @@ class FrameState:
             if (isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType)
                     and inlinable_file(fn.__func__.__code__.co_filename)):
                 return session.callee(fn.__func__)(fn.__self__, *args, **kwargs)
-            if isinstance(fn, torch.nn.Module) and not (_has_hooks(fn) or global_module_hooks()) and isinstance(type(fn).forward, types.FunctionType) \
+            if isinstance(fn, torch.nn.Module) and not (_has_hooks(fn) or global_module_hooks()) \
+                    and isinstance(type(fn).forward, types.FunctionType) \
                     and inlinable_file(type(fn).forward.__code__.co_filename):
                 return session.callee(fn)(*args, **kwargs)
         return fn(*args, **kwargs)
