@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -132,32 +133,37 @@ def _cached_library() -> str:
     if no process has built it yet."""
     cxx = _compiler()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    with open(_SOURCE, "rb") as f:
-        source = f.read()
-    key = hashlib.sha256(b"\0".join([source, torch.__version__.encode(), str(torch.version.git_version).encode(),
-                                     sys.version.encode(), version.encode(),
-                                     " ".join(_command("c++", "out")).encode()])).hexdigest()[:24]
+    parts = []
+    for file in (_SOURCE, __file__):  # this file holds the build's flags
+        with open(file, "rb") as f:
+            parts.append(f.read())
+    parts += [s.encode() for s in (torch.__version__, str(torch.version.git_version), torch.__file__, sys.version,
+                                    version)]
+    key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
     os.makedirs(_STATE.cache_dir, exist_ok=True)
     path = os.path.join(_STATE.cache_dir, f"ember_guards_{key}{sysconfig.get_config_var('EXT_SUFFIX')}")
     if not os.path.exists(path):
         with open(path + ".lock", "w") as lock:  # released by the kernel if this process dies
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process building it: wait for its library
             if not os.path.exists(path):
-                _build(cxx, path)
+                _build(cxx, path, lock)
     return path
 
 
-def _build(cxx: str, path: str) -> None:
+def _build(cxx: str, path: str, lock) -> None:
+    """Compile into a temporary file and rename it into place, in a shell of its own session
+    that also holds the lock: a process that exits mid-build (a short script, a test) leaves
+    the build to finish for the next process instead of a stale half."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so.tmp")
     os.close(fd)
-    try:
-        result = subprocess.run(_command(cxx, tmp), capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S)
-        if result.returncode != 0:
-            raise RuntimeError(f"{cxx} exited with {result.returncode}: {result.stderr[-2000:]}")
-        os.replace(tmp, path)  # atomic: a reader sees no library or the whole one
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    log = path + ".log"
+    script = (f"{shlex.join(_command(cxx, tmp))} > {shlex.quote(log)} 2>&1 "
+              f"&& mv -f {shlex.quote(tmp)} {shlex.quote(path)} || {{ rm -f {shlex.quote(tmp)}; exit 1; }}")
+    proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, pass_fds=(lock.fileno(),), start_new_session=True)
+    if proc.wait(timeout=_BUILD_TIMEOUT_S) != 0:
+        with open(log, errors="replace") as f:
+            raise RuntimeError(f"{cxx} failed: {f.read()[-2000:]}")
 
 
 class TensorBatch:
