@@ -28,7 +28,6 @@ or load failure means the Python checks for the rest of the process, with one de
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import logging
@@ -42,6 +41,11 @@ import tempfile
 import threading
 
 import torch
+
+try:
+    import fcntl  # POSIX: the build's lock
+except ImportError:  # elsewhere: the Python checks
+    fcntl = None
 
 _LOG = logging.getLogger("ember_capture.native")
 _SOURCE = os.path.join(os.path.dirname(__file__), "native_guards.cpp")
@@ -131,6 +135,8 @@ def _command(cxx: str, out: str) -> list[str]:
 def _cached_library() -> str:
     """The path of the built library for this source, torch, Python and compiler; built here
     if no process has built it yet."""
+    if fcntl is None:
+        raise RuntimeError("no fcntl (not a POSIX system)")
     cxx = _compiler()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
     parts = []
