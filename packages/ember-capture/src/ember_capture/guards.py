@@ -116,7 +116,10 @@ class Guards:
             self.pinned[source] = value
 
     def identity(self, source, obj):
+        """`source` is `obj`, of the class the trace saw: `obj.__class__ = Other` after the trace
+        keeps the object but changes every method and attribute lookup the trace made."""
         self.add(source, f"id(X) == {id(obj)}", f"{source} is <{type(obj).__name__} at {id(obj):#x}>")
+        self.type_is(source, obj)
 
     def type_is(self, source, obj):
         if _HELD.match(source):
