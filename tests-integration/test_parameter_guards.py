@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 import ember
+from ember_capture import native
 
 BACKENDS = ("inductor", "eager")
 
@@ -109,6 +110,28 @@ def _same(got, want):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("change", CHANGES)
 def test_changed_model_recompiles_and_equals_eager(change, backend):
+    _changed_model_recompiles_and_equals_eager(change, backend)
+
+
+@pytest.fixture(params=["native", "python"])
+def guard_checks(request):
+    """The batched tensor guards through the C++ checker, or through the Python checks that
+    stand in before it is built or where it cannot be (Note [Native guards])."""
+    if request.param == "native":
+        if not native.wait():
+            pytest.skip("the native guard checker could not be built on this machine")
+        yield
+    else:
+        with native.python_checks():
+            yield
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_changed_model_on_each_guard_path(change, guard_checks):
+    _changed_model_recompiles_and_equals_eager(change, "eager")
+
+
+def _changed_model_recompiles_and_equals_eager(change, backend):
     torch.manual_seed(0)
     m = Net()
     compiled = ember.compile(m, backend=backend)

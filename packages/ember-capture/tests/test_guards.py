@@ -547,3 +547,36 @@ def test_tuple_argument_with_a_symbolic_item_is_not_folded():
     for x, s in ((torch.randn(12), shape), (torch.randn(12), shape), (torch.randn(20), (5, 4)), (torch.randn(12), shape)):
         torch.testing.assert_close(g(x, s), f(x, s))  # the same tuple object again: still bound
     assert len(g._ember_state.entries) == 1
+
+
+def test_class_of_an_identity_guarded_module_assigned_after_the_trace():
+    """A submodule guarded by identity kept its trace after `m.a.__class__ = B` (the same
+    object, another forward): the identity guard now checks the class too."""
+    class A(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class B(A):
+        def forward(self, x):
+            return self.lin(x) * 10
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = A()
+
+        def forward(self, x):
+            return self.a(x) + 1
+
+    m = Outer()
+    f = ember_capture.capture(m, lambda gm, ex: gm.forward)
+    x = torch.ones(1, 2)
+    torch.testing.assert_close(f(x), m(x))
+    torch.testing.assert_close(f(x), m(x))
+    m.a.__class__ = B
+    torch.testing.assert_close(f(x), m(x))
+    assert len(f._ember_state.entries) == 2

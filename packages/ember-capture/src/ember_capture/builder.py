@@ -13,7 +13,7 @@ import torch
 from ember_symbolic import is_symbolic
 
 from .config import Unsupported
-from .guards import MODULE_HOOKS
+from .guards import NO_MODULE_HOOKS
 from .resume import STACK_PREFIX
 from .tables import registrar
 from .codegen import GradModeExit
@@ -205,8 +205,9 @@ def _wrap_module(tr, value, source, name):
     recompiled the frame until the recompile limit."""
     if source is not None:
         if stateless_module(value) and not _has_hooks(value):
-            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))} and not ({MODULE_HOOKS})",
-                          f"{source}: a stateless {type(value).__name__} without hooks")
+            tr.guards.add(source, f"type(X) is {tr.ns.ref(type(value))}",
+                          f"{source}: a stateless {type(value).__name__}")
+            tr.guards.add(source, NO_MODULE_HOOKS, f"{source} has no module hooks")
             return _pinnable(tr, ObjVar(value, source))
         else:
             tr.guards.identity(source, value)

@@ -23,6 +23,7 @@ from .optim import function_model_for as optim_function_model_for, model_for as 
 from .tables import TypeTable
 from .containers import call_container_method
 from .graph import SliceParts
+from .guards import NO_FORWARD_HOOKS, NO_GLOBAL_HOOKS, NO_OTHER_HOOKS, global_module_hooks
 from .lazy import LazyVar
 from .protocol import CALL, call
 from . import semantics as S
@@ -211,15 +212,14 @@ def module_call_impl(fr, mvar: ObjVar, args, kwargs):
     """Module.__call__ without hooks: `self.forward(...)`, with forward looked up as Python does
     (a forward set on the instance wins over the class's)."""
     m = mvar.value
-    if (m._backward_hooks or m._backward_pre_hooks or _module_mod._global_forward_hooks
-            or _module_mod._global_forward_pre_hooks or _module_mod._global_backward_hooks
+    if (m._backward_hooks or m._backward_pre_hooks or global_module_hooks()
             or getattr(m, "_forward_hooks_always_called", None)):
         raise Unsupported("module_hooks", f"{type(m).__name__} has backward, global or always-called hooks")
     _guard_no_other_hooks(fr.tr, mvar)
     forward = getattr_var(fr, mvar, "forward")
     if not (m._forward_hooks or m._forward_pre_hooks):
         if mvar.source is not None:  # a hook registered after this trace changes the call
-            fr.tr.guards.add(mvar.source, "not (X._forward_hooks or X._forward_pre_hooks)",
+            fr.tr.guards.add(mvar.source, NO_FORWARD_HOOKS,
                              f"{mvar.source} has no forward hooks")
         return call(fr, forward, args, kwargs)
     return _call_with_hooks(fr, mvar, forward, list(args), dict(kwargs))
@@ -229,11 +229,9 @@ def _guard_no_other_hooks(tr, mvar: ObjVar):
     """What module_call_impl refused (backward, global and always-called hooks) is still absent
     on the next call: registered after the trace, it would be silently skipped."""
     mod = tr.ns.ref(_module_mod)
-    tr.guards.add(mod, "not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks)",
-                  "no global module hooks")
+    tr.guards.add(mod, NO_GLOBAL_HOOKS, "no global module hooks")
     if mvar.source is not None:
-        tr.guards.add(mvar.source, "not (X._backward_hooks or X._backward_pre_hooks "
-                      "or getattr(X, '_forward_hooks_always_called', None))", f"{mvar.source} has no backward hooks")
+        tr.guards.add(mvar.source, NO_OTHER_HOOKS, f"{mvar.source} has no backward hooks")
 
 
 def _call_with_hooks(fr, mvar: ObjVar, forward, args, kwargs):

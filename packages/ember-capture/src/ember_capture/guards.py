@@ -10,15 +10,39 @@ import math
 import re
 
 import torch
+import torch.nn.modules.module as _module_mod
 
+from .native import HookBatch, TensorBatch
 from .sizes import tensor_guard
 
 _HELD = re.compile(r"^_c\d+$")
 _OTHER_SOURCE = re.compile(r"\bL\[|\b_s\d")  # a check that reads another source
 # A module's own hooks, over the guarded value X (a module with hooks runs through Module.__call__).
 MODULE_HOOKS = "X._forward_hooks or X._forward_pre_hooks or X._backward_hooks or X._backward_pre_hooks"
+# The checks that a module has no hooks of some kinds, and the hook dicts each reads: an entry
+# checks them for all its modules in one batch (Note [Native guards] in native.py).
+NO_MODULE_HOOKS = f"not ({MODULE_HOOKS})"
+NO_FORWARD_HOOKS = "not (X._forward_hooks or X._forward_pre_hooks)"
+NO_OTHER_HOOKS = "not (X._backward_hooks or X._backward_pre_hooks or getattr(X, '_forward_hooks_always_called', None))"
+# The hook dicts of torch.nn.modules.module, over X = that module: with any of them non-empty,
+# every module's call must go through Module.__call__.
+NO_GLOBAL_HOOKS = ("not (X._global_forward_hooks or X._global_forward_pre_hooks or X._global_backward_hooks "
+                   "or X._global_backward_pre_hooks)")
+_HOOK_DICTS = {
+    NO_MODULE_HOOKS: ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"),
+    NO_FORWARD_HOOKS: ("_forward_hooks", "_forward_pre_hooks"),
+    NO_OTHER_HOOKS: ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called"),
+}
+# Tensor types whose metadata the native check reads as Python does (a subclass may override it).
+_NATIVE_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 _PLAIN_EQ = (int, float, str, bytes, complex)
 _IDENTITY_CONST = (type(None), bool, type(Ellipsis), type(NotImplemented))
+
+
+def global_module_hooks() -> bool:
+    """Whether a global module hook is registered (NO_GLOBAL_HOOKS is false)."""
+    return bool(_module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks
+                or _module_mod._global_backward_hooks or _module_mod._global_backward_pre_hooks)
 
 
 class Guards:
@@ -29,6 +53,8 @@ class Guards:
         # source -> the immutable value its checks pin (Note [Immutable constants by identity])
         self.pinned: dict[str, object] = {}
         self._unbound: set[int] = set()  # locals a hit may leave unbound (folded subtrees)
+        # source -> (check, record) of a static tensor guard the native check can run
+        self.tensor_records: dict[str, tuple[str, tuple]] = {}
 
     def add(self, source: str | None, check: str, note: str | None = None):
         if source is None or (_HELD.match(source) and check in (f"X is {source}", f"id(X) == {id(self.ns[source])}")):
@@ -65,11 +91,15 @@ class Guards:
 
     def tensor(self, source, t: torch.Tensor):
         ns = self.ns
+        check = (f"type(X) is {ns.ref(type(t))} and X.dtype is {ns.ref(t.dtype)} and {_device_check(ns, t.device)}"
+                 f" and X.shape == {tuple(t.shape)!r}{_stride_check(t)}"
+                 f" and X.requires_grad is {t.requires_grad}")
+        if type(t) in _NATIVE_TENSOR_TYPES and t.layout == torch.strided and source is not None:
+            self.tensor_records[source] = (check, (type(t), (t.dtype, t.device, tuple(t.shape), tuple(t.stride()),
+                                                             t.requires_grad)))
         self.add(
             source,
-            f"type(X) is {ns.ref(type(t))} and X.dtype is {ns.ref(t.dtype)} and {_device_check(ns, t.device)}"
-            f" and X.shape == {tuple(t.shape)!r}{_stride_check(t)}"
-            f" and X.requires_grad is {t.requires_grad}",
+            check,
             f"{source}: {type(t).__name__} {t.dtype} {t.device} shape={tuple(t.shape)} "
             f"stride={tuple(t.stride())} requires_grad={t.requires_grad}",
         )
@@ -86,7 +116,10 @@ class Guards:
             self.pinned[source] = value
 
     def identity(self, source, obj):
+        """`source` is `obj`, of the class the trace saw: `obj.__class__ = Other` after the trace
+        keeps the object but changes every method and attribute lookup the trace made."""
         self.add(source, f"id(X) == {id(obj)}", f"{source} is <{type(obj).__name__} at {id(obj):#x}>")
+        self.type_is(source, obj)
 
     def type_is(self, source, obj):
         if _HELD.match(source):
@@ -102,17 +135,22 @@ class Guards:
         parameter (resnet50 has about 1,500 guarded sources). A pinned immutable value is
         checked by identity first, its own checks and its subtree's only when that fails
         (Note [Immutable constants by identity]); `keep` are sources whose locals the entry
-        reads after the guards (graph inputs): their subtrees are not folded."""
+        reads after the guards (graph inputs): their subtrees are not folded. The tensor and
+        "no hooks" checks are gathered into batches run after the rest (Note [Native guards])."""
         sources = list(self.items)
         keep = set(keep)
         out, done = [], set()
+        batches = _Batches(_parents(sources))
         for i, source in enumerate(sources):
             if i in done:
                 continue
             subtree = [j for j in range(i + 1, len(sources)) if _extends(sources[j], source)]
             folded = [source] + [sources[j] for j in subtree]
             if not all(self._foldable(s, keep) for s in folded):
-                out += self._check(i, source, lambda k, i=i: k < i)
+                checks = batches.take(self, source, f"_s{i}")
+                out.append(f"X = _s{i} = {self.rewrite(source, allowed=lambda k, i=i: k < i)}")
+                if checks:
+                    out.append(f"if not ({' and '.join(checks)}): return _MISS")
                 continue
             out.append(f"X = _s{i} = {self.rewrite(source, allowed=lambda k, i=i: k < i)}")
             out.append(f"if X is not {self.ns.ref(self.pinned[source])}:")
@@ -124,7 +162,7 @@ class Guards:
                 bound.add(j)
             done.update(subtree)
             self._unbound.update(subtree)
-        return out
+        return out + batches.lines(self.ns)
 
     def _foldable(self, source: str, keep) -> bool:
         """Pinned, not read after the guards, and checked over itself and constants only."""
@@ -164,6 +202,67 @@ class Guards:
         if getattr(self, "_index_of", None) is None or len(self._index_of) != len(self.items):
             self._index_of = {source: i for i, source in enumerate(self.items)}
         return self._index_of
+
+
+class _Batches:
+    """The checks of one entry that run in batches (Note [Native guards]): a static tensor guard
+    of an exact `Tensor`/`Parameter`, and the "no hooks" checks of modules. A source that other
+    sources are read from keeps its checks in place, so that nothing is read from an object
+    whose type was not checked first."""
+
+    def __init__(self, parents: set):
+        self.parents = parents
+        self.tensors: list[tuple[str, str, tuple]] = []  # (local, check, record)
+        self.hooks: dict[tuple, list[tuple[str, list]]] = {}  # hook dicts -> [(local, checks)]
+
+    def take(self, guards: Guards, source: str, local: str) -> list[str]:
+        """`source`'s checks, less those that this batch now runs."""
+        checks = list(guards.items[source])
+        hit = guards.tensor_records.get(source)
+        if hit is not None and hit[0] in checks and source not in self.parents:
+            checks.remove(hit[0])
+            self.tensors.append((local, hit[0], hit[1]))
+        hooks = [c for c in checks if c in _HOOK_DICTS]
+        if hooks:
+            names = tuple(dict.fromkeys(n for c in hooks for n in _HOOK_DICTS[c]))
+            self.hooks.setdefault(names, []).append((local, hooks))
+            checks = [c for c in checks if c not in _HOOK_DICTS]
+        return checks
+
+    def lines(self, ns) -> list[str]:
+        out = []
+        if self.tensors:
+            py = _python_batch(ns, [check for _, check, _ in self.tensors])
+            batch = TensorBatch(py, tuple(r[0] for _, _, r in self.tensors), [r[1] for _, _, r in self.tensors])
+            out.append(f"if not {ns.ref(batch)}.check(({''.join(local + ', ' for local, _, _ in self.tensors)})): "
+                       "return _MISS")
+        for names, modules in self.hooks.items():
+            py = _python_batch(ns, [" and ".join(checks) for _, checks in modules])
+            batch = HookBatch(py, names)
+            out.append(f"if not {ns.ref(batch)}.check(({''.join(local + ', ' for local, _ in modules)})): "
+                       "return _MISS")
+        return out
+
+
+def _python_batch(ns, checks: list[str]):
+    """A function of a tuple that is True when its i-th item passes `checks[i]` (over X)."""
+    lines = ["def __batch(_t):"]
+    for i, check in enumerate(checks):
+        lines += [f"    X = _t[{i}]", f"    if not ({check}): return False"]
+    lines.append("    return True")
+    scope = {k: v for k, v in ns.items() if isinstance(k, str)}
+    exec(compile("\n".join(lines), "<ember guard batch>", "exec"), scope)
+    return scope["__batch"]
+
+
+def _parents(sources) -> set:
+    """The sources that another source extends (by an attribute or a subscript)."""
+    known, out = set(sources), set()
+    for source in sources:
+        for pos in range(len(source) - 1, 0, -1):
+            if source[pos] in ".[" and source[:pos] in known:
+                out.add(source[:pos])
+    return out
 
 
 def _extends(source: str, prefix: str) -> bool:

@@ -26,7 +26,7 @@ from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder,
 from .config import CaptureConfig, CaptureStats, FrameEvent, Unsupported
 from .disable import run_shallow
 from .frame import CodeInfo
-from .guards import MODULE_HOOKS
+from .guards import MODULE_HOOKS, NO_GLOBAL_HOOKS, NO_MODULE_HOOKS, global_module_hooks
 from .resume import CannotResume, resume_code
 from .sizes import FrameShapes, ShapePolicy, takes_symbolic_sizes
 from .tracebacks import hide_ember_frames
@@ -403,7 +403,8 @@ class FrameState:
             if (isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType)
                     and inlinable_file(fn.__func__.__code__.co_filename)):
                 return session.callee(fn.__func__)(fn.__self__, *args, **kwargs)
-            if isinstance(fn, torch.nn.Module) and not _has_hooks(fn) and isinstance(type(fn).forward, types.FunctionType) \
+            if isinstance(fn, torch.nn.Module) and not (_has_hooks(fn) or global_module_hooks()) \
+                    and isinstance(type(fn).forward, types.FunctionType) \
                     and inlinable_file(type(fn).forward.__code__.co_filename):
                 return session.callee(fn)(*args, **kwargs)
         return fn(*args, **kwargs)
@@ -420,12 +421,18 @@ def _guarded_call_entry(tr, tail):
 
 
 def _guard_no_hooks(tr, module):
-    """The captured forward of a module stands for Module.__call__ only while it has no hooks."""
+    """The captured forward of a module stands for Module.__call__ only while it has no hooks,
+    of its own or global (a global backward hook too: Module.__call__ sets it up)."""
     if _has_hooks(module):  # the eager entry made next stands while the hooks do
         tr.guards.add("L[0]", f"bool({MODULE_HOOKS})", "L[0] has module hooks")
     else:
-        tr.guards.add("L[0]", f"not ({MODULE_HOOKS})", "L[0] has no module hooks")
-    if _has_hooks(module) or _module_mod._global_forward_hooks or _module_mod._global_forward_pre_hooks:
+        tr.guards.add("L[0]", NO_MODULE_HOOKS, "L[0] has no module hooks")
+    mod = tr.ns.ref(_module_mod)
+    if global_module_hooks():
+        tr.guards.add(mod, f"not {NO_GLOBAL_HOOKS}", "global module hooks")
+    else:
+        tr.guards.add(mod, NO_GLOBAL_HOOKS, "no global module hooks")
+    if _has_hooks(module) or global_module_hooks():
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
 
