@@ -6,6 +6,8 @@ fresh memory. Both backends (Triton under its interpreter on CPU); every graph i
 against eager on fresh inputs (float32: rtol=atol=1e-5)."""
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 
@@ -17,6 +19,9 @@ from ember_inductor.planner import in_place_externs
 P = ember_prims.ops
 aten = torch.ops.aten
 CPU = torch.device("cpu")
+
+
+CPU_OPTIONS = {"backend": "cpp"}
 
 
 @pytest.fixture(scope="module", params=["cpp", "triton"])
@@ -111,4 +116,23 @@ def test_a_product_returned_through_reshapes_is_not_copied(options):
     examples = [torch.randn(2, 8, 4), torch.randn(4, 10)]
     cg = compiled(build, examples, options)
     assert not cg.kernels and "_unsafe_view" in cg.source
+    check(cg, build, examples)
+
+
+def test_a_bias_before_a_fused_attentions_q_k_v_stays_in_the_product():
+    """Note [bias in the matmul]: a qkv projection split in three and read only by a fused
+    attention kernel (as strided views, as eager passes them) keeps its bias in the BLAS call,
+    not in a kernel copying q, k and v out."""
+    def build(b, x, w, bias):
+        mm = b.call(aten.mm.default, x, w)
+        qkv = b.call(P.add.default, mm, b.call(P.broadcast_in_dim.default, bias, [8, 12], [1]))
+        heads = []
+        for k in range(3):
+            part = b.call(P.slice.default, qkv, [0, 4 * k], [8, 4 * k + 4], [1, 1])
+            heads.append(b.call(P.permute.default, b.call(P.reshape.default, part, [1, 8, 2, 2]), [0, 2, 1, 3]))
+        out = b.call(aten._scaled_dot_product_flash_attention_for_cpu.default, *heads)
+        return [b.call(operator.getitem, out, 0)]
+    examples = [torch.randn(8, 4), torch.randn(4, 12), torch.randn(12)]
+    cg = compiled(build, examples, CPU_OPTIONS)
+    assert "addmm" in cg.source and not cg.kernels
     check(cg, build, examples)

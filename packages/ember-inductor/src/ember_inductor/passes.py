@@ -17,6 +17,10 @@ Note [bias in the matmul]
     0.08 ms on an H100 for that, after a separate 125 MB product buffer. Then the three nodes
     are put back as one aten.addmm (an extern: the BLAS applies the bias in its epilogue) when
     the bias is one row of the product's dtype (no conversion in between: float32/float64).
+    The same when the add's value feeds only fused attention kernels as their q, k and v,
+    through reshapes and slices (a transformer's qkv projection split in three: GPT-2's were
+    one extra kernel per layer copying q, k and v out with the bias added); the kernel reads
+    them as strided views of the product, as eager passes them.
     The same when the add's value leaves the graph and pointwise work reads it too (a language
     model's logits, returned and fed to the loss's log-softmax in one graph): the value is
     stored either way, and with the bias in the BLAS call it is stored once, where the product
@@ -54,10 +58,16 @@ _ADD = ember_prims.PRIMS["add"].op
 _BROADCAST = ember_prims.PRIMS["broadcast_in_dim"].op
 # what a bias-added product may feed for the bias to go into the BLAS call: Note [bias in the matmul]
 _LIBRARY_USERS = frozenset({aten.mm.default, aten.bmm.default, aten.addmm.default})
+# a fused attention kernel reads its q, k, v as strided views, as eager passes them (a
+# transformer's qkv projection split into three): a bias added there is a kernel and a copy
+_ATTENTION = frozenset(getattr(aten, name).default for name in (
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu"))
 _RESHAPE = ember_prims.PRIMS["reshape"].op
 _INDEX_PUT = ember_prims.PRIMS["index_put"].op
 _FULL = ember_prims.PRIMS["full"].op
 _RESHAPES = frozenset(ember_prims.PRIMS[name].op for name in ("reshape", "squeeze", "permute"))
+_SLICE = ember_prims.PRIMS["slice"].op
 
 
 def _matches(p: fx.Node) -> bool:
@@ -144,12 +154,16 @@ def _val(n) -> torch.Tensor | None:
     return v if isinstance(v, torch.Tensor) else None
 
 
-def _feeds_only_libraries(n: fx.Node) -> bool:
-    """Every use of `n` (through reshapes) is the graph's output or a matrix product."""
+def _feeds_only_libraries(n: fx.Node, attention: bool = False) -> bool:
+    """Every use of `n` (through reshapes) is the graph's output or a matrix product; or (through
+    reshapes and slices) a fused attention kernel's q, k or v."""
     for u in n.users:
         if u.op == "output" or (u.op == "call_function" and u.target in _LIBRARY_USERS):
             continue
-        if u.op == "call_function" and u.target in _RESHAPES and u.args[0] is n and _feeds_only_libraries(u):
+        if attention and u.op == "call_function" and u.target in _ATTENTION and n in u.args[:3]:
+            continue
+        if (u.op == "call_function" and (u.target in _RESHAPES or (attention and u.target is _SLICE))
+                and u.args[0] is n and _feeds_only_libraries(u, attention)):
             continue
         return False
     return True
@@ -171,7 +185,7 @@ def _bias_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
                 or not (bias.dtype == prod.dtype == out.dtype) or bias.device != prod.device
                 or not same_sizes(out.shape, prod.shape)):
             continue
-        if _feeds_only_libraries(add) or _leaves_the_graph(add):
+        if _feeds_only_libraries(add) or _leaves_the_graph(add) or _feeds_only_libraries(add, attention=True):
             return mm, b
     return None
 
