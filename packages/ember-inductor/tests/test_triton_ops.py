@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+import zlib
+
 import pytest
 import torch
 
@@ -44,6 +46,12 @@ def run_spec(tmp_path_factory):
         launcher(*tensors)
         return launcher
     return run
+
+
+def _seed(*parts) -> int:
+    """A seed from the test's parameters, the same in every process (`hash()` of a string is
+    salted per process: a rare input that fails would come and go between runs)."""
+    return zlib.crc32(" ".join(map(str, parts)).encode())
 
 
 def _domain(prim, n, dtype, device, g):
@@ -91,7 +99,7 @@ def test_unary_float(run_spec, prim, dtype, device):
     if dtype != torch.float32 and prim not in ("sin", "exp", "sqrt", "round", "sign", "isnan", "signbit",
                                                "expm1", "lgamma", "erfinv", "reciprocal", "abs"):
         pytest.skip("float16/float64 run on a representative subset (interpreter time)")
-    g = torch.Generator().manual_seed(hash((prim, str(dtype))) % 2**31)
+    g = torch.Generator().manual_seed(_seed(prim, dtype))
     x = _domain(prim, N, dtype, device, g)
     ref = getattr(P, prim)(x)
     out = torch.empty_like(ref)
@@ -106,7 +114,7 @@ INT_UNARY = ["abs", "neg", "sign", "bitwise_not", "floor", "ceil", "round", "tru
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("prim", INT_UNARY)
 def test_unary_int(run_spec, prim, device):
-    g = torch.Generator().manual_seed(hash(prim) % 2**31)
+    g = torch.Generator().manual_seed(_seed(prim))
     x = _ints(N, torch.int32, device, g)
     ref = getattr(P, prim)(x)
     out = torch.empty_like(ref)
@@ -124,12 +132,16 @@ def test_binary_float(run_spec, prim, dtype, device):
     if dtype == torch.float16 and prim not in ("add", "div", "remainder", "floor_divide", "pow",
                                                "maximum", "atan2", "lt"):
         pytest.skip("float16 runs on a representative subset (interpreter time)")
-    g = torch.Generator().manual_seed(hash((prim, str(dtype))) % 2**31)
+    g = torch.Generator().manual_seed(_seed(prim, dtype))
     a = _domain(prim, N, dtype, device, g)
     b = _domain(prim, N, dtype, device, g)
     if prim in ("remainder", "fmod", "floor_divide", "div"):
         b = b.flip(0)  # special values against ordinary ones, and vice versa
     ref = getattr(P, prim)(a, b)
+    if prim == "floor_divide" and dtype == torch.float16:
+        # ATen's CPU float16 floor_divide rounds its steps in float16 (2.7246 // 0.0036144 gives
+        # 752; the exact floor is 753): the reference is the exact floor, rounded once
+        ref = getattr(P, prim)(a.double(), b.double()).to(dtype)
     out = torch.empty_like(ref)
     run_spec(_pointwise_spec(prim, [dtype, dtype], ref.dtype, a.numel()), a, b, out)
     _compare(out, ref, ref.dtype, prim)
@@ -146,7 +158,7 @@ INT_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "
 def test_binary_int(run_spec, prim, dtype, device):
     if dtype == torch.int64 and prim not in ("floor_divide", "remainder", "pow", "shift_right", "mul"):
         pytest.skip("int64 runs on a representative subset (interpreter time)")
-    g = torch.Generator().manual_seed(hash((prim, str(dtype))) % 2**31)
+    g = torch.Generator().manual_seed(_seed(prim, dtype))
     a = _ints(N, dtype, device, g)
     if prim in ("div", "floor_divide", "remainder", "fmod"):
         b = _ints(N, dtype, device, g, 1, 9) * (torch.randint(0, 2, (N,), generator=g).to(device) * 2 - 1).to(dtype)
@@ -167,7 +179,7 @@ def test_binary_int(run_spec, prim, dtype, device):
 @pytest.mark.parametrize("prim", ["logical_and", "logical_or", "logical_xor", "bitwise_and",
                                   "bitwise_or", "bitwise_xor", "eq", "ne"])
 def test_binary_bool(run_spec, prim, device):
-    g = torch.Generator().manual_seed(hash(prim) % 2**31)
+    g = torch.Generator().manual_seed(_seed(prim))
     a = torch.randint(0, 2, (N,), generator=g).bool().to(device)
     b = torch.randint(0, 2, (N,), generator=g).bool().to(device)
     ref = getattr(P, prim)(a, b)
@@ -263,7 +275,7 @@ def test_reductions(run_spec, kind, looped, device, monkeypatch):
     if looped:  # force the loop at a small size: the interpreter is slow
         monkeypatch.setattr(triton_codegen, "PERSISTENT_MAX_RBLOCK", 16)
     dtype = torch.bool if kind in ("any", "all") else torch.float32
-    g = torch.Generator().manual_seed(hash((kind, looped)) % 2**31)
+    g = torch.Generator().manual_seed(_seed(kind, looped))
     rows, cols = 5, 77
     x = _reduction_input(kind, rows, cols, dtype, g).to(device)
     ref = _reference(kind, x)
