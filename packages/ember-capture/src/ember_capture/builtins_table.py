@@ -18,6 +18,7 @@ from .attributes import generic_getattr, guard_mro, module_store_attr, newobj_ge
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
+from .frame import TracedRaise
 from .ops_build import BINARY_OPS, COMPARE_OPS
 from .protocol import CALLABLE, LEN
 from .queries import STABLE_TEXT, hasattr_var, python_type
@@ -355,7 +356,13 @@ def _fold(fn):
                 raise Unsupported("unsupported_call", f"{fn.__name__}() of {S.describe(args[0])}")
         values = _consts(args)
         _refuse_user_dunders(fn, values)
-        return S.from_python(fn(*values, **{k: S.const_value(v) for k, v in kwargs.items()}))
+        try:
+            result = fn(*values, **{k: S.const_value(v) for k, v in kwargs.items()})
+        except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
+            # the builtin's own error on guarded constants (`int('')`): raised on every call
+            # this entry serves, so the traced code's handlers may catch it
+            raise TracedRaise(exc) from None
+        return S.from_python(result)
     return handler
 
 

@@ -229,7 +229,10 @@ def _dict_getitem(fr, obj: DictVar, key):
 
 @GETITEM.rule(ConstVar)
 def _const_getitem(fr, obj: ConstVar, key):
-    return ConstVar(obj.value[const_value(key)])
+    try:
+        return ConstVar(obj.value[const_value(key)])
+    except (LookupError, TypeError) as exc:  # `(1, "a")[5]`: the user's error, the same on every call
+        raise TracedRaise(exc) from None
 
 
 @GETITEM.rule(ObjVar)
@@ -292,7 +295,10 @@ def _list_setitem(fr, obj: ListVar, key, value):
     items = mutable_items(fr, obj)
     k = const_value(key)
     if isinstance(k, slice):
-        items[k] = unpack(fr, value)
+        try:
+            items[k] = unpack(fr, value)
+        except ValueError as exc:  # an extended slice given another length: the user's error
+            raise TracedRaise(exc) from None
     else:
         items[k] = value
 

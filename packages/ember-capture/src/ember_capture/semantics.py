@@ -267,7 +267,10 @@ def tensor_instance_attr(fr, t: TensorVar, name: str) -> bool:
 
 @_getattr_for(ConstVar)
 def _const_attr(fr, c: ConstVar, name):
-    value = getattr(concrete(c.value) if isinstance(c.value, SYM_TYPES) else c.value, name)
+    try:
+        value = getattr(concrete(c.value) if isinstance(c.value, SYM_TYPES) else c.value, name)
+    except AttributeError as exc:  # `None.attr`: the user's error, the same on every call
+        raise TracedRaise(exc) from None
     if callable(value) and not isinstance(value, type):
         return MethodVar(c, name)
     return ConstVar(value)
@@ -292,11 +295,21 @@ def _newobj_attr(fr, o: NewObjVar, name):
 
 @_getattr_for(SuperVar)
 def _super_attr(fr, s: SuperVar, name):
-    mro = type(_self_value(s.obj)).__mro__ if not isinstance(s.obj, NewObjVar) else s.obj.cls.__mro__
+    bound = None if isinstance(s.obj, NewObjVar) else _self_value(s.obj)
+    of_class = isinstance(bound, type) and issubclass(bound, s.cls)  # super() in a classmethod
+    mro = s.obj.cls.__mro__ if bound is None else bound.__mro__ if of_class else type(bound).__mro__
     start = mro.index(s.cls) + 1
     raw = mro_lookup(fr.tr, mro[start:], name)
     if raw is _ABSENT:
         raise Unsupported("unsupported_attr", f"super().{name}")
+    if of_class:  # bound to the class: a classmethod gets it, a function or staticmethod is plain
+        if isinstance(raw, classmethod):
+            return BoundVar(ObjVar(raw.__func__), s.obj)
+        if isinstance(raw, staticmethod):
+            return wrap(fr.tr, raw.__func__, None)
+        if isinstance(raw, types.FunctionType) or getattr(type(raw), "__get__", None) is None:
+            return wrap(fr.tr, raw, None, name)
+        raise Unsupported("unsupported_attr", f"super().{name} ({type(raw).__name__}) in a classmethod")
     return bind_class_attr(fr, s.obj, raw, name)
 
 
@@ -573,8 +586,8 @@ def _const_binary(fr, fn, a, b):
         if isinstance(a.value, (str, bytes)) or isinstance(b.value, (str, bytes)):
             return ConstVar(fn(concrete(a.value), concrete(b.value)))  # "%d" % n: its value
         return ConstVar(note_float(fn, fn(a.value, b.value), (a.value, b.value)))
-    except (ArithmeticError, ValueError) as exc:
-        # `1 / 0`, `2.0 ** 10000`, `1 << -1` on guarded constants: the user's exception, raised
+    except (ArithmeticError, ValueError, TypeError) as exc:
+        # `1 / 0`, `2.0 ** 10000`, `1 << -1`, `"a" < 2` on guarded constants: the user's exception, raised
         # on every call the entry serves, so a traced `except` catches it (Note [Traced exceptions])
         raise TracedRaise(exc) from None
 
