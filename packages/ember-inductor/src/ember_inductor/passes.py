@@ -45,6 +45,8 @@ Note [scatter into a sum]
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.fx as fx
 
@@ -196,29 +198,38 @@ def _leaves_the_graph(n: fx.Node) -> bool:
                                     and _leaves_the_graph(u)) for u in n.users)
 
 
-def bias_into_matmul(gm: fx.GraphModule) -> fx.GraphModule:
-    """See Note [bias in the matmul]. Returns `gm` itself when nothing matches."""
-    if not any(_bias_match(n) for n in gm.graph.nodes):
+def _rewrite_matches(gm: fx.GraphModule, match: Callable, rewrite: Callable) -> fx.GraphModule:
+    """`gm` itself when `match(node)` is falsy for every node; else a copy in which
+    `rewrite(graph, node, match(node))` ran on each node that matches (in order)."""
+    if not any(match(n) for n in gm.graph.nodes):
         return gm
     graph = _copy(gm)
-    for add in list(graph.nodes):
-        match = _bias_match(add)
-        if match is None:
-            continue
-        mm, b = match
-        bias = b.args[0]
-        with graph.inserting_before(add):
-            fused = graph.call_function(aten.addmm.default, (bias, *mm.args[:2]))
-        fused.meta = dict(add.meta)
-        fused.meta["val"] = aten.addmm.default(_val(bias), _val(mm.args[0]), _val(mm.args[1]))
-        add.replace_all_uses_with(fused)
-        graph.erase_node(add)
-        graph.erase_node(mm)
-        if not b.users:
-            graph.erase_node(b)
-        _reshape_chain_to_unsafe_view(graph, fused)
+    for n in list(graph.nodes):
+        found = match(n)
+        if found:
+            rewrite(graph, n, found)
     graph.lint()
     return fx.GraphModule(gm, graph)
+
+
+def _bias_rewrite(graph: fx.Graph, add: fx.Node, match: tuple[fx.Node, fx.Node]) -> None:
+    mm, b = match
+    bias = b.args[0]
+    with graph.inserting_before(add):
+        fused = graph.call_function(aten.addmm.default, (bias, *mm.args[:2]))
+    fused.meta = dict(add.meta)
+    fused.meta["val"] = aten.addmm.default(_val(bias), _val(mm.args[0]), _val(mm.args[1]))
+    add.replace_all_uses_with(fused)
+    graph.erase_node(add)
+    graph.erase_node(mm)
+    if not b.users:
+        graph.erase_node(b)
+    _reshape_chain_to_unsafe_view(graph, fused)
+
+
+def bias_into_matmul(gm: fx.GraphModule) -> fx.GraphModule:
+    """See Note [bias in the matmul]. Returns `gm` itself when nothing matches."""
+    return _rewrite_matches(gm, _bias_match, _bias_rewrite)
 
 
 def _reshape_chain_to_unsafe_view(graph: fx.Graph, fused: fx.Node) -> None:
@@ -263,14 +274,7 @@ def products_viewed_out(gm: fx.GraphModule) -> fx.GraphModule:
     4 x 512 x 50257 floats) is returned as aten._unsafe_view of the library's result, not
     copied into an output buffer (a second 411 MB buffer and a pass over it). Returns `gm`
     itself when nothing matches."""
-    if not any(_product_viewed_out(n) for n in gm.graph.nodes):
-        return gm
-    graph = _copy(gm)
-    for n in list(graph.nodes):
-        if _product_viewed_out(n):
-            _reshape_chain_to_unsafe_view(graph, n)
-    graph.lint()
-    return fx.GraphModule(gm, graph)
+    return _rewrite_matches(gm, _product_viewed_out, lambda graph, n, _: _reshape_chain_to_unsafe_view(graph, n))
 
 
 def _scatter_sum_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
@@ -294,23 +298,18 @@ def _scatter_sum_match(add: fx.Node) -> tuple[fx.Node, fx.Node] | None:
     return None
 
 
+def _scatter_rewrite(graph: fx.Graph, add: fx.Node, match: tuple[fx.Node, fx.Node]) -> None:
+    x, ip = match
+    zeros = ip.args[0]
+    with graph.inserting_before(add):
+        fused = graph.call_function(_INDEX_PUT, (x, *ip.args[1:]))
+    fused.meta = dict(add.meta)
+    add.replace_all_uses_with(fused)
+    graph.erase_node(add)
+    graph.erase_node(ip)
+    graph.erase_node(zeros)
+
+
 def scatter_into_sum(gm: fx.GraphModule) -> fx.GraphModule:
     """See Note [scatter into a sum]. Returns `gm` itself when nothing matches."""
-    if not any(_scatter_sum_match(n) for n in gm.graph.nodes):
-        return gm
-    graph = _copy(gm)
-    for add in list(graph.nodes):
-        match = _scatter_sum_match(add)
-        if match is None:
-            continue
-        x, ip = match
-        zeros = ip.args[0]
-        with graph.inserting_before(add):
-            fused = graph.call_function(_INDEX_PUT, (x, *ip.args[1:]))
-        fused.meta = dict(add.meta)
-        add.replace_all_uses_with(fused)
-        graph.erase_node(add)
-        graph.erase_node(ip)
-        graph.erase_node(zeros)
-    graph.lint()
-    return fx.GraphModule(gm, graph)
+    return _rewrite_matches(gm, _scatter_sum_match, _scatter_rewrite)

@@ -7,6 +7,7 @@ kernel-written buffer is recycled for a later one of the same byte size, dtype a
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -53,6 +54,7 @@ def extern_buffers(call: ExternCall) -> list[Buffer]:
 #     on the buffer itself. The operand must be kernel-written or an ATen functional op's result
 #     (not a view, an input, an output or another extern's operand), read by no later step, and
 #     laid out as the result (dense, row-major, at offset 0).
+@functools.cache
 def in_place_externs() -> dict:
     from ember_prims.prims.indexing import index_put_into
     return {torch.ops.ember_prims.index_put.default: index_put_into}
