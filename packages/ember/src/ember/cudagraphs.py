@@ -12,7 +12,13 @@ with and writes every intermediate and output at the same addresses on every rep
   torch has it); one that moved (`model.to()`, `load_state_dict(assign=True)`, `p.data = ...`)
   makes the graph re-record; a non-parameter that moved becomes a copied input.
 - Memory: one private pool per training pair (the forward and its backward graph) and one per
-  inference graph. Not one per model: two graphs recorded one after the other in one pool may
+  inference graph. Note [warm-up in the pool]: the call before the recording (the warm-up, and
+  a training pair's first backward) allocates from the pool too, on the capture stream, as
+  torch's CUDA graph trees do: its memory, freed when the call ends, is what the recording then
+  reuses. Run in the ordinary allocator, it stayed cached there beside the pool (a training
+  pair's reserved memory was eager's peak twice over). Only before the pool's first recording:
+  after it, a call without the graph could take blocks the recorded graph writes.
+  Not one pool per model: two graphs recorded one after the other in one pool may
   place the second's outputs in the first's freed intermediates, which the first's next replay
   overwrites. The forward and backward share theirs safely because the backward's outputs (the
   gradients) are copied out at once (autograd accumulates them into `.grad`, which must outlive
@@ -24,7 +30,16 @@ with and writes every intermediate and output at the same addresses on every rep
   made by the caller (a view cannot be invalidated; the storage's use count shows it) makes
   that call run without the graph, in fresh memory, and the view keeps its values. A previous
   output is never overwritten silently.
-- Training: the forward's saved values stay in the pool, handed to autograd as they are. While
+- Training: the forward's saved values stay in the pool, handed to autograd as they are.
+  Note [saved values released to the backward]: when the backward records, the forward gives up
+  its own references to its saved values (it keeps aliases that do not own the memory, at the
+  same addresses) and hands them to the compiled backward, which drops each after its last use,
+  as eager's engine frees a node's saved tensors: the recording then reuses their memory for
+  the backward's own intermediates and gradients (before, every saved value stayed allocated
+  through the whole backward: GPT-2's step reserved 7.9 GB against eager's 4.4). A replay
+  therefore overwrites saved values after their last use; a backward under
+  `retain_graph=True`, which another backward would read them after, runs without its graph.
+  While
   they are still held (a backward has not run yet: two forwards before one backward, or
   retain_graph=True) the next forward runs without its graph, in fresh memory; its backward
   then runs without the backward graph too.
@@ -40,6 +55,7 @@ with and writes every intermediate and output at the same addresses on every rep
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
 import os
@@ -57,6 +73,9 @@ from ember.errors import UsageError
 _PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 _SET_ACCESS_ERROR = getattr(torch._C, "_set_storage_access_error_msg", None)
 _USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+_ROUTES_TO_POOL = hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
+_FROM_POINTER = getattr(torch._C, "_construct_storage_from_data_pointer", None)
+_KEEP_GRAPH = getattr(getattr(torch._C, "_autograd", None), "_get_current_graph_task_keep_graph", None)
 
 MAX_RECORDINGS = 8  # re-recordings (static inputs that keep moving) before a graph gives up
 
@@ -143,7 +162,52 @@ def _storage_uses(t: torch.Tensor) -> int:
 _CAPTURE_STREAMS: dict[int, Any] = {}
 
 
-def _capture(pool, body: Callable[[], list]) -> tuple[Any, list]:
+def _capture_stream(device: int):
+    stream = _CAPTURE_STREAMS.get(device)
+    if stream is None:
+        stream = _CAPTURE_STREAMS[device] = torch.cuda.Stream()
+    return stream
+
+
+class Pool:
+    """The private memory pool of one inference graph or one training pair, and the warm-up
+    call's use of it (Note [warm-up in the pool]). `handle` is what `capture_begin` takes."""
+
+    def __init__(self, handle=None) -> None:
+        self._handle = handle  # made at first use (a CPU-only process never makes one)
+        self._mempool = None
+        self.recorded = False
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            # a MemPool keeps its pool alive while this object lives, and can route a thread's
+            # allocations to it; a bare handle (older torch, or given) is only recorded into
+            if _ROUTES_TO_POOL:
+                self._mempool = torch.cuda.MemPool()
+                self._handle = self._mempool.id
+            else:
+                self._handle = torch.cuda.graph_pool_handle()
+        return self._handle
+
+    @contextlib.contextmanager
+    def warm_up(self):
+        """Allocate the body's memory from the pool, on the capture stream, until the pool's
+        first recording; after it, the ordinary allocator."""
+        if self.recorded or self.handle is None or self._mempool is None:
+            yield
+            return
+        stream = _capture_stream(torch.cuda.current_device())
+        caller = torch.cuda.current_stream()
+        stream.wait_stream(caller)
+        try:
+            with torch.cuda.stream(stream), torch.cuda.use_mem_pool(self._mempool):
+                yield
+        finally:
+            caller.wait_stream(stream)
+
+
+def _capture(pool: Pool, body: Callable[[], list]) -> tuple[Any, list]:
     """Record `body()` as a CUDA graph in `pool` on a side stream; its outputs are the graph's
     outputs. Unlike `torch.cuda.graph`, a failed capture leaves the current stream and the
     CUDA random generator as they were (torch leaves the generator in capture mode, and every
@@ -152,13 +216,12 @@ def _capture(pool, body: Callable[[], list]) -> tuple[Any, list]:
     device = torch.cuda.current_device()
     generator = torch.cuda.default_generators[device]
     before = generator.clone_state()
-    stream = _CAPTURE_STREAMS.get(device)
-    if stream is None:
-        stream = _CAPTURE_STREAMS[device] = torch.cuda.Stream()
+    stream = _capture_stream(device)
+    pool.recorded = True  # from here on, nothing but recordings allocates from the pool
     stream.wait_stream(torch.cuda.current_stream())
     try:
         with torch.cuda.stream(stream):
-            graph.capture_begin(pool=pool)
+            graph.capture_begin(pool=pool.handle)
             try:
                 outs = body()
             finally:
@@ -213,7 +276,7 @@ class GraphRunner:
                  log: Logger | None = None) -> None:
         self.fn = _boxed(fn)
         self.label = label
-        self.pool = pool
+        self.pool = pool if isinstance(pool, Pool) else Pool(pool)
         self.static_hint = static_hint
         self.handed = handed
         self.mutations = tuple(mutations)
@@ -262,6 +325,8 @@ class GraphRunner:
                 self._disable("an input is not a CUDA tensor")
             else:
                 self._warm_ptrs = [a.data_ptr() for a in args]
+                with self.pool.warm_up():  # Note [warm-up in the pool]
+                    return self.run_eager(args)
         return self.run_eager(args)
 
     def run_eager(self, args: list) -> Any:
@@ -395,13 +460,22 @@ class BackwardRunner:
         self.outputs: list = []
         self.warm = False
         self.replays = 0
+        self.released = False  # Note [saved values released to the backward]
 
     def __call__(self, args: list) -> Any:
         fw = self.forward
         if (self.graph is not None and fw.generation == self.generation
                 and self.check(args)):
+            if self.released and _KEEP_GRAPH():
+                return self._retained(args)
             return self._replay(args)
         return self._slow_call(args)
+
+    def _retained(self, args: list) -> Any:
+        # Note [saved values released to the backward]: the replay would overwrite saved values
+        # that a later backward (retain_graph=True) reads
+        self.log(f"{self.label}: retain_graph=True; this backward runs without its CUDA graph")
+        return self.fn(list(args))
 
     def _replay(self, args: list) -> list:
         inputs = self.inputs
@@ -414,7 +488,10 @@ class BackwardRunner:
     def _slow_call(self, args: list) -> Any:
         fw = self.forward
         if self.disabled is not None or fw.rec is None or not self.warm:
-            self.warm = True
+            first, self.warm = not self.warm, True
+            if first and self.disabled is None and fw.disabled is None:
+                with fw.pool.warm_up():  # Note [warm-up in the pool]
+                    return self.fn(list(args))
             return self.fn(list(args))
         n_saved = len(fw.rec.outputs) - (fw.handed if fw.handed is not None else len(fw.rec.outputs))
         saved_ptrs = [o.data_ptr() for o in fw.rec.outputs[len(fw.rec.outputs) - n_saved:]]
@@ -422,32 +499,53 @@ class BackwardRunner:
             self.log(f"{self.label}: its saved values come from a forward that ran without its CUDA "
                      "graph; this backward runs without one too")
             return self.fn(list(args))
+        release = _FROM_POINTER is not None and _KEEP_GRAPH is not None
+        if release and _KEEP_GRAPH():
+            return self._retained(args)
         self.graph = None
+        rest = args[n_saved:]
         try:
-            self._record(args, n_saved)
+            self._record(args, n_saved, release)
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back, with its reason
             torch.cuda.synchronize()
             self.graph = None
             self.disabled = f"capture failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
             self.log(f"{self.label} runs without CUDA graphs: {self.disabled}")
-            return self.fn(list(args))
+            fw_outputs = fw.rec.outputs
+            return self.fn([*fw_outputs[len(fw_outputs) - n_saved:], *rest])
         self.generation = fw.generation
         self.log(f"{self.label}: recorded a CUDA graph ({n_saved} saved values in place)")
-        return self._replay(args)
+        return self._replay([None] * n_saved + rest)  # `args` was handed over: only `rest` is read
 
-    def _record(self, args: list, n_saved: int) -> None:
+    def _record(self, args: list, n_saved: int, release: bool) -> None:
         self.check = AddressCheck(args, range(n_saved))
         self.copied = list(range(n_saved, len(args)))
+        buffers = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                   for a in args[n_saved:]]
         # the forward's own tensors, not the ones autograd handed over (one of them tells the
         # forward that this backward is pending while it lives)
         fw_outputs = self.forward.rec.outputs
-        inputs = [*fw_outputs[len(fw_outputs) - n_saved:], *args[n_saved:]]
-        for i in self.copied:
-            a = args[i]
-            inputs[i] = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
-        graph, outs = _capture(self.forward.pool, lambda: list(self.fn(list(inputs))))
-        self.inputs, self.outputs, self.graph = inputs, outs, graph
+        first = len(fw_outputs) - n_saved
+        inputs = [*fw_outputs[first:], *buffers]
+        if release:  # Note [saved values released to the backward]
+            fw_outputs[first:] = map(_unowned, fw_outputs[first:])
+            args.clear()
+        self.inputs = [None] * n_saved + buffers
+        self.released = release
+        # a boxed backward takes `inputs` over: each saved value is freed after its last use
+        graph, outs = _capture(self.forward.pool, lambda: list(self.fn(inputs)))
+        self.outputs, self.graph = outs, graph
         self.copy_out = CopyOut(outs)
+
+
+def _unowned(t: Any) -> Any:
+    """An alias of tensor `t` (same address, sizes, strides) that does not keep its memory
+    allocated; anything else as it is."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    storage = t.untyped_storage()
+    memory = _FROM_POINTER(storage.data_ptr(), t.device, storage.nbytes())
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(memory, t.storage_offset(), t.shape, t.stride())
 
 
 _unflatten = torch._C._nn.unflatten_dense_tensors
@@ -567,7 +665,7 @@ def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: fro
         meta = gm.graph.output_node().meta
         training = "ember_saved_outputs" in meta
         runner = GraphRunner(compiled, label=f"the {'training ' if training else ''}forward of {where}",
-                             pool=torch.cuda.graph_pool_handle(), static_hint=static_hint,
+                             pool=Pool(), static_hint=static_hint,
                              handed=meta.get("ember_saved_outputs"),
                              mutations=meta.get("ember_mutations", ()), log=log)
         runner.compiled_graph = getattr(compiled, "compiled_graph", None)
