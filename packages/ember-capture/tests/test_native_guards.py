@@ -79,7 +79,14 @@ def test_entry_checks_tensors_and_hooks_in_batches(checks):
     batches = _batches(fn)
     kinds = {type(b) for b in batches}
     assert kinds == {native.TensorBatch, native.HookBatch}, batches
-    for b in batches:  # decided on the first hit: the C++ checker, or the Python checks for good
+    # Note [Native source reads]: the program reads the sources and checks the tensors; where
+    # it answers, the hook batches run after it; else every batch of the Python guards does
+    (program,) = [v for v in fn._ember_state.entries[0].__globals__.values() if isinstance(v, native.SourceProgram)]
+    assert (program.run is native._undecided) == (checks == "python")
+    decided = [b for b in batches if b.check != b._undecided]
+    expected = {native.HookBatch} if checks == "native" else {native.TensorBatch, native.HookBatch}
+    assert {type(b) for b in decided} == expected, decided
+    for b in decided:  # decided on the first hit: the C++ checker, or the Python checks for good
         assert (b.check is b.py) == (checks == "python"), (checks, b.check)
     assert len(fn._ember_state.entries) == 1
 
