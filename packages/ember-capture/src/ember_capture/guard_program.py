@@ -9,7 +9,7 @@ import ast
 import re
 import struct
 
-GETATTR, GETITEM, CONST, ID, IS, PIN, NOT_IN_DICT, NOT_IN, GET_IS, LIST_EQ, TENSOR, TYPE, DISTINCT = range(1, 14)
+GETATTR, GETITEM, CONST, ID, IS, PIN, NOT_IN_DICT, NOT_IN, GET_IS, LIST_EQ, TENSOR, TYPE, DISTINCT, EQ = range(1, 15)
 
 _BASE = re.compile(r"^(L|_s\d+|_c\d+)")
 _ATTR = re.compile(r"^\.([A-Za-z_]\w*)")
@@ -24,6 +24,8 @@ _CHECKS = [  # (pattern over one check, op): the checks whose meaning the native
     (re.compile(r"^'([A-Za-z_]\w*)' not in X$"), NOT_IN),
     (re.compile(rf"^X\.get\('([A-Za-z_]\w*)'\) is {_CONST}$"), GET_IS),
     (re.compile(r"^list\(X\) == (\[[^\]]*\])$"), LIST_EQ),
+    # an exact int, str or float by value (a float's NaN and zeros have checks of their own)
+    (re.compile(r"^type\(X\) is (?:int|str|float) and X == (_c\d+)$"), EQ),
 ]
 
 
@@ -96,7 +98,7 @@ class Program:
             arg = m.group(1)
             if op == ID:
                 ops.append((ID, reg, int(arg), 0))
-            elif op in (IS, TYPE):
+            elif op in (IS, TYPE, EQ):
                 ops.append((op, reg, ("const", self._value(arg)), 0))
             elif op in (NOT_IN_DICT, NOT_IN):
                 absent[op].append(arg)
@@ -115,14 +117,18 @@ class Program:
         return True
 
     def add(self, local: str, expr: str, checks: list[str], pinned=None, tensor=None) -> bool:
-        """Read `expr` into `local` and check it (`pinned`: a held immutable value whose identity
-        stands for the checks, else undecided; `tensor`: a (type, record) static tensor guard).
+        """Read `expr` into `local` and check it (`pinned`: (a held immutable value whose identity
+        stands for the checks, the checks or None where sources read from it are checked too:
+        undecided when it is not that object); `tensor`: a (type, record) static tensor guard).
         False, with nothing added, when some part has no native op."""
         saved = dict(self.regs)
         ops = self.read_ops(local, expr)
         reg = self.regs.get(local)
         if ops is not None and reg is not None:
-            checks_ops = [(PIN, reg, ("const", pinned[0]), 0)] if pinned else self.check_ops(reg, checks)
+            checks_ops = self.check_ops(reg, checks)
+            if pinned:
+                own = None if pinned[1] is None else self.check_ops(reg, pinned[1])
+                checks_ops = [(PIN, reg, ("const", pinned[0]), len(own or ()))] + (own or [])
             if checks_ops is not None:
                 for op in ops + checks_ops:
                     self._emit(*op)

@@ -191,7 +191,9 @@ class Guards:
         native, rest, rest_tensors = [], [], []
         for group in groups:
             local, read, checks, folded, tensor, source = group
-            pinned = (self.pinned[source],) if folded is not None else None
+            pinned = None
+            if folded is not None:  # its own checks, where no source is read from it
+                pinned = (self.pinned[source], self.items[source] if len(folded) == 1 else None)
             tensor_record = None if tensor is None else (tensor[2][0], tensor[2][1])
             if program.add(local, read, checks, pinned, tensor_record):
                 native.append(local)

@@ -233,7 +233,7 @@ enum Op : int64_t {
   OP_CONST = 3,      // dst, const
   OP_ID = 4,         // reg, address              id(X) == address
   OP_IS = 5,         // reg, const                X is const
-  OP_PIN = 6,        // reg, const                X is const, else undecided
+  OP_PIN = 6,        // reg, const, k             X is const: skip the next k ops; else run them (k = 0: undecided)
   OP_NOT_IN_DICT = 7,// reg, const(tuple of str)  each not in X.__dict__
   OP_NOT_IN = 8,     // reg, const(tuple of str)  each not in X
   OP_GET_IS = 9,     // reg, const(key), const    X.get(key) is const
@@ -241,6 +241,7 @@ enum Op : int64_t {
   OP_TENSOR = 11,    // reg, const(type), offset  a static tensor guard (record at offset of the spec)
   OP_TYPE = 12,      // reg, const                type(X) is const
   OP_DISTINCT = 13,  // 0, n, 0, then n registers (padded to 4 words): distinct objects
+  OP_EQ = 14,        // reg, const                type(X) is type(const) and X == const
 };
 
 // The objects in the n registers listed are pairwise distinct (`len({id(a) for a in ...}) == n`).
@@ -311,7 +312,18 @@ int run_ops(const int64_t* code, Py_ssize_t n, PyObject* consts, const int64_t* 
       }
       case OP_ID: if ((int64_t)(intptr_t)x != b) return 0; break;
       case OP_IS: if (x != C(b)) return 0; break;
-      case OP_PIN: if (x != C(b)) return -1; break;
+      case OP_PIN:
+        if (x == C(b)) pc += 4 * c;
+        else if (c == 0) return -1;
+        break;
+      case OP_EQ: {  // type(X) is type(const) and X == const
+        PyObject* v = C(b);
+        if (Py_TYPE(x) != Py_TYPE(v)) return 0;
+        int eq = PyObject_RichCompareBool(x, v, Py_EQ);
+        if (eq < 0) { PyErr_Clear(); return -1; }
+        if (!eq) return 0;
+        break;
+      }
       case OP_TYPE: if ((PyObject*)Py_TYPE(x) != C(b)) return 0; break;
       case OP_NOT_IN_DICT: case OP_NOT_IN: {
         PyObject* d = x;
