@@ -436,3 +436,38 @@ def test_native_program_answers_as_the_python_guards(change):
         _Block.SHIFT = 1.0
         _Block.__dict__.get("extra_repr") and delattr(_Block, "extra_repr")
         m[1]._forward_hooks.clear()
+
+
+def test_guard_program_takes_only_checks_it_reproduces():
+    """guard_program.Program: a check it has no exact op for (another form, or an int check
+    against a float constant, which the op's exact type compare would answer differently) leaves
+    the source to Python; what it takes answers as the Python checks do."""
+    if not native.wait():
+        pytest.skip("the native guard checker could not be built on this machine")
+    from ember_capture.guard_program import Program
+    from ember_capture.guards import Namespace
+
+    ns = Namespace()
+    obj = nn.Linear(2, 2)
+    obj.scale = 2
+    c_int, c_float, c_type = ns.ref(2), ns.ref(2.0), ns.ref(nn.Linear)
+    prog = Program(ns)
+    assert prog.add("_s0", "L[0]", [f"type(X) is {c_type}", f"id(X) == {id(obj)}", "'forward' not in X.__dict__"])
+    assert not prog.add("_s1", "_s0.scale", [f"type(X) is int and X == {c_float}"])  # 2 == 2.0 in Python
+    assert not prog.add("_s1", "_s0.scale", ["X > 1"])
+    assert not prog.add("_s2", "_s1.real", [])  # read from a source left to Python
+    assert prog.add("_s3", "_s0.scale", [f"type(X) is int and X == {c_int}"])
+    assert prog.add("_s4", "_s0._parameters['weight']", ["X is not None"]) is False
+    assert prog.add("_s4", "_s0._parameters['weight']", [])
+    ext = native.extension()
+    run = lambda L: ext.run_program(*prog.build(["_s0", "_s3", "_s4"], ext.make_spec), L)  # noqa: E731
+    assert run((obj,)) == (obj, 2, obj.weight)
+    obj.scale = 2.0
+    assert run((obj,)) is False  # `type(X) is int` fails in Python too
+    obj.scale = 2
+    obj.forward = lambda x: x
+    assert run((obj,)) is False
+    del obj.forward
+    assert run((nn.Linear(2, 2),)) is False  # another object
+    del obj._parameters["weight"]
+    assert run((obj,)) is None  # a KeyError: undecided, the Python guards decide

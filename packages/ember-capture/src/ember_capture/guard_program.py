@@ -25,7 +25,7 @@ _CHECKS = [  # (pattern over one check, op): the checks whose meaning the native
     (re.compile(rf"^X\.get\('([A-Za-z_]\w*)'\) is {_CONST}$"), GET_IS),
     (re.compile(r"^list\(X\) == (\[[^\]]*\])$"), LIST_EQ),
     # an exact int, str or float by value (a float's NaN and zeros have checks of their own)
-    (re.compile(r"^type\(X\) is (?:int|str|float) and X == (_c\d+)$"), EQ),
+    (re.compile(r"^type\(X\) is (int|str|float) and X == (_c\d+)$"), EQ),
 ]
 
 
@@ -98,7 +98,12 @@ class Program:
             arg = m.group(1)
             if op == ID:
                 ops.append((ID, reg, int(arg), 0))
-            elif op in (IS, TYPE, EQ):
+            elif op == EQ:  # the op compares exact types: the constant must be of the named one
+                value = self._value(m.group(2))
+                if type(value).__name__ != arg or type(value) not in (int, str, float):
+                    return None
+                ops.append((EQ, reg, ("const", value), 0))
+            elif op in (IS, TYPE):
                 ops.append((op, reg, ("const", self._value(arg)), 0))
             elif op in (NOT_IN_DICT, NOT_IN):
                 absent[op].append(arg)
