@@ -349,6 +349,22 @@ int run_ops(const int64_t* code, Py_ssize_t n, PyObject* consts, const int64_t* 
         break;
       }
       case OP_LIST_EQ: {
+        PyObject* want = C(b);
+        if (PyDict_CheckExact(x) && PyList_CheckExact(want)) {  // its keys in order, no list built
+          if (PyDict_GET_SIZE(x) != PyList_GET_SIZE(want)) return 0;
+          Py_ssize_t pos = 0, k = 0;
+          PyObject *key, *value;
+          while (PyDict_Next(x, &pos, &key, &value)) {
+            if (k >= PyList_GET_SIZE(want)) return -1;  // changed while read: undecided
+            Py_INCREF(key);
+            int eq = PyObject_RichCompareBool(key, PyList_GET_ITEM(want, k++), Py_EQ);
+            Py_DECREF(key);
+            if (eq < 0) { PyErr_Clear(); return -1; }
+            if (!eq) return 0;
+          }
+          if (k != PyList_GET_SIZE(want)) return -1;
+          break;
+        }
         PyObject* l = PySequence_List(x);
         if (l == nullptr) { PyErr_Clear(); return -1; }
         int eq = PyObject_RichCompareBool(l, C(b), Py_EQ);
