@@ -146,7 +146,7 @@ class Guards:
         keep = set(keep)
         done = set()
         batches = _Batches(_parents(sources))
-        groups = []  # (local, source's read, its checks left in place, folded subtree lines or None, tensor)
+        groups = []  # (local, its read, checks left in place, folded subtree lines or None, tensor, source)
         for i, source in enumerate(sources):
             if i in done:
                 continue
