@@ -162,3 +162,103 @@ def test_equal_configuration_assigned_anew_does_not_recompile(backend):
     x = torch.randn(3, 8)
     _same(compiled(x), m(x))
     assert len(ember.compile_record(compiled).capture.graphs) == 1
+
+
+# Note [Native source reads]: what each check of the native program covers, changed between
+# calls: the result must be eager's on both guard paths (the program, and the Python guards).
+class Block(nn.Module):
+    SHIFT = 1.0  # a class attribute the forward reads
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.register_buffer("offset", torch.zeros(8))
+
+    def forward(self, x):
+        return self.bn(self.lin(x)) + self.offset + type(self).SHIFT
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block())
+
+    def forward(self, x):
+        return self.blocks(x) * 2
+
+
+def _instance_forward(m):
+    m.blocks[1].lin.forward = lambda x: x * 3
+
+
+def _class_attribute(m):
+    Block.SHIFT = 5.0
+
+
+def _buffer_reassigned(m):
+    m.blocks[0].offset = torch.full((8,), 2.0)
+
+
+def _buffer_reassigned_shape(m):
+    m.blocks[1].offset = torch.full((1,), 3.0)
+
+
+def _training_toggled(m):
+    m.blocks[1].train()
+
+
+def _submodule_replaced(m):
+    m.blocks[0].lin = nn.Linear(8, 8)
+
+
+def _submodule_of_another_class(m):
+    m.blocks[1].lin = nn.Identity()
+
+
+def _parameter_data(m):
+    m.blocks[1].bn.weight.data = torch.randn(8)
+
+
+def _parameter_data_strides(m):
+    m.blocks[1].lin.weight.data = torch.randn(8, 8).t()  # same shape and dtype, transposed
+
+
+def _sequential_grown(m):
+    m.blocks.append(Block())
+
+
+def _config_new_equal_object(m):
+    m.blocks[0].bn.eps = float("1e-5")  # equal, another object: the Python guards decide
+
+
+def _config_changed(m):
+    m.blocks[0].bn.eps = 0.5
+
+
+def _forward_hook(m):
+    m.blocks[0].bn.register_forward_hook(lambda mod, args, out: out - 1)
+
+
+FUSED_CHANGES = {f.__name__.lstrip("_"): f for f in (
+    _instance_forward, _class_attribute, _buffer_reassigned, _buffer_reassigned_shape, _training_toggled,
+    _submodule_replaced, _submodule_of_another_class, _parameter_data, _parameter_data_strides, _sequential_grown,
+    _config_new_equal_object, _config_changed, _forward_hook)}
+
+
+@pytest.mark.parametrize("change", FUSED_CHANGES)
+def test_change_under_a_native_read_equals_eager(change, guard_checks):
+    torch.manual_seed(0)
+    m = Model().eval()
+    compiled = ember.compile(m, backend="eager")
+    x = torch.randn(4, 8)
+    try:
+        with torch.no_grad():
+            _same(compiled(x), m(x))
+            _same(compiled(x), m(x))  # a hit
+            FUSED_CHANGES[change](m)
+            for _ in range(2):  # after the change, then a hit of whatever entry it made
+                x = torch.randn(4, 8, dtype=m.blocks[0].lin.weight.dtype)
+                _same(compiled(x), m(x))
+    finally:
+        Block.SHIFT = 1.0

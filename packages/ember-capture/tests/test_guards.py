@@ -527,7 +527,8 @@ def test_module_configuration_checked_by_identity_first():
     lines = entry.source.split("\n")
     stride = next(i for i, line in enumerate(lines) if line.endswith(".stride"))
     assert lines[stride + 1].strip().startswith("if X is not _c"), entry.source
-    assert lines[stride + 2].startswith(" " * 12 + "if not (type(X) is"), entry.source  # nested
+    indent = len(lines[stride]) - len(lines[stride].lstrip())
+    assert lines[stride + 2].startswith(" " * (indent + 4) + "if not (type(X) is"), entry.source  # nested
     m.stride = tuple([2])
     torch.testing.assert_close(g(x), m(x))
     assert len(g._ember_state.entries) == 1

@@ -21,6 +21,7 @@ from capture_helpers import Recorder, assert_same
 
 import ember_capture
 from ember_capture import native
+from ember_capture.codegen import MISS
 
 
 @pytest.fixture(params=["native", "python"])
@@ -79,7 +80,14 @@ def test_entry_checks_tensors_and_hooks_in_batches(checks):
     batches = _batches(fn)
     kinds = {type(b) for b in batches}
     assert kinds == {native.TensorBatch, native.HookBatch}, batches
-    for b in batches:  # decided on the first hit: the C++ checker, or the Python checks for good
+    # Note [Native source reads]: the program reads the sources and checks the tensors; where
+    # it answers, the hook batches run after it; else every batch of the Python guards does
+    (program,) = [v for v in fn._ember_state.entries[0].__globals__.values() if isinstance(v, native.SourceProgram)]
+    assert (program.run is native._undecided) == (checks == "python")
+    decided = [b for b in batches if b.check != b._undecided]
+    expected = {native.HookBatch} if checks == "native" else {native.TensorBatch, native.HookBatch}
+    assert {type(b) for b in decided} == expected, decided
+    for b in decided:  # decided on the first hit: the C++ checker, or the Python checks for good
         assert (b.check is b.py) == (checks == "python"), (checks, b.check)
     assert len(fn._ember_state.entries) == 1
 
@@ -353,3 +361,113 @@ def test_cuda_tensors_device_and_index(checks):
         spec = ext.make_spec([(x.dtype, x.device, (4, 4), (4, 1), False)])
         assert ext.check_tensors((torch.Tensor,), spec, (x,)) is True
         assert ext.check_tensors((torch.Tensor,), spec, (x.cpu(),)) is False
+
+
+class _Block(nn.Module):
+    SHIFT = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.register_buffer("offset", torch.zeros(4))
+
+    def forward(self, x):
+        return self.bn(self.lin(x)) + self.offset + type(self).SHIFT
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(_Block(), nn.ReLU(), _Block()).eval()
+
+
+# Each change to what a read or check of Note [Native source reads] covers, and the program's
+# answer: False (a check fails: a miss), None (undecided: the Python guards decide), or a hit.
+PROGRAM_CHANGES = {
+    "submodule_replaced": (lambda m: setattr(m[0], "lin", nn.Linear(4, 4)), False),
+    "submodule_class": (lambda m: setattr(m[2], "lin", nn.Identity()), False),
+    "instance_forward": (lambda m: setattr(m[2].lin, "forward", lambda x: x * 3), False),
+    "class_attribute": (lambda m: setattr(_Block, "SHIFT", 2.0), False),  # pinned, compared by value
+    "class_attribute_equal": (lambda m: setattr(_Block, "SHIFT", float("1.0")), "hit"),
+    "class_method": (lambda m: setattr(_Block, "extra_repr", lambda self: "x"), "hit"),  # not read
+    "parameter_replaced": (lambda m: setattr(m[0].lin, "weight", nn.Parameter(torch.randn(4, 4))), "hit"),
+    "parameter_data_shape": (lambda m: setattr(m[0].lin.weight, "data", torch.randn(2, 4)), False),
+    "parameter_data_dtype": (lambda m: setattr(m[2].bn.bias, "data", torch.randn(4).double()), False),
+    "buffer_reassigned_shape": (lambda m: setattr(m[2], "offset", torch.zeros(1)), False),
+    "buffer_shared": (lambda m: setattr(m[2], "offset", m[0].offset), False),  # two inputs, one tensor
+    "training": (lambda m: m[2].train(), False),
+    "sequential_grown": (lambda m: m.append(nn.ReLU()), False),
+    "config_equal_object": (lambda m: setattr(m[0].bn, "eps", float("1e-5")), "hit"),
+    "config_changed": (lambda m: setattr(m[0].bn, "eps", 0.5), False),
+    "config_int_type": (lambda m: setattr(m[0].bn, "eps", 1), False),
+    "config_tuple_equal": (lambda m: setattr(m[0].lin, "extra", 1), "hit"),  # not read
+    "config_zero": (lambda m: setattr(m[0].bn, "momentum", 0.0), False),
+    "module_deleted": (lambda m: m[2]._modules.pop("bn"), None),  # a KeyError: undecided
+    "forward_hook": (lambda m: m[1].register_forward_hook(_double), "hit"),  # the hook batch's
+}
+
+
+@pytest.mark.parametrize("change", PROGRAM_CHANGES)
+def test_native_program_answers_as_the_python_guards(change):
+    """The program's verdict after each change, and the entry's (program then Python) against
+    the same entry's Python guards alone."""
+    if not native.wait():
+        pytest.skip("the native guard checker could not be built on this machine")
+    m, x = _model(), torch.randn(3, 4)
+    fast = ember_capture.capture(m, Recorder())
+    with native.python_checks():
+        slow = ember_capture.capture(m, Recorder())
+        slow(x)
+    fast(x)
+    fast(x)
+    (entry,) = fast._ember_state.entries
+    (py_entry,) = slow._ember_state.entries
+    (program,) = [v for v in entry.__globals__.values() if isinstance(v, native.SourceProgram)]
+    L = fast._ember_state.bind(x)
+    assert isinstance(program.run(L), tuple)
+    assert entry(L, (x,), {}) is not MISS and py_entry(L, (x,), {}) is not MISS
+    change_fn, answer = PROGRAM_CHANGES[change]
+    try:
+        change_fn(m)
+        got = program.run(L)
+        assert (got if answer in (False, None) else "hit" if isinstance(got, tuple) else got) == answer, got
+        assert (entry(L, (x,), {}) is MISS) == (py_entry(L, (x,), {}) is MISS)
+    finally:
+        _Block.SHIFT = 1.0
+        _Block.__dict__.get("extra_repr") and delattr(_Block, "extra_repr")
+        m[1]._forward_hooks.clear()
+
+
+def test_guard_program_takes_only_checks_it_reproduces():
+    """guard_program.Program: a check it has no exact op for (another form, or an int check
+    against a float constant, which the op's exact type compare would answer differently) leaves
+    the source to Python; what it takes answers as the Python checks do."""
+    if not native.wait():
+        pytest.skip("the native guard checker could not be built on this machine")
+    from ember_capture.guard_program import Program
+    from ember_capture.guards import Namespace
+
+    ns = Namespace()
+    obj = nn.Linear(2, 2)
+    obj.scale = 2
+    c_int, c_float, c_type = ns.ref(2), ns.ref(2.0), ns.ref(nn.Linear)
+    prog = Program(ns)
+    assert prog.add("_s0", "L[0]", [f"type(X) is {c_type}", f"id(X) == {id(obj)}", "'forward' not in X.__dict__"])
+    assert not prog.add("_s1", "_s0.scale", [f"type(X) is int and X == {c_float}"])  # 2 == 2.0 in Python
+    assert not prog.add("_s1", "_s0.scale", ["X > 1"])
+    assert not prog.add("_s2", "_s1.real", [])  # read from a source left to Python
+    assert prog.add("_s3", "_s0.scale", [f"type(X) is int and X == {c_int}"])
+    assert prog.add("_s4", "_s0._parameters['weight']", ["X is not None"]) is False
+    assert prog.add("_s4", "_s0._parameters['weight']", [])
+    ext = native.extension()
+    run = lambda L: ext.run_program(*prog.build(["_s0", "_s3", "_s4"], ext.make_spec), L)  # noqa: E731
+    assert run((obj,)) == (obj, 2, obj.weight)
+    obj.scale = 2.0
+    assert run((obj,)) is False  # `type(X) is int` fails in Python too
+    obj.scale = 2
+    obj.forward = lambda x: x
+    assert run((obj,)) is False
+    del obj.forward
+    assert run((nn.Linear(2, 2),)) is False  # another object
+    del obj._parameters["weight"]
+    assert run((obj,)) is None  # a KeyError: undecided, the Python guards decide

@@ -228,12 +228,14 @@ class InferenceRunner:
 
     def __init__(self, sig: Signature, forward: Callable):
         self.sig, self.forward = sig, forward
+        # decided once, not per call: the runtime's copies of mutated inputs
+        self._replay = bool(sig.mutated_inputs) and not applies_mutations(forward)
 
     def __call__(self, args):
         tensors = tensor_args(self.sig, args)
         outs = call_compiled(self.forward, tensors)
         n = self.sig.num_graph_outputs
-        if not applies_mutations(self.forward):
+        if self._replay:
             replay_mutations(self.sig, tensors, outs[n:])
         return user_outputs(self.sig, tensors, outs[:n])
 
@@ -428,10 +430,12 @@ def _make_function(runner: TrainingRunner):
             if copied:
                 # a saved input that the runtime is about to overwrite keeps its old value
                 mutated = {id(tensors[k]) for k in copied}
-                saved = [s.clone() if id(s) in mutated else s for s in saved]
+                if not mutated.isdisjoint(map(id, saved)):  # a C-level pass over ~600 saved values first
+                    saved = [s.clone() if id(s) in mutated else s for s in saved]
             # Note [saved outputs the user mutates]
             returned = {id(o) for o in fw_outs}
-            exposed = [k for k, s in enumerate(saved) if id(s) in returned]
+            exposed = () if returned.isdisjoint(map(id, saved)) else \
+                [k for k, s in enumerate(saved) if id(s) in returned]
             if exposed:
                 ctx.exposed = [(k, saved[k].detach(), saved[k]._version) for k in exposed]
                 ctx.n_saved = len(saved)

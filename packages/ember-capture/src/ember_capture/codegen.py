@@ -23,6 +23,7 @@ import types
 
 import torch
 
+from .guards import narrow_native_outs
 from .lazy import LazyVar
 from .sizes import has_sym, python_code
 from .variables import (
@@ -312,7 +313,7 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
         lines.append(f"    __o = __compiled({''.join(s + ', ' for s in input_sources)})")
     lines += ["    " + s for s in list(prelude) + list(side_effects)]
     lines.append("    " + tail)
-    source = "\n".join(lines)
+    source = "\n".join(narrow_native_outs(lines, ns))
     scope = {k: v for k, v in ns.items() if isinstance(k, str)}
     scope.update(_MISS=MISS, _grad=torch.is_grad_enabled, _autocast=torch._C._is_any_autocast_enabled,
                  _dtype=torch.get_default_dtype, _default_dtype=torch.get_default_dtype(),

@@ -12,9 +12,11 @@ import re
 import torch
 import torch.nn.modules.module as _module_mod
 
-from .native import HookBatch, TensorBatch
+from .guard_program import Program
+from .native import HookBatch, SourceProgram, TensorBatch
 from .sizes import tensor_guard
 
+_MIN_NATIVE = 8  # fewer sources read natively: the Python guards alone
 _HELD = re.compile(r"^_c\d+$")
 _OTHER_SOURCE = re.compile(r"\bL\[|\b_s\d")  # a check that reads another source
 # A module's own hooks, over the guarded value X (a module with hooks runs through Module.__call__).
@@ -126,7 +128,7 @@ class Guards:
             return
         self.add(source, f"type(X) is {self.ns.ref(type(obj))}", f"type({source}) is {type(obj).__qualname__}")
 
-    def lines(self, keep=()) -> list[str]:
+    def lines(self, keep=(), distinct=()) -> list[str]:
         """Statements of a function body that return MISS when a guard fails.
 
         Each source's value is kept in a local (`_s<i>`), and a later source that extends an
@@ -136,33 +138,78 @@ class Guards:
         checked by identity first, its own checks and its subtree's only when that fails
         (Note [Immutable constants by identity]); `keep` are sources whose locals the entry
         reads after the guards (graph inputs): their subtrees are not folded. The tensor and
-        "no hooks" checks are gathered into batches run after the rest (Note [Native guards])."""
+        "no hooks" checks are gathered into batches run after the rest (Note [Native guards]).
+        `distinct` are sources (tensor arguments) that must hold pairwise distinct objects.
+        In front of all this, a native program reads the sources and runs the checks it can
+        (Note [Native source reads] in native_guards.cpp)."""
         sources = list(self.items)
         keep = set(keep)
-        out, done = [], set()
+        done = set()
         batches = _Batches(_parents(sources))
+        groups = []  # (local, its read, checks left in place, folded subtree lines or None, tensor, source)
         for i, source in enumerate(sources):
             if i in done:
                 continue
             subtree = [j for j in range(i + 1, len(sources)) if _extends(sources[j], source)]
             folded = [source] + [sources[j] for j in subtree]
+            read = self.rewrite(source, allowed=lambda k, i=i: k < i)
             if not all(self._foldable(s, keep) for s in folded):
+                n_tensors = len(batches.tensors)
                 checks = batches.take(self, source, f"_s{i}")
-                out.append(f"X = _s{i} = {self.rewrite(source, allowed=lambda k, i=i: k < i)}")
-                if checks:
-                    out.append(f"if not ({' and '.join(checks)}): return _MISS")
+                tensor = batches.tensors[-1] if len(batches.tensors) > n_tensors else None
+                groups.append((f"_s{i}", read, checks, None, tensor, source))
                 continue
-            out.append(f"X = _s{i} = {self.rewrite(source, allowed=lambda k, i=i: k < i)}")
-            out.append(f"if X is not {self.ns.ref(self.pinned[source])}:")
-            out.append(f"    if not ({' and '.join(self.items[source])}): return _MISS")
+            inner = [f"    if not ({' and '.join(self.items[source])}): return _MISS"]
             bound = {i}
             for j in subtree:
-                out += ["    " + line for line in
-                        self._check(j, sources[j], lambda k, i=i, bound=bound: k < i or k in bound)]
+                inner += ["    " + line for line in
+                          self._check(j, sources[j], lambda k, i=i, bound=bound: k < i or k in bound)]
                 bound.add(j)
             done.update(subtree)
             self._unbound.update(subtree)
-        return out + batches.lines(self.ns)
+            groups.append((f"_s{i}", read, [], inner, None, source))
+        distinct = [self.local_of(s) for s in distinct]
+        python = [line for group in groups for line in self._group_lines(group)] + batches.lines(self.ns)
+        python += _distinct_lines(distinct)
+        return self._native_lines(groups, batches, python, distinct)
+
+    def _group_lines(self, group) -> list[str]:
+        local, read, checks, folded, _, source = group
+        out = [f"X = {local} = {read}"]
+        if folded is not None:
+            out.append(f"if X is not {self.ns.ref(self.pinned[source])}:")
+            return out + folded
+        if checks:
+            out.append(f"if not ({' and '.join(checks)}): return _MISS")
+        return out
+
+    def _native_lines(self, groups, batches, python: list[str], distinct: list[str]) -> list[str]:
+        """`python` behind a native program that reads the sources and runs the checks it can
+        (Note [Native source reads] in native_guards.cpp): when the program answers, only the
+        groups it could not run, and the batches, are left to Python."""
+        program = Program(self.ns)
+        native, rest, rest_tensors = [], [], []
+        for group in groups:
+            local, read, checks, folded, tensor, source = group
+            pinned = None
+            if folded is not None:  # its own checks, where no source is read from it
+                pinned = (self.pinned[source], self.items[source] if len(folded) == 1 else None)
+            tensor_record = None if tensor is None else (tensor[2][0], tensor[2][1])
+            if program.add(local, read, checks, pinned, tensor_record):
+                native.append(local)
+                continue
+            rest.extend(self._group_lines(group))
+            if tensor is not None:
+                rest_tensors.append(tensor)
+        if len(native) < _MIN_NATIVE:
+            return python
+        prog = SourceProgram(program, native)
+        batches.tensors = rest_tensors
+        body = [f"{NATIVE_OUTS} = _r  # {' '.join(native)}"] + rest + batches.lines(self.ns)
+        if not program.distinct(distinct):
+            body += _distinct_lines(distinct)
+        return ([f"_r = {self.ns.ref(prog)}.run(L)", "if _r is False: return _MISS", "if _r is not None:"]
+                + ["    " + line for line in body] + ["else:"] + ["    " + line for line in python])
 
     def _foldable(self, source: str, keep) -> bool:
         """Pinned, not read after the guards, and checked over itself and constants only."""
@@ -242,6 +289,42 @@ class _Batches:
             out.append(f"if not {ns.ref(batch)}.check(({''.join(local + ', ' for local, _ in modules)})): "
                        "return _MISS")
         return out
+
+
+def _distinct_lines(locals_: list[str]) -> list[str]:
+    if len(locals_) < 2:
+        return []
+    return [f"if len({{id(_a) for _a in ({', '.join(locals_)}, )}}) != {len(locals_)}: return _MISS"]
+
+
+# The line of an entry's guards that binds the native program's answer to locals, first with
+# every local the program reads: `narrow_native_outs` keeps those that the entry uses later.
+NATIVE_OUTS = "__native_outs__"
+_LOCAL = re.compile(r"\b_s\d+\b")
+
+
+def narrow_native_outs(lines: list[str], ns) -> list[str]:
+    """`lines` (an entry's body) with the native program's answer narrowed to the locals read
+    after it outside the Python guards it stands for (the `else:` block)."""
+    at = next((k for k, line in enumerate(lines) if line.lstrip().startswith(NATIVE_OUTS + " = _r")), None)
+    if at is None:
+        return lines
+    indent = len(lines[at - 1]) - len(lines[at - 1].lstrip())
+    end = next(k for k in range(at + 1, len(lines))
+               if lines[k].strip() == "else:" and len(lines[k]) - len(lines[k].lstrip()) == indent)
+    stop = end + 1
+    while stop < len(lines) and len(lines[stop]) - len(lines[stop].lstrip()) > indent:
+        stop += 1
+    used = set(_LOCAL.findall("\n".join(lines[at + 1:end] + lines[stop:])))
+    line = lines[at]
+    candidates = line.split("# ", 1)[1].split()
+    outs = [local for local in candidates if local in used]
+    program = ns[re.match(r"\s*_r = (_c\d+)\.run\(L\)$", lines[at - 3]).group(1)]
+    program.narrow(outs)
+    head = line[:len(line) - len(line.lstrip())]
+    lines = list(lines)
+    lines[at] = f"{head}{', '.join(outs)}, = _r" if outs else f"{head}pass"
+    return lines
 
 
 def _python_batch(ns, checks: list[str]):

@@ -28,6 +28,7 @@ or load failure means the Python checks for the rest of the process, with one de
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -215,3 +216,39 @@ class HookBatch:
         if _STATE.failed or _STATE.forced_python:
             self.check = self.py
         return self.py(modules)
+
+
+class SourceProgram:
+    """An entry's native source reads and checks (Note [Native source reads] in
+    native_guards.cpp): `run(L)` answers the tuple of the locals `outs`, False (a check failed:
+    a miss), or None (undecided: the entry runs its Python guards), as always before the
+    extension is loaded and where it cannot be."""
+
+    __slots__ = ("run", "program", "outs")
+
+    def __init__(self, program, outs: list[str]):
+        self.program, self.outs = program, outs
+        self.run = self._undecided
+
+    def narrow(self, outs: list[str]) -> None:
+        """Answer only `outs` (before the first call)."""
+        self.outs = outs
+
+    def _undecided(self, L):
+        ext = None if _STATE.forced_python else extension()
+        if ext is not None:
+            try:
+                args = self.program.build(self.outs, ext.make_spec)
+            except Exception as exc:  # a record the extension rejects: Python for this entry
+                _LOG.debug("ember: native source reads unavailable for an entry: %s", exc)
+                self.run = _undecided
+                return None
+            self.run = functools.partial(ext.run_program, *args)
+            return self.run(L)
+        if _STATE.failed or _STATE.forced_python:
+            self.run = _undecided
+        return None
+
+
+def _undecided(L):
+    return None

@@ -218,6 +218,217 @@ PyObject* no_hooks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_TRUE;
 }
 
+// Note [Native source reads]: an entry's guarded sources are attribute chains from the frame's
+// locals (`L[0]._modules['layer1']._modules['0']._parameters['weight']`, ~1,300 for a
+// resnet50) and most of their checks are identities, types and absent names. `run_program`
+// reads them and runs those checks in one call, as the generated Python would, with the same
+// Python operations (PyObject_GetAttr, PyObject_GetItem, `in`, `is`): a register per source,
+// one op per read or check (the program is made by guard_program.py). It answers a tuple of the
+// registers the rest of the entry reads (a hit so far), False when a check is false (the Python
+// would answer MISS on it too), or None when it cannot decide (an exception, a pinned constant
+// that is not the traced object): the entry then runs its Python guards from the start.
+enum Op : int64_t {
+  OP_GETATTR = 1,    // dst, src, const(name)
+  OP_GETITEM = 2,    // dst, src, const(key)
+  OP_CONST = 3,      // dst, const
+  OP_ID = 4,         // reg, address              id(X) == address
+  OP_IS = 5,         // reg, const                X is const
+  OP_PIN = 6,        // reg, const, k             X is const: skip the next k ops; else run them (k = 0: undecided)
+  OP_NOT_IN_DICT = 7,// reg, const(tuple of str)  each not in X.__dict__
+  OP_NOT_IN = 8,     // reg, const(tuple of str)  each not in X
+  OP_GET_IS = 9,     // reg, const(key), const    X.get(key) is const
+  OP_LIST_EQ = 10,   // reg, const(list)          list(X) == const
+  OP_TENSOR = 11,    // reg, const(type), offset  a static tensor guard (record at offset of the spec)
+  OP_TYPE = 12,      // reg, const                type(X) is const
+  OP_DISTINCT = 13,  // 0, n, 0, then n registers (padded to 4 words): distinct objects
+  OP_EQ = 14,        // reg, const                type(X) is type(const) and X == const
+};
+
+// The objects in the n registers listed are pairwise distinct (`len({id(a) for a in ...}) == n`).
+bool all_distinct(const int64_t* list, int64_t n, const std::vector<PyObject*>& regs, int& undecided) {
+  size_t size = 16;
+  while (size < 2 * (size_t)n) size *= 2;
+  std::vector<uintptr_t> table(size, 0);
+  for (int64_t i = 0; i < n; i++) {
+    if (list[i] < 0 || list[i] >= (int64_t)regs.size() || regs[list[i]] == nullptr) { undecided = 1; return false; }
+    uintptr_t p = (uintptr_t)regs[list[i]];
+    size_t h = (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull) & (size - 1);
+    while (table[h] != 0) {
+      if (table[h] == p) return false;
+      h = (h + 1) & (size - 1);
+    }
+    table[h] = p;
+  }
+  return true;
+}
+
+PyObject* dict_name = nullptr;  // "__dict__"
+PyObject* get_name = nullptr;   // "get"
+
+// 1: passed, 0: a check is false, -1: undecided (an exception is cleared)
+int run_ops(const int64_t* code, Py_ssize_t n, PyObject* consts, const int64_t* spec, Py_ssize_t spec_len,
+            std::vector<PyObject*>& regs) {
+  Py_ssize_t pc = 0;
+  auto C = [&](int64_t i) { return PyTuple_GET_ITEM(consts, i); };
+  while (pc < n) {
+    int64_t op = code[pc], a = code[pc + 1], b = code[pc + 2], c = code[pc + 3];
+    pc += 4;
+    if (op == OP_DISTINCT) {
+      int64_t words = (b + 3) / 4 * 4;
+      if (b < 0 || pc + words > n) return -1;
+      int undecided = 0;
+      bool ok = all_distinct(code + pc, b, regs, undecided);
+      if (undecided) return -1;
+      if (!ok) return 0;
+      pc += words;
+      continue;
+    }
+    if (a < 0 || a >= (int64_t)regs.size()) return -1;
+    PyObject* x = regs[a];
+    if (op >= OP_ID && x == nullptr) return -1;
+    switch (op) {
+      case OP_GETATTR: case OP_GETITEM: case OP_CONST: {
+        PyObject* v;
+        if (op == OP_CONST) {
+          v = C(b);
+          Py_INCREF(v);
+        } else {
+          if (b < 0 || b >= (int64_t)regs.size() || regs[b] == nullptr) return -1;
+          PyObject* src = regs[b];
+          PyObject* key = C(c);
+          if (op == OP_GETATTR) {
+            v = PyObject_GetAttr(src, key);
+          } else if (PyDict_CheckExact(src) && PyUnicode_CheckExact(key)) {
+            v = PyDict_GetItemWithError(src, key);  // borrowed
+            if (v == nullptr) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key); }
+            else Py_INCREF(v);
+          } else {
+            v = PyObject_GetItem(src, key);
+          }
+        }
+        if (v == nullptr) { PyErr_Clear(); return -1; }
+        Py_XSETREF(regs[a], v);
+        break;
+      }
+      case OP_ID: if ((int64_t)(intptr_t)x != b) return 0; break;
+      case OP_IS: if (x != C(b)) return 0; break;
+      case OP_PIN:
+        if (x == C(b)) pc += 4 * c;
+        else if (c == 0) return -1;
+        break;
+      case OP_EQ: {  // type(X) is type(const) and X == const
+        PyObject* v = C(b);
+        if (Py_TYPE(x) != Py_TYPE(v)) return 0;
+        int eq = PyObject_RichCompareBool(x, v, Py_EQ);
+        if (eq < 0) { PyErr_Clear(); return -1; }
+        if (!eq) return 0;
+        break;
+      }
+      case OP_TYPE: if ((PyObject*)Py_TYPE(x) != C(b)) return 0; break;
+      case OP_NOT_IN_DICT: case OP_NOT_IN: {
+        PyObject* d = x;
+        if (op == OP_NOT_IN_DICT) {
+          d = PyObject_GetAttr(x, dict_name);
+          if (d == nullptr) { PyErr_Clear(); return -1; }
+        }
+        PyObject* names = C(b);
+        int found = 0;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names) && found == 0; k++)
+          found = PyDict_CheckExact(d) ? PyDict_Contains(d, PyTuple_GET_ITEM(names, k))
+                                       : PySequence_Contains(d, PyTuple_GET_ITEM(names, k));
+        if (op == OP_NOT_IN_DICT) Py_DECREF(d);
+        if (found < 0) { PyErr_Clear(); return -1; }
+        if (found) return 0;
+        break;
+      }
+      case OP_GET_IS: {
+        PyObject* v = PyObject_CallMethodOneArg(x, get_name, C(b));
+        if (v == nullptr) { PyErr_Clear(); return -1; }
+        Py_DECREF(v);  // compared by address only
+        if (v != C(c)) return 0;
+        break;
+      }
+      case OP_LIST_EQ: {
+        PyObject* want = C(b);
+        if (PyDict_CheckExact(x) && PyList_CheckExact(want)) {  // its keys in order, no list built
+          if (PyDict_GET_SIZE(x) != PyList_GET_SIZE(want)) return 0;
+          Py_ssize_t pos = 0, k = 0;
+          PyObject *key, *value;
+          while (PyDict_Next(x, &pos, &key, &value)) {
+            if (k >= PyList_GET_SIZE(want)) return -1;  // changed while read: undecided
+            Py_INCREF(key);
+            int eq = PyObject_RichCompareBool(key, PyList_GET_ITEM(want, k++), Py_EQ);
+            Py_DECREF(key);
+            if (eq < 0) { PyErr_Clear(); return -1; }
+            if (!eq) return 0;
+          }
+          if (k != PyList_GET_SIZE(want)) return -1;
+          break;
+        }
+        PyObject* l = PySequence_List(x);
+        if (l == nullptr) { PyErr_Clear(); return -1; }
+        int eq = PyObject_RichCompareBool(l, C(b), Py_EQ);
+        Py_DECREF(l);
+        if (eq < 0) { PyErr_Clear(); return -1; }
+        if (!eq) return 0;
+        break;
+      }
+      case OP_TENSOR: {
+        if ((PyObject*)Py_TYPE(x) != C(b) || !THPVariable_Check(x)) return 0;
+        if (c < 0 || c >= spec_len) return -1;
+        const int64_t* p = spec + c;
+        try {
+          if (!tensor_matches(x, p, spec + spec_len)) return 0;
+        } catch (...) {
+          return -1;
+        }
+        break;
+      }
+      default:
+        return -1;
+    }
+  }
+  return 1;
+}
+
+// run_program(code, consts, spec, nregs, outs, L) -> tuple | False | None (Note [Native source reads]).
+// Register 0 holds L; `outs` (a tuple of register numbers) are the registers answered.
+PyObject* run_program(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 6 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1]) || !PyBytes_Check(args[2])
+      || !PyLong_Check(args[3]) || !PyBytes_Check(args[4])) {
+    PyErr_SetString(PyExc_TypeError, "run_program(code: bytes, consts: tuple, spec: bytes, nregs: int, outs: bytes, L)");
+    return nullptr;
+  }
+  Py_ssize_t nregs = PyLong_AsSsize_t(args[3]);
+  if (nregs < 1) Py_RETURN_NONE;
+  std::vector<PyObject*> regs((size_t)nregs, nullptr);
+  Py_INCREF(args[5]);
+  regs[0] = args[5];
+  const int64_t* code = (const int64_t*)PyBytes_AS_STRING(args[0]);
+  Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / sizeof(int64_t);
+  const int64_t* spec = (const int64_t*)PyBytes_AS_STRING(args[2]);
+  Py_ssize_t spec_len = PyBytes_GET_SIZE(args[2]) / sizeof(int64_t);
+  int ok = run_ops(code, n - n % 4, args[1], spec, spec_len, regs);
+  PyObject* out = nullptr;
+  if (ok == 1) {
+    const int64_t* outs = (const int64_t*)PyBytes_AS_STRING(args[4]);
+    Py_ssize_t k = PyBytes_GET_SIZE(args[4]) / sizeof(int64_t);
+    out = PyTuple_New(k);
+    for (Py_ssize_t i = 0; out != nullptr && i < k; i++) {
+      PyObject* v = (outs[i] >= 0 && outs[i] < nregs) ? regs[outs[i]] : nullptr;
+      if (v == nullptr) { Py_CLEAR(out); break; }  // a register never written: undecided
+      Py_INCREF(v);
+      PyTuple_SET_ITEM(out, i, v);
+    }
+    if (out == nullptr) { PyErr_Clear(); out = Py_None; Py_INCREF(out); }
+  } else {
+    out = ok == 0 ? Py_False : Py_None;
+    Py_INCREF(out);
+  }
+  for (PyObject* r : regs) Py_XDECREF(r);
+  return out;
+}
+
 PyObject* witness_available(PyObject*, PyObject*) { return PyBool_FromLong(module_watcher >= 0); }
 
 PyMethodDef methods[] = {
@@ -225,6 +436,7 @@ PyMethodDef methods[] = {
     {"check_tensors", (PyCFunction)(void (*)())check_tensors, METH_FASTCALL, nullptr},
     {"no_hooks", (PyCFunction)(void (*)())no_hooks, METH_FASTCALL, nullptr},
     {"witness_available", witness_available, METH_NOARGS, nullptr},
+    {"run_program", (PyCFunction)(void (*)())run_program, METH_FASTCALL, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "ember_guards", nullptr, -1, methods};
@@ -235,6 +447,9 @@ PyMODINIT_FUNC PyInit_ember_guards() {
   getattribute_name = PyUnicode_InternFromString("__getattribute__");
   if (getattribute_name == nullptr) return nullptr;
   object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute_name);
+  dict_name = PyUnicode_InternFromString("__dict__");
+  get_name = PyUnicode_InternFromString("get");
+  if (dict_name == nullptr || get_name == nullptr) return nullptr;
 #if PY_VERSION_HEX >= 0x030C0000
   module_watcher = PyDict_AddWatcher(on_module_dict);
   hooks_watcher = module_watcher < 0 ? -1 : PyDict_AddWatcher(on_hook_dict);

@@ -338,7 +338,8 @@ class FrameState:
             notes = [named_locals(n, self.arg_names) for n in tr.guards.notes] + [f"sizes: {t}" for _, t in relations]
             log(session.config, "guards", f"guards of {self.name}:\n  " + "\n  ".join(notes or ["(none)"]))
         kept = [s for s, _ in tr.graph.inputs] + list(shapes.env.sources.values())
-        guard_lines = tr.guards.lines(keep=kept) + shapes.guard_lines() + _distinct_tensor_arguments(tr)  # relations: after every input is read
+        # the relations after every input is read
+        guard_lines = tr.guards.lines(keep=kept, distinct=tensor_arguments(tr)) + shapes.guard_lines()
         entry = generate_entry(tr.ns, guard_lines, [tr.guards.rewrite(s) for s, _ in tr.graph.inputs],
                                compiled, effects, tail, rb.prelude)
         entry.guard_notes = list(tr.guards.notes) + [f"sizes: {text}" for _, text in relations]
@@ -436,18 +437,11 @@ def _guard_no_hooks(tr, module):
         raise Unsupported("module_hooks", f"{type(module).__name__} has hooks: running it through Module.__call__")
 
 
-def _distinct_tensor_arguments(tr) -> list[str]:
+def tensor_arguments(tr) -> list[str]:
     """Two tensor arguments that were distinct objects when traced must be distinct on reuse:
     the graph holds them as two inputs, and `a is b` (or an in-place op on one read through the
     other) was decided for two objects. One tensor passed twice is one input, guarded `X is`
-    (builder._wrap_tensor); parameters are reached through modules guarded by identity."""
-    args = [tr.guards.local_of(s) for s in tensor_arguments(tr)]
-    if len(args) < 2:
-        return []
-    return [f"if len({{id(_a) for _a in ({', '.join(args)}, )}}) != {len(args)}: return _MISS"]
-
-
-def tensor_arguments(tr) -> list[str]:
+    (builder._wrap_tensor). Checked by the guards (`Guards.lines(distinct=...)`)."""
     return [s for s, real in tr.graph.inputs if isinstance(real, torch.Tensor) and s.startswith("L[")]
 
 
