@@ -37,6 +37,7 @@ class P:
     calls: int = 4
     aot: bool = False  # also run with backend="aot_eager"
     dynamic: bool = False  # also run with dynamic=True (every int and size symbolic from the first call)
+    around: typing.Callable[[int], typing.ContextManager] | None = None  # the caller's state around call i
 
 
 class KW(dict):
@@ -5777,3 +5778,219 @@ def p_module_parameters_iterated_and_changed():
         elif i == 2:
             m.add_module("b", torch.nn.Linear(1, 1))
     return P(m, lambda i: (t(1, 2),), mutate, calls=5)
+
+
+# == fourth round: global torch state set by the caller, Python state read inside, object =========
+# -- protocols, tensor-attached Python state (grad, version, layout, storage) ----------------------
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@contextlib.contextmanager
+def _deterministic(flag):
+    old = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(flag)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old)
+
+
+@contextlib.contextmanager
+def _num_threads(n):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@contextlib.contextmanager
+def _flag(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def p_default_dtype_set_by_caller():
+    def f(x):
+        a = torch.ones(3) * 1.1
+        b = torch.tensor([1.5, 2.25])
+        c = torch.arange(3.0) / 3
+        d = torch.zeros_like(x) + torch.full((3,), 0.1)
+        return x.sum() + a, b, c, d, torch.get_default_dtype(), a.dtype
+    dtypes = [torch.float32, torch.float64, torch.float64, torch.float32, torch.bfloat16]
+    return P(f, lambda i: (t(3),), around=lambda i: _default_dtype(dtypes[i]), calls=5)
+
+
+def p_default_dtype_branch_inside():
+    def f(x):
+        if torch.get_default_dtype() == torch.float64:
+            return x.double() * 2, "double"
+        return x * 3, "single"
+    dtypes = [torch.float32, torch.float64, torch.float32, torch.float64]
+    return P(f, lambda i: (t(3),), around=lambda i: _default_dtype(dtypes[i]))
+
+
+def p_grad_disabled_by_caller():
+    w = torch.randn(3, 3, requires_grad=True)
+    def f(x):
+        y = x @ w
+        return y, y.requires_grad, torch.is_grad_enabled(), (y * 2).grad_fn is None
+    modes = [True, False, True, False]
+    return P(f, lambda i: (t(2, 3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_grad_disabled_by_caller_branch():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        if torch.is_grad_enabled():
+            return (x * w).sum(), "train"
+        return (x * w.detach()).mean(), "eval"
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_inference_mode_around_call():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        y = x * w + 1
+        return y, torch.is_inference_mode_enabled(), y.is_inference(), y.requires_grad
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.inference_mode(modes[i]))
+
+
+def p_inference_mode_branch_inside():
+    def f(x):
+        if torch.is_inference_mode_enabled():
+            return x.clone(), 0
+        y = x.clone()
+        y.add_(1)
+        return y, y._version
+    modes = [True, False, True, False]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.inference_mode(modes[i]))
+
+
+def p_autocast_entered_by_caller():
+    def f(x, w):
+        y = x @ w
+        z = torch.relu(y) + 1
+        return y.dtype, z.dtype, y.float(), z.float(), torch.is_autocast_enabled("cpu")
+    on = [False, True, False, True]
+    return P(f, lambda i: (t(2, 2), t(2, 2)),
+             around=lambda i: torch.autocast("cpu", dtype=torch.bfloat16, enabled=on[i]))
+
+
+def p_autocast_dtype_changed_by_caller():
+    def f(x, w):
+        y = torch.mm(x, w)
+        return y.dtype, y.float(), torch.get_autocast_dtype("cpu")
+    dts = [torch.bfloat16, torch.float16, torch.bfloat16]
+    return P(f, lambda i: (t(2, 2), t(2, 2)), calls=3,
+             around=lambda i: torch.autocast("cpu", dtype=dts[i]))
+
+
+def p_deterministic_flag_read():
+    def f(x):
+        if torch.are_deterministic_algorithms_enabled():
+            return x.cumsum(0), True
+        return x * 2, False
+    flags = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: _deterministic(flags[i]))
+
+
+def p_backends_flags_read():
+    def f(x):
+        a = torch.backends.mkldnn.enabled
+        b = torch.backends.cudnn.benchmark
+        return (x + 1 if a else x - 1), (x * 2 if b else x * 3), a, b
+    vals = [(True, False), (False, False), (True, True), (False, True)]
+    def around(i):
+        st = contextlib.ExitStack()
+        st.enter_context(_flag(torch.backends.mkldnn, "enabled", vals[i][0]))
+        st.enter_context(_flag(torch.backends.cudnn, "benchmark", vals[i][1]))
+        return st
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_num_threads_read():
+    def f(x):
+        n = torch.get_num_threads()
+        return x * n, n
+    counts = [1, 2, 1, 2]
+    return P(f, lambda i: (t(3),), around=lambda i: _num_threads(counts[i]))
+
+
+def p_matmul_precision_read():
+    def f(x):
+        p = torch.get_float32_matmul_precision()
+        return (x * 2 if p == "highest" else x * 3), p
+    ps = ["highest", "high", "highest", "medium"]
+    @contextlib.contextmanager
+    def around(i):
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(ps[i])
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(old)
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_generator_passed_in():
+    def f(x, g):
+        a = torch.randn(3, generator=g)
+        b = torch.rand(3, generator=g)
+        idx = torch.randperm(3, generator=g)
+        return x + a, b, idx, g.initial_seed()
+    def inputs(i):
+        g = torch.Generator().manual_seed([1, 2, 1, 7][i])
+        return (t(3), g)
+    return P(f, inputs)
+
+
+def p_generator_kept_between_calls():
+    g = torch.Generator().manual_seed(3)
+    def f(x):
+        return x + torch.randn(3, generator=g), torch.randint(0, 10, (2,), generator=g)
+    def mutate(i):
+        if i == 1:
+            g.manual_seed(3)
+    return P(f, lambda i: (t(3),), mutate, state=lambda: g.get_state())
+
+
+def p_rng_state_saved_and_restored_inside():
+    def f(x):
+        s = torch.get_rng_state()
+        a = torch.rand(3)
+        torch.set_rng_state(s)
+        b = torch.rand(3)
+        c = torch.rand(3)
+        return x + a, torch.equal(a, b), b, c
+    return P(f, lambda i: (t(3),))
+
+
+def p_manual_seed_arg_inside():
+    def f(x, seed):
+        torch.manual_seed(seed)
+        a = torch.randn(3)
+        torch.manual_seed(seed + 1)
+        b = torch.rand(2)
+        return x + a, b, torch.initial_seed()
+    return P(f, lambda i: (t(3), [5, 6, 5, 9][i]))
+
+
+def p_global_rng_drawn_after_call():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True), torch.rand(2)
+    return P(f, lambda i: (t(8),))

@@ -922,3 +922,20 @@ def test_requires_grad_inside_the_function_is_not_a_graph_op():
     for gm in rec.graphs:
         assert all(n.target != "requires_grad_" for n in gm.graph.nodes), gm.code
     assert any("requires_grad_()" in r.reason for r in stats.breaks)
+
+
+# -- fourth round: global torch state set by the caller -------------------------------------------
+def test_autocast_dtype_entered_by_the_caller_is_guarded():
+    """A trace made under the caller's `autocast(dtype=bfloat16)` was reused under
+    `autocast(dtype=float16)`: only "any autocast on" was guarded, not the devices and dtypes."""
+    def f(x, w):
+        y = torch.mm(x, w)
+        return y, y.dtype, y.float() * 2
+
+    fn, _ = _captured(f)
+    x, w = torch.randn(2, 2), torch.randn(2, 2)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            out, expected = fn(x, w), f(x, w)
+        assert out[0].dtype == expected[0].dtype == dtype
+        assert_same(out, expected)
