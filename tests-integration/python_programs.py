@@ -5994,3 +5994,281 @@ def p_global_rng_drawn_after_call():
     def f(x):
         return torch.nn.functional.dropout(x, 0.5, training=True), torch.rand(2)
     return P(f, lambda i: (t(8),))
+
+
+def p_is_compiling_not_returned():
+    def f(x):
+        y = x * 2
+        if torch.compiler.is_compiling():
+            y = y + 0.0
+        return y
+    return P(f, lambda i: (t(3),))
+
+
+def p_sys_flags_and_version_read():
+    import sys
+    def f(x):
+        k = 2 if sys.flags.optimize == 0 else 3
+        v = sys.version_info >= (3, 8)
+        return x * k, v, sys.flags.dont_write_bytecode in (0, 1, True, False)
+    return P(f, lambda i: (t(3),))
+
+
+def p_module_level_state_dict_of_lists():
+    registry = {"ops": [torch.sin]}
+    def f(x):
+        for op in registry["ops"]:
+            x = op(x)
+        return x, len(registry["ops"])
+    def mutate(i):
+        if i == 0:
+            registry["ops"].append(torch.cos)
+        elif i == 1:
+            registry["ops"][0] = torch.tanh
+        else:
+            registry["ops"] = [torch.exp]
+    return P(f, lambda i: (t(3),), mutate, aot=True)
+
+
+def p_weakref_to_tensor_and_module():
+    keep = {"t": torch.ones(3), "m": torch.nn.Linear(3, 3)}
+    refs = {"t": weakref.ref(keep["t"]), "m": weakref.ref(keep["m"])}
+    def f(x):
+        tt, m = refs["t"](), refs["m"]()
+        out = x if tt is None else x + tt
+        return (out if m is None else m(out)), tt is None, m is None
+    def mutate(i):
+        if i == 0:
+            keep["t"].mul_(2)
+        elif i == 1:
+            keep["t"] = torch.full((3,), 5.0)
+            refs["t"] = weakref.ref(keep["t"])
+        else:
+            del keep["t"]
+            import gc
+            gc.collect()
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_id_and_is_between_inputs():
+    def f(a, b):
+        same_obj = a is b
+        same_id = id(a) == id(b)
+        if same_obj:
+            return a * 2, same_obj, same_id
+        return a + b, same_obj, same_id
+    def inputs(i):
+        x = t(3)
+        return [(x, t(3)), (x, x), (x, t(3)), (x, x)][i]
+    return P(f, inputs)
+
+
+def p_hash_of_user_objects_inside():
+    class Key:
+        def __init__(self, k):
+            self.k = k
+        def __hash__(self):
+            return hash(self.k) % 7
+        def __eq__(self, other):
+            return isinstance(other, Key) and self.k == other.k
+    def f(x, k):
+        h = hash(k)
+        table = {Key(1): 1.0, Key(2): 2.0}
+        return x * table.get(k, -1.0), h, k in {Key(2)}
+    return P(f, lambda i: (t(3), Key([1, 2, 5, 2][i])))
+
+
+def p_deepcopy_module_inside():
+    import copy
+    m = torch.nn.Linear(3, 3)
+    def f(x):
+        m2 = copy.deepcopy(m)
+        with torch.no_grad():
+            m2.weight.mul_(0)
+        tensors = [x, x * 2]
+        shallow = copy.copy(tensors)
+        shallow.append(x * 3)
+        deep = copy.deepcopy([x.detach()])
+        deep[0].add_(1)
+        return m(x) + m2(x), len(tensors), len(shallow), deep[0], x
+    def mutate(i):
+        with torch.no_grad():
+            m.bias.add_(1)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_warnings_warn_inside():
+    import warnings
+    log = []
+    def f(x):
+        if x.shape[0] > 2:
+            warnings.warn(f"big input {x.shape[0]}")
+        warnings.warn("always")
+        return x + 1
+    @contextlib.contextmanager
+    def around(i):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            yield
+        log.extend(str(w.message) for w in rec if w.category is UserWarning
+                   and str(w.message).startswith(("big", "always")))
+    return P(f, lambda i: (t([2, 3, 4, 1][i]),), state=lambda: list(log), around=around)
+
+
+def p_logging_inside():
+    import logging
+    records = []
+    class H(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    logger = logging.getLogger(f"ember_r4_{id(records)}")
+    logger.addHandler(H())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    def f(x):
+        logger.info("shape %s", tuple(x.shape))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("debug %d", x.shape[0])
+            x = x * 2
+        logger.warning("done")
+        return x + 1
+    def mutate(i):
+        logger.setLevel([logging.DEBUG, logging.WARNING, logging.INFO][i])
+    return P(f, lambda i: (t(i + 2),), mutate, state=lambda: list(records))
+
+
+def p_print_sep_end_file():
+    import sys
+    def f(x, n):
+        print("n =", n, sep="", end="|\n")
+        print(*range(n), sep=",")
+        print(x.shape, file=sys.stdout)
+        return x * n
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_assert_on_tensor_values():
+    def f(x):
+        assert (x > -10).all(), "too small"
+        assert x.shape[0] == 3, f"bad shape {x.shape}"
+        return x * 2
+    def inputs(i):
+        return [(t(3),), (torch.full((3,), -20.0),), (t(4),), (t(3),)][i]
+    return P(f, inputs)
+
+
+def p_metaclass_call_caches_instances():
+    class Cached(type):
+        instances = {}
+        def __call__(cls, *args):
+            key = (cls.__name__, args)
+            if key not in Cached.instances:
+                Cached.instances[key] = super().__call__(*args)
+            return Cached.instances[key]
+    class Scale(metaclass=Cached):
+        def __init__(self, k):
+            self.k = k
+            self.uses = 0
+    def f(x, k):
+        s = Scale(k)
+        s.uses += 1
+        return x * s.k, s.uses, len(Cached.instances), s is Scale(k)
+    return P(f, lambda i: (t(3), [2, 3, 2, 2][i]), state=lambda: sorted(k[1] for k in Scale.__class__.instances))
+
+
+def p_index_dunder_in_slicing():
+    class Pos:
+        def __init__(self, v):
+            self.v = v
+        def __index__(self):
+            return self.v
+    p = Pos(1)
+    def f(x):
+        return x[p:], x[:Pos(2)], [10, 20, 30, 40][p], x.narrow(0, 0, p) if hasattr(x, "narrow") else None
+    def mutate(i):
+        p.v = [2, 0, 3][i]
+    return P(f, lambda i: (t(5),), mutate)
+
+
+def p_len_bool_contains_user_object_in_closure():
+    class Bag:
+        def __init__(self):
+            self.items = []
+        def __len__(self):
+            return len(self.items)
+        def __bool__(self):
+            return len(self.items) > 1
+        def __contains__(self, v):
+            return v in self.items
+        def __iter__(self):
+            return iter(self.items)
+    bag = Bag()
+    def f(x):
+        y = x * len(bag)
+        if bag:
+            y = y + 1
+        if 3 in bag:
+            y = y * 3
+        return y + sum(bag), list(bag)
+    def mutate(i):
+        bag.items.append([3, 1, 4][i])
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_getattr_fallback_computes_from_dict():
+    class Cfg:
+        def __init__(self):
+            self.raw = {"scale": 2}
+        def __getattr__(self, name):
+            if name.startswith("double_"):
+                return 2 * getattr(self, name[7:])
+            try:
+                return self.raw[name]
+            except KeyError:
+                raise AttributeError(name)
+    c = Cfg()
+    def f(x):
+        return x * c.scale + c.double_scale, getattr(c, "shift", 0)
+    def mutate(i):
+        if i == 0:
+            c.raw["scale"] = 5
+        elif i == 1:
+            c.raw["shift"] = 7
+        else:
+            c.scale = -1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_module_setattr_override():
+    class Tracked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            object.__setattr__(self, "writes", [])
+            self.lin = torch.nn.Linear(2, 2)
+        def __setattr__(self, name, value):
+            if name != "writes":
+                self.writes.append(name)
+            super().__setattr__(name, value)
+        def forward(self, x):
+            self.last = x.shape[0]
+            self.count = getattr(self, "count", 0) + 1
+            return self.lin(x) * self.count
+    m = Tracked()
+    return P(m, lambda i: (t(i + 1, 2),), state=lambda: (list(m.writes), m.count))
+
+
+def p_getattribute_counting_side_effect():
+    class Counting:
+        def __init__(self):
+            object.__setattr__(self, "reads", 0)
+            object.__setattr__(self, "k", 2)
+        def __getattribute__(self, name):
+            if name == "k":
+                object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+            return object.__getattribute__(self, name)
+    o = Counting()
+    def f(x):
+        a = o.k
+        b = o.k
+        return x * a + b, object.__getattribute__(o, "reads")
+    return P(f, lambda i: (t(2),), state=lambda: object.__getattribute__(o, "reads"))

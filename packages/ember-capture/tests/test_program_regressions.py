@@ -939,3 +939,32 @@ def test_autocast_dtype_entered_by_the_caller_is_guarded():
             out, expected = fn(x, w), f(x, w)
         assert out[0].dtype == expected[0].dtype == dtype
         assert_same(out, expected)
+
+
+# -- Note [Side effects of a user __getattribute__] -----------------------------------------------
+class _CountingReads:
+    def __init__(self):
+        object.__setattr__(self, "reads", 0)
+        object.__setattr__(self, "k", 2)
+
+    def __getattribute__(self, name):
+        if name == "k":
+            object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+        return object.__getattribute__(self, name)
+
+
+def test_getattribute_that_writes_the_object_runs_once_per_read():
+    """A user `__getattribute__` that counts its reads was run at trace time and then by the
+    guards, never by the compiled code: the count was 5 after one call (eager: 2). Such a read
+    is undone at trace time and is a graph break, run natively once per read."""
+    def f(x, o):
+        a = o.k
+        b = o.k
+        return x * a + b, object.__getattribute__(o, "reads")
+
+    fn, stats = _captured(f)
+    mine, theirs = _CountingReads(), _CountingReads()
+    for _ in range(3):
+        assert_same(fn(torch.ones(2), mine), f(torch.ones(2), theirs))
+        assert object.__getattribute__(mine, "reads") == object.__getattribute__(theirs, "reads")
+    assert any("__getattribute__ changed the object" in r.reason for r in stats.breaks)
