@@ -6272,3 +6272,189 @@ def p_getattribute_counting_side_effect():
         b = o.k
         return x * a + b, object.__getattribute__(o, "reads")
     return P(f, lambda i: (t(2),), state=lambda: object.__getattribute__(o, "reads"))
+
+
+def p_contextmanager_yield_value_and_state():
+    depth = [0]
+    @contextlib.contextmanager
+    def scope(k):
+        depth[0] += 1
+        try:
+            yield k * depth[0]
+        finally:
+            depth[0] -= 1
+    def f(x, k):
+        with scope(k) as a:
+            with scope(a) as b:
+                y = x * b
+        with contextlib.nullcontext(5) as n, contextlib.suppress(KeyError):
+            y = y + n
+            {}["missing"]
+            y = y * 100
+        with contextlib.ExitStack() as st:
+            c = st.enter_context(scope(2))
+            st.callback(depth.append, c)
+            y = y + c
+        return y, a, b, list(depth)
+    return P(f, lambda i: (t(2), i + 1), state=lambda: list(depth))
+
+
+def p_namedtuple_typing_defaults():
+    class Cfg(typing.NamedTuple):
+        scale: float = 2.0
+        shift: int = 0
+        name: str = "c"
+        def apply(self, x):
+            return x * self.scale + self.shift
+    def f(x, cfg):
+        c2 = cfg._replace(shift=cfg.shift + 1)
+        return cfg.apply(x), c2.apply(x), c2, Cfg(), Cfg._field_defaults, cfg._asdict()
+    return P(f, lambda i: (t(2), [Cfg(), Cfg(3.0), Cfg(shift=2, name="z"), Cfg(-1.0, 4)][i]))
+
+
+def p_ordereddict_move_to_end_and_popitem():
+    def f(x, n):
+        od = collections.OrderedDict((f"k{i}", i) for i in range(n + 2))
+        od.move_to_end("k0")
+        od.move_to_end(f"k{n + 1}", last=False)
+        first = od.popitem(last=False)
+        last = od.popitem()
+        return x * len(od), list(od.items()), first, last
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_deque_maxlen_returned():
+    hist = collections.deque(maxlen=3)
+    def f(x):
+        hist.append(x.sum().item() > 0)
+        local = collections.deque([1, 2, 3], maxlen=2)
+        local.appendleft(0)
+        local.rotate(1)
+        return x * sum(hist), hist.maxlen, list(local), local
+    return P(f, lambda i: (t(3),), state=lambda: list(hist), calls=5)
+
+
+def p_counter_defaultdict_returned():
+    def f(x, words):
+        c = collections.Counter(words)
+        c.update(["a"])
+        groups = collections.defaultdict(list)
+        for w in words:
+            groups[len(w)].append(w)
+        top = c.most_common(2)
+        return x * c["a"], c, groups, top, dict(groups), sorted(c.elements())
+    return P(f, lambda i: (t(2), [["a", "bb", "a"], ["ccc"], ["a", "a", "dd", "e"], []][i]))
+
+
+def p_heapq_bisect_on_sizes():
+    def f(x, y):
+        sizes = [x.shape[0], y.shape[0], x.shape[0] + y.shape[0], 3]
+        heap = []
+        for s in sizes:
+            heapq.heappush(heap, -s)
+        biggest = -heapq.heappop(heap)
+        small = heapq.nsmallest(2, sizes)
+        srt = sorted(sizes)
+        pos = bisect.bisect_left(srt, 3)
+        bisect.insort(srt, x.shape[0])
+        return x.sum() * biggest + y.sum(), small, pos, srt, heapq.nlargest(1, sizes, key=lambda v: -v)
+    return P(f, lambda i: (t(i + 1), t(4 - i)), dynamic=True)
+
+
+def p_user_eq_hash_in_set_and_dict_keys():
+    class Pt:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+        def __eq__(self, o):
+            return (self.a, self.b) == (o.a, o.b)
+        def __hash__(self):
+            return hash((self.a, self.b))
+    seen = {Pt(1, 2)}
+    weights = {Pt(0, 0): 1.0}
+    def f(x, p):
+        hit = p in seen
+        w = weights.get(p, 0.5)
+        s = {p, Pt(p.a, p.b), Pt(9, 9)}
+        return x * w + hit, hit, len(s)
+    def mutate(i):
+        if i == 0:
+            seen.add(Pt(3, 4))
+        elif i == 1:
+            weights[Pt(3, 4)] = 7.0
+    return P(f, lambda i: (t(2), [Pt(1, 2), Pt(3, 4), Pt(3, 4), Pt(0, 0)][i]), mutate)
+
+
+def p_iter_next_user_iterator_input():
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+        def __iter__(self):
+            return self
+        def __next__(self):
+            if self.n <= 0:
+                raise StopIteration
+            self.n -= 1
+            return self.n
+    def f(x, it):
+        first = next(it, None)
+        rest = list(it)
+        return x * (first or 0) + sum(rest), first, rest, it.n
+    return P(f, lambda i: (t(2), Countdown([3, 0, 5, 1][i])))
+
+
+def p_abc_isinstance_virtual_subclass():
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def go(self, x): ...
+    class Impl(Base):
+        def go(self, x):
+            return x + 1
+    class Plain:
+        def go(self, x):
+            return x - 1
+    objs = [Impl(), Plain()]
+    def f(x):
+        return [o.go(x) if isinstance(o, Base) else o.go(x) * 10 for o in objs], issubclass(Plain, Base)
+    def mutate(i):
+        if i == 1:
+            Base.register(Plain)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_descriptor_set_name_class_level_state():
+    class Counted:
+        def __set_name__(self, owner, name):
+            self.name = name
+            self.hits = 0
+        def __get__(self, obj, objtype=None):
+            self.hits += 1
+            return obj.__dict__.get(self.name, 1) if obj is not None else self
+        def __set__(self, obj, value):
+            obj.__dict__[self.name] = value * 2
+    class M:
+        scale = Counted()
+    m = M()
+    def f(x):
+        a = m.scale
+        m.scale = a + 1
+        return x * m.scale, M.__dict__["scale"].hits
+    return P(f, lambda i: (t(2),), state=lambda: (M.__dict__["scale"].hits, vars(m)))
+
+
+def p_class_attribute_changed_read_via_instance_method():
+    class Layer:
+        mode = "add"
+        k = 1
+        def run(self, x):
+            return x + self.k if self.mode == "add" else x * self.k
+    obj = Layer()
+    def f(x):
+        return obj.run(x), type(obj).mode
+    def mutate(i):
+        if i == 0:
+            Layer.k = 5
+        elif i == 1:
+            Layer.mode = "mul"
+        else:
+            obj.k = -2
+    return P(f, lambda i: (t(2),), mutate)

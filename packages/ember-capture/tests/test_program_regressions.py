@@ -968,3 +968,43 @@ def test_getattribute_that_writes_the_object_runs_once_per_read():
         assert_same(fn(torch.ones(2), mine), f(torch.ones(2), theirs))
         assert object.__getattribute__(mine, "reads") == object.__getattribute__(theirs, "reads")
     assert any("__getattribute__ changed the object" in r.reason for r in stats.breaks)
+
+
+class _Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+def test_next_with_a_default_on_a_user_iterator():
+    """`next(it, None)` on a user class's iterator returned the default without calling
+    `__next__` (only capture's own iterators were modelled): the default is only for an iterator
+    known to be exhausted; a user `__next__` is traced (without a default) or a graph break."""
+    def f(x, it):
+        first = next(it, None)
+        second = next(it)
+        return x * (first or 0), first, second, it.n
+
+    fn, _ = _captured(f)
+    for n in (3, 5, 2):
+        assert_same(fn(torch.ones(2), _Countdown(n)), f(torch.ones(2), _Countdown(n)))
+    try:
+        f(torch.ones(2), _Countdown(1))
+    except StopIteration:
+        pass
+    else:
+        raise AssertionError("eager raises")
+    try:
+        fn(torch.ones(2), _Countdown(1))
+    except StopIteration:
+        pass
+    else:
+        raise AssertionError("compiled raises too")
