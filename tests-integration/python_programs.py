@@ -6458,3 +6458,186 @@ def p_class_attribute_changed_read_via_instance_method():
         else:
             obj.k = -2
     return P(f, lambda i: (t(2),), mutate)
+
+
+def p_grad_attr_none_or_tensor_between_calls():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        g = w.grad
+        if g is None:
+            return x * w.detach(), None
+        return x * g, g.sum()
+    def mutate(i):
+        if i == 0:
+            w.grad = torch.ones(3)
+        elif i == 1:
+            w.grad.mul_(3)
+        else:
+            w.grad = None
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_grad_attr_of_input():
+    def f(x):
+        has = x.grad is not None
+        return (x.detach() + x.grad if has else x.detach() * 2), has
+    def inputs(i):
+        x = t(3).requires_grad_()
+        if i % 2:
+            x.grad = torch.full((3,), float(i))
+        return (x,)
+    return P(f, inputs)
+
+
+def p_requires_grad_branch_on_inputs():
+    def f(x, w):
+        if w.requires_grad:
+            out = x * w
+        else:
+            out = x + w
+        return out, out.requires_grad, x.requires_grad
+    def inputs(i):
+        return (t(3), t(3).requires_grad_(i % 2 == 0))
+    return P(f, inputs, aot=True)
+
+
+def p_is_leaf_and_grad_fn_branch():
+    def f(x):
+        if x.is_leaf:
+            y = x * 2
+        else:
+            y = x * 3
+        return y, x.is_leaf, x.grad_fn is None, (y.grad_fn is None)
+    def inputs(i):
+        base = t(3).requires_grad_(i != 3)
+        return (base if i % 2 == 0 else base * 1,)
+    return P(f, inputs)
+
+
+def p_version_counter_read():
+    def f(x):
+        v0 = x._version
+        x.add_(1)
+        v1 = x._version
+        y = x.clone()
+        y.mul_(2)
+        y.mul_(2)
+        return y, v1 - v0, y._version
+    def inputs(i):
+        x = t(3)
+        for _ in range(i):
+            x.add_(0)
+        return (x,)
+    return P(f, inputs)
+
+
+def p_version_of_input_branch():
+    def f(x):
+        if x._version > 1:
+            return x * 10, x._version
+        return x, x._version
+    def inputs(i):
+        x = t(3)
+        for _ in range([0, 3, 1, 5][i]):
+            x.mul_(1)
+        return (x,)
+    return P(f, inputs)
+
+
+def p_data_ptr_and_storage_compare():
+    def f(a, b):
+        shares = a.data_ptr() == b.data_ptr()
+        same_storage = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        nbytes = a.untyped_storage().nbytes()
+        return (a + b if shares else a - b), shares, same_storage, nbytes, a.storage_offset()
+    def inputs(i):
+        base = t(8)
+        return [(base[:4], base[:4]), (base[:4], t(4)), (base[2:6], base[:4]), (base.view(2, 4)[0], base[:4])][i]
+    return P(f, inputs)
+
+
+def p_channels_last_branch():
+    def f(x):
+        if x.is_contiguous(memory_format=torch.channels_last):
+            y = x * 2
+            layout = "cl"
+        elif x.is_contiguous():
+            y = x + 1
+            layout = "c"
+        else:
+            y = x - 1
+            layout = "other"
+        return y, layout, y.stride(), y.is_contiguous()
+    def inputs(i):
+        x = t(2, 3, 4, 5)
+        return [(x,), (x.to(memory_format=torch.channels_last),), (x.transpose(2, 3),),
+                (x.contiguous(memory_format=torch.channels_last),)][i]
+    return P(f, inputs)
+
+
+def p_dim_order_and_strides():
+    def f(x):
+        order = x.dim_order()
+        strides = x.stride()
+        y = x.permute(*order) if order != tuple(range(x.dim())) else x
+        return y.contiguous() * 2, order, strides, x.is_contiguous()
+    def inputs(i):
+        x = t(2, 3, 4)
+        return [(x,), (x.transpose(0, 2),), (x.permute(1, 0, 2),), (x,)][i]
+    return P(f, inputs)
+
+
+def p_stride_branch_on_expanded():
+    def f(x):
+        if 0 in x.stride():
+            return x.contiguous() * 2, x.stride(), x.is_contiguous()
+        return x + 1, x.stride(), x.is_contiguous()
+    def inputs(i):
+        return [(t(1, 3).expand(4, 3),), (t(4, 3),), (t(4, 1).expand(4, 3),), (t(4, 3)[::2],)][i]
+    return P(f, inputs)
+
+
+def p_tensor_attr_dict_and_hooks_state():
+    def f(x):
+        hooks = x._backward_hooks
+        tag = getattr(x, "tag", None)
+        return x * (2 if tag == "a" else 1), tag, hooks is None
+    def inputs(i):
+        x = t(3)
+        if i in (1, 2):
+            x.tag = ["a", "b"][i - 1]
+        return (x,)
+    return P(f, inputs)
+
+
+def p_is_inference_and_is_shared():
+    def f(x):
+        return x + 1, x.is_inference(), x.is_shared(), x.is_pinned() if hasattr(x, "is_pinned") else None
+    def inputs(i):
+        if i % 2:
+            with torch.inference_mode():
+                return (t(3),)
+        return (t(3),)
+    return P(f, inputs)
+
+
+def p_tensor_dtype_device_layout_attrs():
+    def f(x):
+        return (x.float() * 2, x.dtype.is_floating_point, x.dtype.itemsize, x.element_size(), x.layout, x.device.type,
+                x.is_complex(), x.is_floating_point(), x.nbytes, x.itemsize)
+    dts = [torch.float32, torch.int64, torch.float64, torch.int8]
+    return P(f, lambda i: ((t(3) * 10).to(dts[i]),))
+
+
+def p_grad_set_inside_function():
+    w = torch.zeros(3, requires_grad=True)
+    def f(x):
+        if w.grad is None:
+            w.grad = x.clone()
+        else:
+            w.grad += x
+        return w.grad * 2
+    def mutate(i):
+        if i == 1:
+            w.grad = None
+    return P(f, lambda i: (t(3),), mutate, state=lambda: None if w.grad is None else w.grad.clone())

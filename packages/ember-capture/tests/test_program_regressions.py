@@ -1008,3 +1008,40 @@ def test_next_with_a_default_on_a_user_iterator():
         pass
     else:
         raise AssertionError("compiled raises too")
+
+
+# -- Note [Tensor state outside the guards] --------------------------------------------------------
+def test_tensor_state_outside_the_guards_is_read_and_guarded():
+    """`x.storage_offset()`, `x.is_conj()`, `x.is_neg()`, `x.is_inference()`, `x.is_shared()`
+    and `x.is_leaf` of an input were answered by the first call's fake and reused for a tensor
+    equal in every guarded property (dtype, sizes, strides, requires_grad) but not in this."""
+    base = torch.randn(8)
+    c = torch.randn(3, dtype=torch.complex64)
+    with torch.inference_mode():
+        inf = torch.ones(2)
+    leaf = torch.ones(2, requires_grad=True)
+    cases = [
+        (lambda x: (x + 1, x.storage_offset(), x[1:].storage_offset()), [base[:4], base[2:6], base[4:]]),
+        (lambda x: (x * 2, x.is_conj(), x.is_neg(), torch.is_conj(x), x[1:].is_conj()),
+         [c, c.conj(), c._neg_view()]),
+        (lambda x: (x + 1, x.is_inference(), torch.is_inference(x)), [torch.ones(2), inf]),
+        (lambda x: (x + 1, x.is_shared()), [torch.ones(2), torch.ones(2).share_memory_()]),
+        (lambda x: (x * 1, x.is_leaf), [leaf, leaf * 1]),
+    ]
+    for f, inputs in cases:
+        fn, _ = _captured(f)
+        for x in inputs + inputs[::-1]:
+            assert_same(fn(x), f(x))
+
+
+def test_inference_mode_is_global_state():
+    """A trace made under inference mode was reused under no_grad (grad mode off in both), where
+    the tensors it makes are not inference tensors."""
+    def f(x):
+        y = x * 2
+        return y, y.is_inference()
+
+    fn, _ = _captured(f)
+    for ctx in (torch.inference_mode, torch.no_grad, torch.inference_mode):
+        with ctx():
+            assert_same(fn(torch.ones(2)), f(torch.ones(2)))

@@ -22,6 +22,7 @@ from .protocol import CALL, METHOD, call, call_method, getitem
 from .semantics import concrete, concrete_value, const_key, const_value, copy_dict, dedupe, dict_pairs, from_python, \
     getattr_var, mutable_dict, mutable_items, unpack
 from .tables import registrar
+from .tensor_state import STATE_METHODS, tensor_state
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
     ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
@@ -36,6 +37,8 @@ METHOD.refuse(NullVar, DictViewVar, IterVar, CellVar, FunctionVar, BoundVar, Met
 def tensor_method(fr, t, name, args, kwargs):
     if name == "requires_grad_":
         return _requires_grad_(t, args, kwargs)
+    if name in STATE_METHODS and not args and not kwargs:  # Note [Tensor state outside the guards]
+        return tensor_state(fr, t, name)
     return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
 
 

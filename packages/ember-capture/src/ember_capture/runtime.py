@@ -504,7 +504,7 @@ def failed_guard(entry, L, arg_names=()) -> str:
         got = GLOBAL_STATE[expr]()
         if got is not expected and got != expected:
             return f"guard failed: {expr} is {expected} (got {got})"
-    return "guard failed: global state changed (grad mode, autocast or default dtype)"
+    return "guard failed: global state changed (grad or inference mode, autocast or default dtype)"
 
 
 def _explain(part: str, name: str, scope: dict) -> str:
