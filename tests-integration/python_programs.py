@@ -6641,3 +6641,239 @@ def p_grad_set_inside_function():
         if i == 1:
             w.grad = None
     return P(f, lambda i: (t(3),), mutate, state=lambda: None if w.grad is None else w.grad.clone())
+
+
+def p_torch_function_mode_entered_by_caller():
+    from torch.overrides import TorchFunctionMode
+    seen = []
+    class Shift(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.add or getattr(func, "__name__", "") == "add":
+                seen.append("add")
+                return out + 100
+            return out
+    def f(x):
+        return torch.add(x, 1) * 2
+    return P(f, lambda i: (t(3),), around=lambda i: Shift() if i % 2 else contextlib.nullcontext(),
+             state=lambda: list(seen))
+
+
+def p_dispatch_mode_entered_by_caller():
+    from torch.utils._python_dispatch import TorchDispatchMode
+    ops = []
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+    def f(x):
+        return (x * 2).sin()
+    return P(f, lambda i: (t(3),), around=lambda i: Log() if i in (1, 2) else contextlib.nullcontext(),
+             state=lambda: list(ops))
+
+
+def p_saved_tensors_hooks_entered_by_caller():
+    packed = []
+    def pack(t_):
+        packed.append(tuple(t_.shape))
+        return t_
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        y = (x * w).sin().sum()
+        y.backward()
+        return y.detach(), w.grad.clone()
+    def mutate(i):
+        w.grad = None
+    return P(f, lambda i: (t(3),), mutate, state=lambda: len(packed) > 0,
+             around=lambda i: torch.autograd.graph.saved_tensors_hooks(pack, lambda t_: t_) if i % 2 else contextlib.nullcontext())
+
+
+def p_anomaly_mode_read_inside():
+    def f(x):
+        if torch.is_anomaly_enabled():
+            return x * 2, True
+        return x + 1, False
+    return P(f, lambda i: (t(3),), around=lambda i: torch.autograd.set_detect_anomaly(i % 2 == 1))
+
+
+def p_warnings_filter_error_by_caller():
+    import warnings
+    def f(x):
+        y = x + 1
+        warnings.warn("careful", RuntimeWarning)
+        return y * 2
+    @contextlib.contextmanager
+    def around(i):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if i % 2 else "ignore", RuntimeWarning)
+            yield
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_contextvar_set_by_caller():
+    import contextvars
+    scale = contextvars.ContextVar("scale", default=1.0)
+    def f(x):
+        return x * scale.get(), scale.get()
+    def mutate(i):
+        scale.set([2.0, 3.0, 0.5][i])
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_threading_local_read():
+    import threading
+    local = threading.local()
+    local.mode = "a"
+    def f(x):
+        mode = getattr(local, "mode", "none")
+        return (x * 2 if mode == "a" else x - 1), mode
+    def mutate(i):
+        if i == 0:
+            local.mode = "b"
+        elif i == 1:
+            del local.mode
+        else:
+            local.mode = "a"
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_global_itertools_counter_next():
+    counter = itertools.count(10)
+    gen_state = {"g": (k * k for k in range(100))}
+    def f(x):
+        a = next(counter)
+        b = next(gen_state["g"])
+        return x + a + b, a, b
+    return P(f, lambda i: (t(3),), state=lambda: None)
+
+
+def p_os_environ_written_inside():
+    import os
+    key = "EMBER_R4_WRITTEN"
+    def f(x, v):
+        os.environ[key] = str(v)
+        got = int(os.environ[key])
+        os.environ.pop(key)
+        return x * got, key in os.environ
+    return P(f, lambda i: (t(3), i + 2))
+
+
+def p_sys_modules_and_importlib():
+    import importlib
+    import sys
+    def f(x, name):
+        mod = importlib.import_module(name)
+        has = "math" in sys.modules
+        return x * getattr(mod, "pi", 1.0), has, mod.__name__
+    return P(f, lambda i: (t(3), ["math", "cmath", "math", "operator"][i]))
+
+
+def p_globals_dynamic_name():
+    def f(x, name):
+        g = globals()
+        v = g.get(name, 0)
+        return x * (v if isinstance(v, (int, float)) else 1), name in g
+    return P(f, lambda i: (t(3), ["G_SCALE", "NOPE", "G_COUNT", "G_SCALE"][i]))
+
+
+def p_user_number_protocols():
+    class Num:
+        def __init__(self, v):
+            self.v = v
+        def __float__(self):
+            return float(self.v)
+        def __int__(self):
+            return int(self.v)
+        def __index__(self):
+            return int(self.v)
+        def __format__(self, spec):
+            return f"Num<{self.v:{spec}}>"
+        def __repr__(self):
+            return f"Num({self.v})"
+    def f(x, n):
+        a = float(n)
+        b = int(n)
+        c = operator.index(n)
+        s = f"{n:.2f}|{n!r}|{str(n)}"
+        return x * a + b, x[:c], s, torch.zeros(n).shape, list(range(n))
+    return P(f, lambda i: (t(5), Num([2, 3, 1, 4][i])))
+
+
+def p_sequence_protocol_getitem_only():
+    class Seq:
+        def __init__(self, items):
+            self.items = items
+        def __getitem__(self, i):
+            return self.items[i]
+        def __len__(self):
+            return len(self.items)
+    class Bag:
+        def __init__(self, items):
+            self.items = items
+        def __iter__(self):
+            yield from self.items
+        def __reversed__(self):
+            return iter(self.items[::-1] + [0])
+    def f(x, s, b):
+        total = 0
+        for v in s:
+            total += v
+        return x * total, list(reversed(s)), 2 in s, list(b), list(reversed(b)), 3 in b, sorted(b)
+    return P(f, lambda i: (t(2), Seq(list(range(i + 1))), Bag([3, 1, 2][: i + 1])))
+
+
+def p_dict_subclass_missing():
+    class Defaulting(dict):
+        def __missing__(self, key):
+            v = len(key)
+            self[key] = v
+            return v
+    cache = Defaulting()
+    def f(x, k):
+        return x * cache[k], dict(cache), k in cache
+    return P(f, lambda i: (t(2), ["ab", "abc", "ab", "z"][i]), state=lambda: dict(cache))
+
+
+def p_unhashable_and_eq_ne():
+    class V:
+        __hash__ = None
+        def __init__(self, v):
+            self.v = v
+        def __eq__(self, o):
+            return isinstance(o, V) and self.v == o.v
+    def f(x, a, b):
+        r = [a == b, a != b, a in [b], V(1) == 1]
+        try:
+            {a: 1}
+            r.append("hashed")
+        except TypeError as e:
+            r.append(str(e))
+        return x * sum(map(int, r[:4])), r
+    return P(f, lambda i: (t(2), V(i % 2), V(1)))
+
+
+def p_property_with_deleter_and_cached():
+    class Box:
+        def __init__(self):
+            self._v = 1
+            self.log = []
+        @property
+        def v(self):
+            self.log.append("get")
+            return self._v
+        @v.setter
+        def v(self, val):
+            self.log.append("set")
+            self._v = val
+        @v.deleter
+        def v(self):
+            self.log.append("del")
+            self._v = 0
+    b = Box()
+    def f(x, k):
+        b.v = b.v + k
+        out = x * b.v
+        if k > 2:
+            del b.v
+        return out, b.v
+    return P(f, lambda i: (t(2), i + 1), state=lambda: (list(b.log), b._v))

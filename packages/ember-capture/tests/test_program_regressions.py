@@ -1045,3 +1045,40 @@ def test_inference_mode_is_global_state():
     for ctx in (torch.inference_mode, torch.no_grad, torch.inference_mode):
         with ctx():
             assert_same(fn(torch.ones(2)), f(torch.ones(2)))
+
+
+# -- item_equals: `in`, index() and count() match items by equality ------------------------------
+class _ByValue:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _ByValue) and self.v == other.v
+
+    __hash__ = object.__hash__
+
+
+class _Plain:
+    pass
+
+
+def test_membership_index_count_use_the_items_equality():
+    """`a in [b]`, `(b, c).count(a)` and `lst.index(a)` with user objects whose `__eq__` compares
+    values were decided by identity (`a in [b]` was False for two equal objects), or by the
+    trace-time objects' values, unguarded."""
+    def f(x, a, b, c):
+        lst = [b, c]
+        r = [a in lst, a in (b,), lst.count(a), (b, c).count(a), [1, 2, 1].index(1, 1)]
+        try:
+            r.append(lst.index(a))
+        except ValueError:
+            r.append("not found")
+        return x + 1, r
+
+    fn, _ = _captured(f)
+    for i in range(4):
+        args = (torch.ones(2), _ByValue(i % 2), _ByValue(1), _ByValue(i % 3))
+        assert_same(fn(*args), f(*args))
+    p, q = _Plain(), _Plain()
+    for args in [(p, p, q), (q, p, q), (p, q, p)]:
+        assert_same(fn(torch.ones(2), *args), f(torch.ones(2), *args))

@@ -700,6 +700,17 @@ def is_same(a: Var, b: Var) -> bool:
     return left is right
 
 
+def item_equals(fr, item: Var, value: Var) -> bool:
+    """Whether a container's ``item`` matches ``value`` as ``in``, ``index`` and ``count`` ask:
+    ``item is value or item == value``, the equality by the operator's own rules (a user class's
+    ``__eq__`` is traced or a graph break: Note [User operators]), not by identity alone."""
+    if is_same(item, value):
+        return True
+    if isinstance(item, ConstVar) and isinstance(value, ConstVar):
+        return bool(item.value == value.value)
+    return truthy(fr, binary(fr, operator.eq, item, value))
+
+
 # The object that ``is`` compares: a real object's own, a tensor's identity (shared by the
 # results of its in-place ops), or the symbolic value itself (a container built in the trace;
 # values of different symbolic kinds are different objects).
