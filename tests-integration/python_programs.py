@@ -6877,3 +6877,125 @@ def p_property_with_deleter_and_cached():
             del b.v
         return out, b.v
     return P(f, lambda i: (t(2), i + 1), state=lambda: (list(b.log), b._v))
+
+
+def p_conj_and_offset_views_of_inputs():
+    def f(x, y):
+        v = x[1:]
+        return (y + 1, v.storage_offset(), torch.is_conj(x), x.is_neg(), y.storage_offset(),
+                x.resolve_conj() * 2)
+    def inputs(i):
+        c = torch.randn(6, dtype=torch.complex64)
+        base = t(10)
+        return [(c, base[:4]), (c.conj(), base[3:7]), (c._neg_view(), base[:4]), (c, base[6:])][i]
+    return P(f, inputs)
+
+
+def p_inference_tensor_input_branch():
+    def f(x):
+        if x.is_inference():
+            return x.clone() * 2, "inference"
+        return x * 3, "normal"
+    def inputs(i):
+        if i in (1, 2):
+            with torch.inference_mode():
+                return (t(3),)
+        return (t(3),)
+    return P(f, inputs)
+
+
+def p_no_grad_then_inference_mode_by_caller():
+    def f(x):
+        y = x + 1
+        return y, y.is_inference(), torch.is_grad_enabled()
+    ctxs = [torch.no_grad, torch.inference_mode, torch.no_grad, torch.enable_grad]
+    return P(f, lambda i: (t(3),), around=lambda i: ctxs[i]())
+
+
+def p_list_index_count_user_eq():
+    class Tok:
+        def __init__(self, s):
+            self.s = s
+        def __eq__(self, o):
+            return isinstance(o, Tok) and self.s == o.s
+        __hash__ = object.__hash__
+    vocab = [Tok("a"), Tok("b"), Tok("c")]
+    def f(x, tok):
+        idx = vocab.index(tok) if tok in vocab else -1
+        return x * idx, idx, vocab.count(tok), tuple(vocab).count(tok)
+    def mutate(i):
+        if i == 0:
+            vocab.insert(0, Tok("z"))
+    return P(f, lambda i: (t(2), Tok(["b", "c", "q", "a"][i])), mutate)
+
+
+def p_torch_random_generator_state_roundtrip():
+    g = torch.Generator().manual_seed(11)
+    def f(x):
+        state = g.get_state()
+        a = torch.rand(3, generator=g)
+        g.set_state(state)
+        b = torch.rand(3, generator=g)
+        c = torch.normal(0.0, 1.0, (2,), generator=g)
+        return x + a, torch.equal(a, b), c
+    return P(f, lambda i: (t(3),), state=lambda: g.get_state())
+
+
+def p_default_dtype_float64_python_scalars():
+    def f(x, s):
+        y = x * s
+        z = torch.tensor(s)
+        w = torch.as_tensor([s, 2 * s])
+        return y, z, w, z.dtype, torch.empty(0).dtype
+    dts = [torch.float32, torch.float64, torch.float64, torch.float32]
+    return P(f, lambda i: (t(3), 1.5 + i), around=lambda i: _default_dtype(dts[i]))
+
+
+def p_autocast_caller_with_inner_disable():
+    def f(x, w):
+        with torch.autocast("cpu", enabled=False):
+            a = x @ w
+        b = x @ w
+        return a.dtype, b.dtype, a, b.float()
+    on = [True, False, True, True]
+    return P(f, lambda i: (t(2, 2), t(2, 2)),
+             around=lambda i: torch.autocast("cpu", dtype=torch.bfloat16, enabled=on[i]))
+
+
+def p_grad_enabled_by_caller_with_inner_enable_grad():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        with torch.enable_grad():
+            y = x * w
+        z = x * w
+        return y.requires_grad, z.requires_grad, y.detach(), z.detach()
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_tensor_grad_version_after_inplace_inside():
+    w = torch.nn.Parameter(torch.ones(3))
+    def f(x):
+        before = w._version
+        with torch.no_grad():
+            w.mul_(2)
+        return x * w, w._version - before
+    return P(f, lambda i: (t(3),), state=lambda: w.detach().clone())
+
+
+def p_weakref_method_and_finalizer_state():
+    class Obj:
+        def scale(self):
+            return 3
+    holder = {"o": Obj()}
+    ref = weakref.WeakMethod(holder["o"].scale)
+    wset = weakref.WeakSet([holder["o"]])
+    def f(x):
+        m = ref()
+        return x * (m() if m is not None else 1), len(wset)
+    def mutate(i):
+        if i == 1:
+            holder.pop("o")
+            import gc
+            gc.collect()
+    return P(f, lambda i: (t(3),), mutate)
