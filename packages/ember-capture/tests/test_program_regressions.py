@@ -1082,3 +1082,17 @@ def test_membership_index_count_use_the_items_equality():
     p, q = _Plain(), _Plain()
     for args in [(p, p, q), (q, p, q), (p, q, p)]:
         assert_same(fn(torch.ones(2), *args), f(torch.ones(2), *args))
+
+
+def test_view_and_storage_identity_queries_of_inputs():
+    """`x._is_view()` of an input was the fake's (never a view) and `x.is_set_to(y)` compared two
+    fakes (never one storage): a view input, or one tensor's alias, read False."""
+    base = torch.randn(8)
+    cases = [
+        (lambda x: (x + 1, x._is_view(), x[1:]._is_view()), [(base,), (base[:8],), (base.clone(),)]),
+        (lambda x, y: (x + 1, x.is_set_to(y)), [(base, base.clone()), (base, base[:]), (base, base.clone())]),
+    ]
+    for f, inputs in cases:
+        fn, _ = _captured(f)
+        for args in inputs:
+            assert_same(fn(*args), f(*args))

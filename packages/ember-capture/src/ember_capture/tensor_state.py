@@ -3,7 +3,7 @@
 Note [Tensor state outside the guards]: a tensor input is guarded by its type, dtype, device,
 sizes, strides and requires_grad (Note [Native guards]), and its fake tensor answers every
 metadata question the trace asks. Some answers depend on more than that: where the tensor
-starts in its storage (`storage_offset()`), its lazy conjugate and negative bits (`is_conj()`,
+starts in its storage (`storage_offset()`), whether it is a view (`_is_view()`), its lazy conjugate and negative bits (`is_conj()`,
 `is_neg()`, set by `x.conj()` on a complex tensor), whether it was made under inference mode
 (`is_inference()`), whether its storage is shared or pinned, whether it is an autograd leaf
 (`is_leaf`, for a non-leaf input that requires grad). The fake answered them for the first
@@ -23,10 +23,11 @@ from .config import Unsupported
 from .variables import ConstVar, TensorVar
 
 # Methods (no arguments) and torch functions asking about state outside the guards.
-STATE_METHODS = frozenset({"storage_offset", "is_conj", "is_neg", "is_inference", "is_shared", "is_pinned"})
+STATE_METHODS = frozenset({"storage_offset", "is_conj", "is_neg", "is_inference", "is_shared", "is_pinned", "_is_view"})
 STATE_FUNCTIONS = {torch.is_conj: "is_conj", torch.is_neg: "is_neg", torch.is_inference: "is_inference"}
-# Those whose answer for a tensor made in the trace the fake derives from the inputs' fakes.
-_FAKE_FOLLOWS = frozenset({"storage_offset", "is_conj", "is_neg"})
+# Those whose answer for a tensor made in the trace the fake derives: from the inputs' answers
+# (True: those are guarded), or from the op that made it alone (False: a view op makes a view).
+_FAKE_FOLLOWS = {"storage_offset": True, "is_conj": True, "is_neg": True, "_is_view": False}
 STATE_ATTRS = frozenset({"is_leaf"})  # the fake of a tensor made in the trace answers right
 
 
@@ -43,7 +44,7 @@ def tensor_state(fr, t: TensorVar, name: str) -> ConstVar:
         return ConstVar(value)
     if name not in _FAKE_FOLLOWS:
         raise Unsupported("unsupported_op", f"Tensor.{name}() of a tensor made in the graph")
-    for source, real in tr.graph.inputs:
+    for source, real in tr.graph.inputs if _FAKE_FOLLOWS[name] else ():
         if isinstance(real, torch.Tensor):
             _guard(tr, source, name, getattr(real, name)())
     return ConstVar(getattr(t.fake, name)())
