@@ -1027,6 +1027,8 @@ def test_tensor_state_outside_the_guards_is_read_and_guarded():
         (lambda x: (x + 1, x.is_inference(), torch.is_inference(x)), [torch.ones(2), inf]),
         (lambda x: (x + 1, x.is_shared()), [torch.ones(2), torch.ones(2).share_memory_()]),
         (lambda x: (x * 1, x.is_leaf), [leaf, leaf * 1]),
+        # made a non-leaf in the trace: the fake answers, the input's entry state is guarded
+        (lambda x: (x.is_leaf, x.mul_(leaf).detach(), x.is_leaf), [torch.ones(2), torch.ones(2)]),
     ]
     for f, inputs in cases:
         fn, _ = _captured(f)

@@ -51,10 +51,10 @@ def tensor_state(fr, t: TensorVar, name: str) -> ConstVar:
 
 
 def tensor_state_attr(fr, t: TensorVar, name: str) -> ConstVar:
-    """``t.is_leaf``: an input's is guarded; a tensor made in the trace is a leaf as its fake is
-    (its inputs' requires_grad is guarded)."""
-    if t.source is None:
-        return ConstVar(getattr(t.fake, name))
-    value = getattr(fr.tr.eval_source(t.source), name)
-    _guard(fr.tr, t.source, name, value, call="")
-    return ConstVar(value)
+    """``t.is_leaf``: the fake answers (an input's fake is a leaf as the input is, and one that an
+    in-place op with a tensor that requires grad made a non-leaf in the trace is not); an input's
+    answer at entry is guarded, for the next call's input. A tensor made in the trace is a leaf
+    as its fake is (its inputs' requires_grad is guarded)."""
+    if t.source is not None:
+        _guard(fr.tr, t.source, name, getattr(fr.tr.eval_source(t.source), name), call="")
+    return ConstVar(getattr(t.fake, name))
