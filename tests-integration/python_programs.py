@@ -6999,3 +6999,15 @@ def p_weakref_method_and_finalizer_state():
             import gc
             gc.collect()
     return P(f, lambda i: (t(3),), mutate)
+
+
+def p_generator_passed_in_around_a_break():
+    def f(x, g):
+        a = torch.rand(2, generator=g)
+        if x.sum() > 0:
+            x = x + 1
+        b = torch.rand(2, generator=g)
+        return x + a, b
+    def inputs(i):
+        return (t(2), torch.Generator().manual_seed([1, 2, 1, 3][i]))
+    return P(f, inputs)
