@@ -37,6 +37,7 @@ class P:
     calls: int = 4
     aot: bool = False  # also run with backend="aot_eager"
     dynamic: bool = False  # also run with dynamic=True (every int and size symbolic from the first call)
+    around: typing.Callable[[int], typing.ContextManager] | None = None  # the caller's state around call i
 
 
 class KW(dict):
@@ -5777,3 +5778,1236 @@ def p_module_parameters_iterated_and_changed():
         elif i == 2:
             m.add_module("b", torch.nn.Linear(1, 1))
     return P(m, lambda i: (t(1, 2),), mutate, calls=5)
+
+
+# == fourth round: global torch state set by the caller, Python state read inside, object =========
+# -- protocols, tensor-attached Python state (grad, version, layout, storage) ----------------------
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@contextlib.contextmanager
+def _deterministic(flag):
+    old = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(flag)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old)
+
+
+@contextlib.contextmanager
+def _num_threads(n):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@contextlib.contextmanager
+def _flag(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def p_default_dtype_set_by_caller():
+    def f(x):
+        a = torch.ones(3) * 1.1
+        b = torch.tensor([1.5, 2.25])
+        c = torch.arange(3.0) / 3
+        d = torch.zeros_like(x) + torch.full((3,), 0.1)
+        return x.sum() + a, b, c, d, torch.get_default_dtype(), a.dtype
+    dtypes = [torch.float32, torch.float64, torch.float64, torch.float32, torch.bfloat16]
+    return P(f, lambda i: (t(3),), around=lambda i: _default_dtype(dtypes[i]), calls=5)
+
+
+def p_default_dtype_branch_inside():
+    def f(x):
+        if torch.get_default_dtype() == torch.float64:
+            return x.double() * 2, "double"
+        return x * 3, "single"
+    dtypes = [torch.float32, torch.float64, torch.float32, torch.float64]
+    return P(f, lambda i: (t(3),), around=lambda i: _default_dtype(dtypes[i]))
+
+
+def p_grad_disabled_by_caller():
+    w = torch.randn(3, 3, requires_grad=True)
+    def f(x):
+        y = x @ w
+        return y, y.requires_grad, torch.is_grad_enabled(), (y * 2).grad_fn is None
+    modes = [True, False, True, False]
+    return P(f, lambda i: (t(2, 3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_grad_disabled_by_caller_branch():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        if torch.is_grad_enabled():
+            return (x * w).sum(), "train"
+        return (x * w.detach()).mean(), "eval"
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_inference_mode_around_call():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        y = x * w + 1
+        return y, torch.is_inference_mode_enabled(), y.is_inference(), y.requires_grad
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.inference_mode(modes[i]))
+
+
+def p_inference_mode_branch_inside():
+    def f(x):
+        if torch.is_inference_mode_enabled():
+            return x.clone(), 0
+        y = x.clone()
+        y.add_(1)
+        return y, y._version
+    modes = [True, False, True, False]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.inference_mode(modes[i]))
+
+
+def p_autocast_entered_by_caller():
+    def f(x, w):
+        y = x @ w
+        z = torch.relu(y) + 1
+        return y.dtype, z.dtype, y.float(), z.float(), torch.is_autocast_enabled("cpu")
+    on = [False, True, False, True]
+    return P(f, lambda i: (t(2, 2), t(2, 2)),
+             around=lambda i: torch.autocast("cpu", dtype=torch.bfloat16, enabled=on[i]))
+
+
+def p_autocast_dtype_changed_by_caller():
+    def f(x, w):
+        y = torch.mm(x, w)
+        return y.dtype, y.float(), torch.get_autocast_dtype("cpu")
+    dts = [torch.bfloat16, torch.float16, torch.bfloat16]
+    return P(f, lambda i: (t(2, 2), t(2, 2)), calls=3,
+             around=lambda i: torch.autocast("cpu", dtype=dts[i]))
+
+
+def p_deterministic_flag_read():
+    def f(x):
+        if torch.are_deterministic_algorithms_enabled():
+            return x.cumsum(0), True
+        return x * 2, False
+    flags = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: _deterministic(flags[i]))
+
+
+def p_backends_flags_read():
+    def f(x):
+        a = torch.backends.mkldnn.enabled
+        b = torch.backends.cudnn.benchmark
+        return (x + 1 if a else x - 1), (x * 2 if b else x * 3), a, b
+    vals = [(True, False), (False, False), (True, True), (False, True)]
+    def around(i):
+        st = contextlib.ExitStack()
+        st.enter_context(_flag(torch.backends.mkldnn, "enabled", vals[i][0]))
+        st.enter_context(_flag(torch.backends.cudnn, "benchmark", vals[i][1]))
+        return st
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_num_threads_read():
+    def f(x):
+        n = torch.get_num_threads()
+        return x * n, n
+    counts = [1, 2, 1, 2]
+    return P(f, lambda i: (t(3),), around=lambda i: _num_threads(counts[i]))
+
+
+def p_matmul_precision_read():
+    def f(x):
+        p = torch.get_float32_matmul_precision()
+        return (x * 2 if p == "highest" else x * 3), p
+    ps = ["highest", "high", "highest", "medium"]
+    @contextlib.contextmanager
+    def around(i):
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(ps[i])
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(old)
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_generator_passed_in():
+    def f(x, g):
+        a = torch.randn(3, generator=g)
+        b = torch.rand(3, generator=g)
+        idx = torch.randperm(3, generator=g)
+        return x + a, b, idx, g.initial_seed()
+    def inputs(i):
+        g = torch.Generator().manual_seed([1, 2, 1, 7][i])
+        return (t(3), g)
+    return P(f, inputs)
+
+
+def p_generator_kept_between_calls():
+    g = torch.Generator().manual_seed(3)
+    def f(x):
+        return x + torch.randn(3, generator=g), torch.randint(0, 10, (2,), generator=g)
+    def mutate(i):
+        if i == 1:
+            g.manual_seed(3)
+    return P(f, lambda i: (t(3),), mutate, state=lambda: g.get_state())
+
+
+def p_rng_state_saved_and_restored_inside():
+    def f(x):
+        s = torch.get_rng_state()
+        a = torch.rand(3)
+        torch.set_rng_state(s)
+        b = torch.rand(3)
+        c = torch.rand(3)
+        return x + a, torch.equal(a, b), b, c
+    return P(f, lambda i: (t(3),))
+
+
+def p_manual_seed_arg_inside():
+    def f(x, seed):
+        torch.manual_seed(seed)
+        a = torch.randn(3)
+        torch.manual_seed(seed + 1)
+        b = torch.rand(2)
+        return x + a, b, torch.initial_seed()
+    return P(f, lambda i: (t(3), [5, 6, 5, 9][i]))
+
+
+def p_global_rng_drawn_after_call():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True), torch.rand(2)
+    return P(f, lambda i: (t(8),))
+
+
+def p_is_compiling_not_returned():
+    def f(x):
+        y = x * 2
+        if torch.compiler.is_compiling():
+            y = y + 0.0
+        return y
+    return P(f, lambda i: (t(3),))
+
+
+def p_sys_flags_and_version_read():
+    import sys
+    def f(x):
+        k = 2 if sys.flags.optimize == 0 else 3
+        v = sys.version_info >= (3, 8)
+        return x * k, v, sys.flags.dont_write_bytecode in (0, 1, True, False)
+    return P(f, lambda i: (t(3),))
+
+
+def p_module_level_state_dict_of_lists():
+    registry = {"ops": [torch.sin]}
+    def f(x):
+        for op in registry["ops"]:
+            x = op(x)
+        return x, len(registry["ops"])
+    def mutate(i):
+        if i == 0:
+            registry["ops"].append(torch.cos)
+        elif i == 1:
+            registry["ops"][0] = torch.tanh
+        else:
+            registry["ops"] = [torch.exp]
+    return P(f, lambda i: (t(3),), mutate, aot=True)
+
+
+def p_weakref_to_tensor_and_module():
+    keep = {"t": torch.ones(3), "m": torch.nn.Linear(3, 3)}
+    refs = {"t": weakref.ref(keep["t"]), "m": weakref.ref(keep["m"])}
+    def f(x):
+        tt, m = refs["t"](), refs["m"]()
+        out = x if tt is None else x + tt
+        return (out if m is None else m(out)), tt is None, m is None
+    def mutate(i):
+        if i == 0:
+            keep["t"].mul_(2)
+        elif i == 1:
+            keep["t"] = torch.full((3,), 5.0)
+            refs["t"] = weakref.ref(keep["t"])
+        else:
+            del keep["t"]
+            import gc
+            gc.collect()
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_id_and_is_between_inputs():
+    def f(a, b):
+        same_obj = a is b
+        same_id = id(a) == id(b)
+        if same_obj:
+            return a * 2, same_obj, same_id
+        return a + b, same_obj, same_id
+    def inputs(i):
+        x = t(3)
+        return [(x, t(3)), (x, x), (x, t(3)), (x, x)][i]
+    return P(f, inputs)
+
+
+def p_hash_of_user_objects_inside():
+    class Key:
+        def __init__(self, k):
+            self.k = k
+        def __hash__(self):
+            return hash(self.k) % 7
+        def __eq__(self, other):
+            return isinstance(other, Key) and self.k == other.k
+    def f(x, k):
+        h = hash(k)
+        table = {Key(1): 1.0, Key(2): 2.0}
+        return x * table.get(k, -1.0), h, k in {Key(2)}
+    return P(f, lambda i: (t(3), Key([1, 2, 5, 2][i])))
+
+
+def p_deepcopy_module_inside():
+    import copy
+    m = torch.nn.Linear(3, 3)
+    def f(x):
+        m2 = copy.deepcopy(m)
+        with torch.no_grad():
+            m2.weight.mul_(0)
+        tensors = [x, x * 2]
+        shallow = copy.copy(tensors)
+        shallow.append(x * 3)
+        deep = copy.deepcopy([x.detach()])
+        deep[0].add_(1)
+        return m(x) + m2(x), len(tensors), len(shallow), deep[0], x
+    def mutate(i):
+        with torch.no_grad():
+            m.bias.add_(1)
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_warnings_warn_inside():
+    import warnings
+    log = []
+    def f(x):
+        if x.shape[0] > 2:
+            warnings.warn(f"big input {x.shape[0]}")
+        warnings.warn("always")
+        return x + 1
+    @contextlib.contextmanager
+    def around(i):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            yield
+        log.extend(str(w.message) for w in rec if w.category is UserWarning
+                   and str(w.message).startswith(("big", "always")))
+    return P(f, lambda i: (t([2, 3, 4, 1][i]),), state=lambda: list(log), around=around)
+
+
+def p_logging_inside():
+    import logging
+    records = []
+    class H(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    logger = logging.getLogger(f"ember_r4_{id(records)}")
+    logger.addHandler(H())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    def f(x):
+        logger.info("shape %s", tuple(x.shape))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("debug %d", x.shape[0])
+            x = x * 2
+        logger.warning("done")
+        return x + 1
+    def mutate(i):
+        logger.setLevel([logging.DEBUG, logging.WARNING, logging.INFO][i])
+    return P(f, lambda i: (t(i + 2),), mutate, state=lambda: list(records))
+
+
+def p_print_sep_end_file():
+    import sys
+    def f(x, n):
+        print("n =", n, sep="", end="|\n")
+        print(*range(n), sep=",")
+        print(x.shape, file=sys.stdout)
+        return x * n
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_assert_on_tensor_values():
+    def f(x):
+        assert (x > -10).all(), "too small"
+        assert x.shape[0] == 3, f"bad shape {x.shape}"
+        return x * 2
+    def inputs(i):
+        return [(t(3),), (torch.full((3,), -20.0),), (t(4),), (t(3),)][i]
+    return P(f, inputs)
+
+
+def p_metaclass_call_caches_instances():
+    class Cached(type):
+        instances = {}
+        def __call__(cls, *args):
+            key = (cls.__name__, args)
+            if key not in Cached.instances:
+                Cached.instances[key] = super().__call__(*args)
+            return Cached.instances[key]
+    class Scale(metaclass=Cached):
+        def __init__(self, k):
+            self.k = k
+            self.uses = 0
+    def f(x, k):
+        s = Scale(k)
+        s.uses += 1
+        return x * s.k, s.uses, len(Cached.instances), s is Scale(k)
+    return P(f, lambda i: (t(3), [2, 3, 2, 2][i]), state=lambda: sorted(k[1] for k in Scale.__class__.instances))
+
+
+def p_index_dunder_in_slicing():
+    class Pos:
+        def __init__(self, v):
+            self.v = v
+        def __index__(self):
+            return self.v
+    p = Pos(1)
+    def f(x):
+        return x[p:], x[:Pos(2)], [10, 20, 30, 40][p], x.narrow(0, 0, p) if hasattr(x, "narrow") else None
+    def mutate(i):
+        p.v = [2, 0, 3][i]
+    return P(f, lambda i: (t(5),), mutate)
+
+
+def p_len_bool_contains_user_object_in_closure():
+    class Bag:
+        def __init__(self):
+            self.items = []
+        def __len__(self):
+            return len(self.items)
+        def __bool__(self):
+            return len(self.items) > 1
+        def __contains__(self, v):
+            return v in self.items
+        def __iter__(self):
+            return iter(self.items)
+    bag = Bag()
+    def f(x):
+        y = x * len(bag)
+        if bag:
+            y = y + 1
+        if 3 in bag:
+            y = y * 3
+        return y + sum(bag), list(bag)
+    def mutate(i):
+        bag.items.append([3, 1, 4][i])
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_getattr_fallback_computes_from_dict():
+    class Cfg:
+        def __init__(self):
+            self.raw = {"scale": 2}
+        def __getattr__(self, name):
+            if name.startswith("double_"):
+                return 2 * getattr(self, name[7:])
+            try:
+                return self.raw[name]
+            except KeyError:
+                raise AttributeError(name)
+    c = Cfg()
+    def f(x):
+        return x * c.scale + c.double_scale, getattr(c, "shift", 0)
+    def mutate(i):
+        if i == 0:
+            c.raw["scale"] = 5
+        elif i == 1:
+            c.raw["shift"] = 7
+        else:
+            c.scale = -1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_module_setattr_override():
+    class Tracked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            object.__setattr__(self, "writes", [])
+            self.lin = torch.nn.Linear(2, 2)
+        def __setattr__(self, name, value):
+            if name != "writes":
+                self.writes.append(name)
+            super().__setattr__(name, value)
+        def forward(self, x):
+            self.last = x.shape[0]
+            self.count = getattr(self, "count", 0) + 1
+            return self.lin(x) * self.count
+    m = Tracked()
+    return P(m, lambda i: (t(i + 1, 2),), state=lambda: (list(m.writes), m.count))
+
+
+def p_getattribute_counting_side_effect():
+    class Counting:
+        def __init__(self):
+            object.__setattr__(self, "reads", 0)
+            object.__setattr__(self, "k", 2)
+        def __getattribute__(self, name):
+            if name == "k":
+                object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+            return object.__getattribute__(self, name)
+    o = Counting()
+    def f(x):
+        a = o.k
+        b = o.k
+        return x * a + b, object.__getattribute__(o, "reads")
+    return P(f, lambda i: (t(2),), state=lambda: object.__getattribute__(o, "reads"))
+
+
+def p_contextmanager_yield_value_and_state():
+    depth = [0]
+    @contextlib.contextmanager
+    def scope(k):
+        depth[0] += 1
+        try:
+            yield k * depth[0]
+        finally:
+            depth[0] -= 1
+    def f(x, k):
+        with scope(k) as a:
+            with scope(a) as b:
+                y = x * b
+        with contextlib.nullcontext(5) as n, contextlib.suppress(KeyError):
+            y = y + n
+            {}["missing"]
+            y = y * 100
+        with contextlib.ExitStack() as st:
+            c = st.enter_context(scope(2))
+            st.callback(depth.append, c)
+            y = y + c
+        return y, a, b, list(depth)
+    return P(f, lambda i: (t(2), i + 1), state=lambda: list(depth))
+
+
+def p_namedtuple_typing_defaults():
+    class Cfg(typing.NamedTuple):
+        scale: float = 2.0
+        shift: int = 0
+        name: str = "c"
+        def apply(self, x):
+            return x * self.scale + self.shift
+    def f(x, cfg):
+        c2 = cfg._replace(shift=cfg.shift + 1)
+        return cfg.apply(x), c2.apply(x), c2, Cfg(), Cfg._field_defaults, cfg._asdict()
+    return P(f, lambda i: (t(2), [Cfg(), Cfg(3.0), Cfg(shift=2, name="z"), Cfg(-1.0, 4)][i]))
+
+
+def p_ordereddict_move_to_end_and_popitem():
+    def f(x, n):
+        od = collections.OrderedDict((f"k{i}", i) for i in range(n + 2))
+        od.move_to_end("k0")
+        od.move_to_end(f"k{n + 1}", last=False)
+        first = od.popitem(last=False)
+        last = od.popitem()
+        return x * len(od), list(od.items()), first, last
+    return P(f, lambda i: (t(2), i + 1))
+
+
+def p_deque_maxlen_returned():
+    hist = collections.deque(maxlen=3)
+    def f(x):
+        hist.append(x.sum().item() > 0)
+        local = collections.deque([1, 2, 3], maxlen=2)
+        local.appendleft(0)
+        local.rotate(1)
+        return x * sum(hist), hist.maxlen, list(local), local
+    return P(f, lambda i: (t(3),), state=lambda: list(hist), calls=5)
+
+
+def p_counter_defaultdict_returned():
+    def f(x, words):
+        c = collections.Counter(words)
+        c.update(["a"])
+        groups = collections.defaultdict(list)
+        for w in words:
+            groups[len(w)].append(w)
+        top = c.most_common(2)
+        return x * c["a"], c, groups, top, dict(groups), sorted(c.elements())
+    return P(f, lambda i: (t(2), [["a", "bb", "a"], ["ccc"], ["a", "a", "dd", "e"], []][i]))
+
+
+def p_heapq_bisect_on_sizes():
+    def f(x, y):
+        sizes = [x.shape[0], y.shape[0], x.shape[0] + y.shape[0], 3]
+        heap = []
+        for s in sizes:
+            heapq.heappush(heap, -s)
+        biggest = -heapq.heappop(heap)
+        small = heapq.nsmallest(2, sizes)
+        srt = sorted(sizes)
+        pos = bisect.bisect_left(srt, 3)
+        bisect.insort(srt, x.shape[0])
+        return x.sum() * biggest + y.sum(), small, pos, srt, heapq.nlargest(1, sizes, key=lambda v: -v)
+    return P(f, lambda i: (t(i + 1), t(4 - i)), dynamic=True)
+
+
+def p_user_eq_hash_in_set_and_dict_keys():
+    class Pt:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+        def __eq__(self, o):
+            return (self.a, self.b) == (o.a, o.b)
+        def __hash__(self):
+            return hash((self.a, self.b))
+    seen = {Pt(1, 2)}
+    weights = {Pt(0, 0): 1.0}
+    def f(x, p):
+        hit = p in seen
+        w = weights.get(p, 0.5)
+        s = {p, Pt(p.a, p.b), Pt(9, 9)}
+        return x * w + hit, hit, len(s)
+    def mutate(i):
+        if i == 0:
+            seen.add(Pt(3, 4))
+        elif i == 1:
+            weights[Pt(3, 4)] = 7.0
+    return P(f, lambda i: (t(2), [Pt(1, 2), Pt(3, 4), Pt(3, 4), Pt(0, 0)][i]), mutate)
+
+
+def p_iter_next_user_iterator_input():
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+        def __iter__(self):
+            return self
+        def __next__(self):
+            if self.n <= 0:
+                raise StopIteration
+            self.n -= 1
+            return self.n
+    def f(x, it):
+        first = next(it, None)
+        rest = list(it)
+        return x * (first or 0) + sum(rest), first, rest, it.n
+    return P(f, lambda i: (t(2), Countdown([3, 0, 5, 1][i])))
+
+
+def p_abc_isinstance_virtual_subclass():
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def go(self, x): ...
+    class Impl(Base):
+        def go(self, x):
+            return x + 1
+    class Plain:
+        def go(self, x):
+            return x - 1
+    objs = [Impl(), Plain()]
+    def f(x):
+        return [o.go(x) if isinstance(o, Base) else o.go(x) * 10 for o in objs], issubclass(Plain, Base)
+    def mutate(i):
+        if i == 1:
+            Base.register(Plain)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_descriptor_set_name_class_level_state():
+    class Counted:
+        def __set_name__(self, owner, name):
+            self.name = name
+            self.hits = 0
+        def __get__(self, obj, objtype=None):
+            self.hits += 1
+            return obj.__dict__.get(self.name, 1) if obj is not None else self
+        def __set__(self, obj, value):
+            obj.__dict__[self.name] = value * 2
+    class M:
+        scale = Counted()
+    m = M()
+    def f(x):
+        a = m.scale
+        m.scale = a + 1
+        return x * m.scale, M.__dict__["scale"].hits
+    return P(f, lambda i: (t(2),), state=lambda: (M.__dict__["scale"].hits, vars(m)))
+
+
+def p_class_attribute_changed_read_via_instance_method():
+    class Layer:
+        mode = "add"
+        k = 1
+        def run(self, x):
+            return x + self.k if self.mode == "add" else x * self.k
+    obj = Layer()
+    def f(x):
+        return obj.run(x), type(obj).mode
+    def mutate(i):
+        if i == 0:
+            Layer.k = 5
+        elif i == 1:
+            Layer.mode = "mul"
+        else:
+            obj.k = -2
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_grad_attr_none_or_tensor_between_calls():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        g = w.grad
+        if g is None:
+            return x * w.detach(), None
+        return x * g, g.sum()
+    def mutate(i):
+        if i == 0:
+            w.grad = torch.ones(3)
+        elif i == 1:
+            w.grad.mul_(3)
+        else:
+            w.grad = None
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_grad_attr_of_input():
+    def f(x):
+        has = x.grad is not None
+        return (x.detach() + x.grad if has else x.detach() * 2), has
+    def inputs(i):
+        x = t(3).requires_grad_()
+        if i % 2:
+            x.grad = torch.full((3,), float(i))
+        return (x,)
+    return P(f, inputs)
+
+
+def p_requires_grad_branch_on_inputs():
+    def f(x, w):
+        if w.requires_grad:
+            out = x * w
+        else:
+            out = x + w
+        return out, out.requires_grad, x.requires_grad
+    def inputs(i):
+        return (t(3), t(3).requires_grad_(i % 2 == 0))
+    return P(f, inputs, aot=True)
+
+
+def p_is_leaf_and_grad_fn_branch():
+    def f(x):
+        if x.is_leaf:
+            y = x * 2
+        else:
+            y = x * 3
+        return y, x.is_leaf, x.grad_fn is None, (y.grad_fn is None)
+    def inputs(i):
+        base = t(3).requires_grad_(i != 3)
+        return (base if i % 2 == 0 else base * 1,)
+    return P(f, inputs)
+
+
+def p_version_counter_read():
+    def f(x):
+        v0 = x._version
+        x.add_(1)
+        v1 = x._version
+        y = x.clone()
+        y.mul_(2)
+        y.mul_(2)
+        return y, v1 - v0, y._version
+    def inputs(i):
+        x = t(3)
+        for _ in range(i):
+            x.add_(0)
+        return (x,)
+    return P(f, inputs)
+
+
+def p_version_of_input_branch():
+    def f(x):
+        if x._version > 1:
+            return x * 10, x._version
+        return x, x._version
+    def inputs(i):
+        x = t(3)
+        for _ in range([0, 3, 1, 5][i]):
+            x.mul_(1)
+        return (x,)
+    return P(f, inputs)
+
+
+def p_data_ptr_and_storage_compare():
+    def f(a, b):
+        shares = a.data_ptr() == b.data_ptr()
+        same_storage = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        nbytes = a.untyped_storage().nbytes()
+        return (a + b if shares else a - b), shares, same_storage, nbytes, a.storage_offset()
+    def inputs(i):
+        base = t(8)
+        return [(base[:4], base[:4]), (base[:4], t(4)), (base[2:6], base[:4]), (base.view(2, 4)[0], base[:4])][i]
+    return P(f, inputs)
+
+
+def p_channels_last_branch():
+    def f(x):
+        if x.is_contiguous(memory_format=torch.channels_last):
+            y = x * 2
+            layout = "cl"
+        elif x.is_contiguous():
+            y = x + 1
+            layout = "c"
+        else:
+            y = x - 1
+            layout = "other"
+        return y, layout, y.stride(), y.is_contiguous()
+    def inputs(i):
+        x = t(2, 3, 4, 5)
+        return [(x,), (x.to(memory_format=torch.channels_last),), (x.transpose(2, 3),),
+                (x.contiguous(memory_format=torch.channels_last),)][i]
+    return P(f, inputs)
+
+
+def p_dim_order_and_strides():
+    def f(x):
+        order = x.dim_order()
+        strides = x.stride()
+        y = x.permute(*order) if order != tuple(range(x.dim())) else x
+        return y.contiguous() * 2, order, strides, x.is_contiguous()
+    def inputs(i):
+        x = t(2, 3, 4)
+        return [(x,), (x.transpose(0, 2),), (x.permute(1, 0, 2),), (x,)][i]
+    return P(f, inputs)
+
+
+def p_stride_branch_on_expanded():
+    def f(x):
+        if 0 in x.stride():
+            return x.contiguous() * 2, x.stride(), x.is_contiguous()
+        return x + 1, x.stride(), x.is_contiguous()
+    def inputs(i):
+        return [(t(1, 3).expand(4, 3),), (t(4, 3),), (t(4, 1).expand(4, 3),), (t(4, 3)[::2],)][i]
+    return P(f, inputs)
+
+
+def p_tensor_attr_dict_and_hooks_state():
+    def f(x):
+        hooks = x._backward_hooks
+        tag = getattr(x, "tag", None)
+        return x * (2 if tag == "a" else 1), tag, hooks is None
+    def inputs(i):
+        x = t(3)
+        if i in (1, 2):
+            x.tag = ["a", "b"][i - 1]
+        return (x,)
+    return P(f, inputs)
+
+
+def p_is_inference_and_is_shared():
+    def f(x):
+        return x + 1, x.is_inference(), x.is_shared(), x.is_pinned() if hasattr(x, "is_pinned") else None
+    def inputs(i):
+        if i % 2:
+            with torch.inference_mode():
+                return (t(3),)
+        return (t(3),)
+    return P(f, inputs)
+
+
+def p_tensor_dtype_device_layout_attrs():
+    def f(x):
+        return (x.float() * 2, x.dtype.is_floating_point, x.dtype.itemsize, x.element_size(), x.layout, x.device.type,
+                x.is_complex(), x.is_floating_point(), x.nbytes, x.itemsize)
+    dts = [torch.float32, torch.int64, torch.float64, torch.int8]
+    return P(f, lambda i: ((t(3) * 10).to(dts[i]),))
+
+
+def p_grad_set_inside_function():
+    w = torch.zeros(3, requires_grad=True)
+    def f(x):
+        if w.grad is None:
+            w.grad = x.clone()
+        else:
+            w.grad += x
+        return w.grad * 2
+    def mutate(i):
+        if i == 1:
+            w.grad = None
+    return P(f, lambda i: (t(3),), mutate, state=lambda: None if w.grad is None else w.grad.clone())
+
+
+def p_torch_function_mode_entered_by_caller():
+    from torch.overrides import TorchFunctionMode
+    seen = []
+    class Shift(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.add or getattr(func, "__name__", "") == "add":
+                seen.append("add")
+                return out + 100
+            return out
+    def f(x):
+        return torch.add(x, 1) * 2
+    return P(f, lambda i: (t(3),), around=lambda i: Shift() if i % 2 else contextlib.nullcontext(),
+             state=lambda: list(seen))
+
+
+def p_dispatch_mode_entered_by_caller():
+    from torch.utils._python_dispatch import TorchDispatchMode
+    ops = []
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+    def f(x):
+        return (x * 2).sin()
+    return P(f, lambda i: (t(3),), around=lambda i: Log() if i in (1, 2) else contextlib.nullcontext(),
+             state=lambda: list(ops))
+
+
+def p_saved_tensors_hooks_entered_by_caller():
+    packed = []
+    def pack(t_):
+        packed.append(tuple(t_.shape))
+        return t_
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        y = (x * w).sin().sum()
+        y.backward()
+        return y.detach(), w.grad.clone()
+    def mutate(i):
+        w.grad = None
+    return P(f, lambda i: (t(3),), mutate, state=lambda: len(packed) > 0,
+             around=lambda i: torch.autograd.graph.saved_tensors_hooks(pack, lambda t_: t_) if i % 2 else contextlib.nullcontext())
+
+
+def p_anomaly_mode_read_inside():
+    def f(x):
+        if torch.is_anomaly_enabled():
+            return x * 2, True
+        return x + 1, False
+    return P(f, lambda i: (t(3),), around=lambda i: torch.autograd.set_detect_anomaly(i % 2 == 1))
+
+
+def p_warnings_filter_error_by_caller():
+    import warnings
+    def f(x):
+        y = x + 1
+        warnings.warn("careful", RuntimeWarning)
+        return y * 2
+    @contextlib.contextmanager
+    def around(i):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if i % 2 else "ignore", RuntimeWarning)
+            yield
+    return P(f, lambda i: (t(3),), around=around)
+
+
+def p_contextvar_set_by_caller():
+    import contextvars
+    scale = contextvars.ContextVar("scale", default=1.0)
+    def f(x):
+        return x * scale.get(), scale.get()
+    def mutate(i):
+        scale.set([2.0, 3.0, 0.5][i])
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_threading_local_read():
+    import threading
+    local = threading.local()
+    local.mode = "a"
+    def f(x):
+        mode = getattr(local, "mode", "none")
+        return (x * 2 if mode == "a" else x - 1), mode
+    def mutate(i):
+        if i == 0:
+            local.mode = "b"
+        elif i == 1:
+            del local.mode
+        else:
+            local.mode = "a"
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_global_itertools_counter_next():
+    counter = itertools.count(10)
+    gen_state = {"g": (k * k for k in range(100))}
+    def f(x):
+        a = next(counter)
+        b = next(gen_state["g"])
+        return x + a + b, a, b
+    return P(f, lambda i: (t(3),), state=lambda: None)
+
+
+def p_os_environ_written_inside():
+    import os
+    key = "EMBER_R4_WRITTEN"
+    def f(x, v):
+        os.environ[key] = str(v)
+        got = int(os.environ[key])
+        os.environ.pop(key)
+        return x * got, key in os.environ
+    return P(f, lambda i: (t(3), i + 2))
+
+
+def p_sys_modules_and_importlib():
+    import importlib
+    import sys
+    def f(x, name):
+        mod = importlib.import_module(name)
+        has = "math" in sys.modules
+        return x * getattr(mod, "pi", 1.0), has, mod.__name__
+    return P(f, lambda i: (t(3), ["math", "cmath", "math", "operator"][i]))
+
+
+def p_globals_dynamic_name():
+    def f(x, name):
+        g = globals()
+        v = g.get(name, 0)
+        return x * (v if isinstance(v, (int, float)) else 1), name in g
+    return P(f, lambda i: (t(3), ["G_SCALE", "NOPE", "G_COUNT", "G_SCALE"][i]))
+
+
+def p_user_number_protocols():
+    class Num:
+        def __init__(self, v):
+            self.v = v
+        def __float__(self):
+            return float(self.v)
+        def __int__(self):
+            return int(self.v)
+        def __index__(self):
+            return int(self.v)
+        def __format__(self, spec):
+            return f"Num<{self.v:{spec}}>"
+        def __repr__(self):
+            return f"Num({self.v})"
+    def f(x, n):
+        a = float(n)
+        b = int(n)
+        c = operator.index(n)
+        s = f"{n:.2f}|{n!r}|{str(n)}"
+        return x * a + b, x[:c], s, torch.zeros(n).shape, list(range(n))
+    return P(f, lambda i: (t(5), Num([2, 3, 1, 4][i])))
+
+
+def p_sequence_protocol_getitem_only():
+    class Seq:
+        def __init__(self, items):
+            self.items = items
+        def __getitem__(self, i):
+            return self.items[i]
+        def __len__(self):
+            return len(self.items)
+    class Bag:
+        def __init__(self, items):
+            self.items = items
+        def __iter__(self):
+            yield from self.items
+        def __reversed__(self):
+            return iter(self.items[::-1] + [0])
+    def f(x, s, b):
+        total = 0
+        for v in s:
+            total += v
+        return x * total, list(reversed(s)), 2 in s, list(b), list(reversed(b)), 3 in b, sorted(b)
+    return P(f, lambda i: (t(2), Seq(list(range(i + 1))), Bag([3, 1, 2][: i + 1])))
+
+
+def p_dict_subclass_missing():
+    class Defaulting(dict):
+        def __missing__(self, key):
+            v = len(key)
+            self[key] = v
+            return v
+    cache = Defaulting()
+    def f(x, k):
+        return x * cache[k], dict(cache), k in cache
+    return P(f, lambda i: (t(2), ["ab", "abc", "ab", "z"][i]), state=lambda: dict(cache))
+
+
+def p_unhashable_and_eq_ne():
+    class V:
+        __hash__ = None
+        def __init__(self, v):
+            self.v = v
+        def __eq__(self, o):
+            return isinstance(o, V) and self.v == o.v
+    def f(x, a, b):
+        r = [a == b, a != b, a in [b], V(1) == 1]
+        try:
+            {a: 1}
+            r.append("hashed")
+        except TypeError as e:
+            r.append(str(e))
+        return x * sum(map(int, r[:4])), r
+    return P(f, lambda i: (t(2), V(i % 2), V(1)))
+
+
+def p_property_with_deleter_and_cached():
+    class Box:
+        def __init__(self):
+            self._v = 1
+            self.log = []
+        @property
+        def v(self):
+            self.log.append("get")
+            return self._v
+        @v.setter
+        def v(self, val):
+            self.log.append("set")
+            self._v = val
+        @v.deleter
+        def v(self):
+            self.log.append("del")
+            self._v = 0
+    b = Box()
+    def f(x, k):
+        b.v = b.v + k
+        out = x * b.v
+        if k > 2:
+            del b.v
+        return out, b.v
+    return P(f, lambda i: (t(2), i + 1), state=lambda: (list(b.log), b._v))
+
+
+def p_conj_and_offset_views_of_inputs():
+    def f(x, y):
+        v = x[1:]
+        return (y + 1, v.storage_offset(), torch.is_conj(x), x.is_neg(), y.storage_offset(),
+                x.resolve_conj() * 2)
+    def inputs(i):
+        c = torch.randn(6, dtype=torch.complex64)
+        base = t(10)
+        return [(c, base[:4]), (c.conj(), base[3:7]), (c._neg_view(), base[:4]), (c, base[6:])][i]
+    return P(f, inputs)
+
+
+def p_inference_tensor_input_branch():
+    def f(x):
+        if x.is_inference():
+            return x.clone() * 2, "inference"
+        return x * 3, "normal"
+    def inputs(i):
+        if i in (1, 2):
+            with torch.inference_mode():
+                return (t(3),)
+        return (t(3),)
+    return P(f, inputs)
+
+
+def p_no_grad_then_inference_mode_by_caller():
+    def f(x):
+        y = x + 1
+        return y, y.is_inference(), torch.is_grad_enabled()
+    ctxs = [torch.no_grad, torch.inference_mode, torch.no_grad, torch.enable_grad]
+    return P(f, lambda i: (t(3),), around=lambda i: ctxs[i]())
+
+
+def p_list_index_count_user_eq():
+    class Tok:
+        def __init__(self, s):
+            self.s = s
+        def __eq__(self, o):
+            return isinstance(o, Tok) and self.s == o.s
+        __hash__ = object.__hash__
+    vocab = [Tok("a"), Tok("b"), Tok("c")]
+    def f(x, tok):
+        idx = vocab.index(tok) if tok in vocab else -1
+        return x * idx, idx, vocab.count(tok), tuple(vocab).count(tok)
+    def mutate(i):
+        if i == 0:
+            vocab.insert(0, Tok("z"))
+    return P(f, lambda i: (t(2), Tok(["b", "c", "q", "a"][i])), mutate)
+
+
+def p_torch_random_generator_state_roundtrip():
+    g = torch.Generator().manual_seed(11)
+    def f(x):
+        state = g.get_state()
+        a = torch.rand(3, generator=g)
+        g.set_state(state)
+        b = torch.rand(3, generator=g)
+        c = torch.normal(0.0, 1.0, (2,), generator=g)
+        return x + a, torch.equal(a, b), c
+    return P(f, lambda i: (t(3),), state=lambda: g.get_state())
+
+
+def p_default_dtype_float64_python_scalars():
+    def f(x, s):
+        y = x * s
+        z = torch.tensor(s)
+        w = torch.as_tensor([s, 2 * s])
+        return y, z, w, z.dtype, torch.empty(0).dtype
+    dts = [torch.float32, torch.float64, torch.float64, torch.float32]
+    return P(f, lambda i: (t(3), 1.5 + i), around=lambda i: _default_dtype(dts[i]))
+
+
+def p_autocast_caller_with_inner_disable():
+    def f(x, w):
+        with torch.autocast("cpu", enabled=False):
+            a = x @ w
+        b = x @ w
+        return a.dtype, b.dtype, a, b.float()
+    on = [True, False, True, True]
+    return P(f, lambda i: (t(2, 2), t(2, 2)),
+             around=lambda i: torch.autocast("cpu", dtype=torch.bfloat16, enabled=on[i]))
+
+
+def p_grad_enabled_by_caller_with_inner_enable_grad():
+    w = torch.randn(3, requires_grad=True)
+    def f(x):
+        with torch.enable_grad():
+            y = x * w
+        z = x * w
+        return y.requires_grad, z.requires_grad, y.detach(), z.detach()
+    modes = [False, True, False, True]
+    return P(f, lambda i: (t(3),), around=lambda i: torch.set_grad_enabled(modes[i]))
+
+
+def p_tensor_grad_version_after_inplace_inside():
+    w = torch.nn.Parameter(torch.ones(3))
+    def f(x):
+        before = w._version
+        with torch.no_grad():
+            w.mul_(2)
+        return x * w, w._version - before
+    return P(f, lambda i: (t(3),), state=lambda: w.detach().clone())
+
+
+def p_weakref_method_and_finalizer_state():
+    class Obj:
+        def scale(self):
+            return 3
+    holder = {"o": Obj()}
+    ref = weakref.WeakMethod(holder["o"].scale)
+    wset = weakref.WeakSet([holder["o"]])
+    def f(x):
+        m = ref()
+        return x * (m() if m is not None else 1), len(wset)
+    def mutate(i):
+        if i == 1:
+            holder.pop("o")
+            import gc
+            gc.collect()
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_generator_passed_in_around_a_break():
+    def f(x, g):
+        a = torch.rand(2, generator=g)
+        if x.sum() > 0:
+            x = x + 1
+        b = torch.rand(2, generator=g)
+        return x + a, b
+    def inputs(i):
+        return (t(2), torch.Generator().manual_seed([1, 2, 1, 3][i]))
+    return P(f, inputs)

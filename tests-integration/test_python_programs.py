@@ -6,7 +6,8 @@ external state changed between calls.
 Each program is built twice from two fresh loads of python_programs.py, so the eager world and
 the compiled world have their own globals, classes and closures. After every call the results,
 the arguments (mutated in place or not), the program's `state()` snapshot and the printed
-output must be equal: ints, bools and strings exactly, tensors with assert_close plus dtype,
+output must be equal (a program's `around(i)`, a context manager, sets the caller's global state,
+a default dtype or grad mode, around call i in both worlds): ints, bools and strings exactly, tensors with assert_close plus dtype,
 shape and requires_grad. An exception raised eagerly must be raised, with the same type and
 message, by the compiled function.
 """
@@ -78,6 +79,8 @@ def same(actual, expected, path="out"):
         assert sorted(map(repr, actual)) == sorted(map(repr, expected)), f"{path}: {actual} != {expected}"
     elif isinstance(expected, (int, str, bytes, type(None), bool, torch.dtype, torch.Size)):
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+    elif isinstance(expected, torch.Generator):
+        same(actual.get_state(), expected.get_state(), f"{path}.get_state()")
     elif isinstance(expected, torch.nn.Module):
         same(dict(actual.state_dict()), dict(expected.state_dict()), f"{path}.state_dict()")
         same(actual.training, expected.training, f"{path}.training")
@@ -95,12 +98,12 @@ def split(inputs):
     return inputs, {}
 
 
-def run_one(fn, inputs, seed):
+def run_one(fn, inputs, seed, around=None):
     args, kwargs = split(inputs)
     torch.manual_seed(seed)
     random.seed(seed)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), (around or contextlib.nullcontext()):
         try:
             result = ("ok", fn(*args, **kwargs))
         except Exception as e:  # noqa: BLE001 -- the eager world's exceptions are part of the answer
@@ -122,10 +125,10 @@ def run_program(name, backend, fullgraph=False, dynamic=None):
         e_inputs = eager.inputs(i)
         torch.manual_seed(1000 + i)
         c_inputs = comp.inputs(i)
-        expected = run_one(eager.fn, e_inputs, seed=i)
+        expected = run_one(eager.fn, e_inputs, seed=i, around=eager.around and eager.around(i))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            actual = run_one(compiled, c_inputs, seed=i)
+            actual = run_one(compiled, c_inputs, seed=i, around=comp.around and comp.around(i))
         where = f"{name}, call {i}"
         same(actual[0], expected[0], f"{where}: result")
         same(actual[1:3], expected[1:3], f"{where}: arguments after the call")

@@ -922,3 +922,186 @@ def test_requires_grad_inside_the_function_is_not_a_graph_op():
     for gm in rec.graphs:
         assert all(n.target != "requires_grad_" for n in gm.graph.nodes), gm.code
     assert any("requires_grad_()" in r.reason for r in stats.breaks)
+
+
+# -- fourth round: global torch state set by the caller -------------------------------------------
+def test_autocast_dtype_entered_by_the_caller_is_guarded():
+    """A trace made under the caller's `autocast(dtype=bfloat16)` was reused under
+    `autocast(dtype=float16)`: only "any autocast on" was guarded, not the devices and dtypes."""
+    def f(x, w):
+        y = torch.mm(x, w)
+        return y, y.dtype, y.float() * 2
+
+    fn, _ = _captured(f)
+    x, w = torch.randn(2, 2), torch.randn(2, 2)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            out, expected = fn(x, w), f(x, w)
+        assert out[0].dtype == expected[0].dtype == dtype
+        assert_same(out, expected)
+
+
+# -- Note [Side effects of a user __getattribute__] -----------------------------------------------
+class _CountingReads:
+    def __init__(self):
+        object.__setattr__(self, "reads", 0)
+        object.__setattr__(self, "k", 2)
+
+    def __getattribute__(self, name):
+        if name == "k":
+            object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+        return object.__getattribute__(self, name)
+
+
+def test_getattribute_that_writes_the_object_runs_once_per_read():
+    """A user `__getattribute__` that counts its reads was run at trace time and then by the
+    guards, never by the compiled code: the count was 5 after one call (eager: 2). Such a read
+    is undone at trace time and is a graph break, run natively once per read."""
+    def f(x, o):
+        a = o.k
+        b = o.k
+        return x * a + b, object.__getattribute__(o, "reads")
+
+    fn, stats = _captured(f)
+    mine, theirs = _CountingReads(), _CountingReads()
+    for _ in range(3):
+        assert_same(fn(torch.ones(2), mine), f(torch.ones(2), theirs))
+        assert object.__getattribute__(mine, "reads") == object.__getattribute__(theirs, "reads")
+    assert any("__getattribute__ changed the object" in r.reason for r in stats.breaks)
+
+
+class _Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+def test_next_with_a_default_on_a_user_iterator():
+    """`next(it, None)` on a user class's iterator returned the default without calling
+    `__next__` (only capture's own iterators were modelled): the default is only for an iterator
+    known to be exhausted; a user `__next__` is traced (without a default) or a graph break."""
+    def f(x, it):
+        first = next(it, None)
+        second = next(it)
+        return x * (first or 0), first, second, it.n
+
+    fn, _ = _captured(f)
+    for n in (3, 5, 2):
+        assert_same(fn(torch.ones(2), _Countdown(n)), f(torch.ones(2), _Countdown(n)))
+    try:
+        f(torch.ones(2), _Countdown(1))
+    except StopIteration:
+        pass
+    else:
+        raise AssertionError("eager raises")
+    try:
+        fn(torch.ones(2), _Countdown(1))
+    except StopIteration:
+        pass
+    else:
+        raise AssertionError("compiled raises too")
+
+
+# -- Note [Tensor state outside the guards] --------------------------------------------------------
+def test_tensor_state_outside_the_guards_is_read_and_guarded():
+    """`x.storage_offset()`, `x.is_conj()`, `x.is_neg()`, `x.is_inference()`, `x.is_shared()`
+    and `x.is_leaf` of an input were answered by the first call's fake and reused for a tensor
+    equal in every guarded property (dtype, sizes, strides, requires_grad) but not in this."""
+    base = torch.randn(8)
+    c = torch.randn(3, dtype=torch.complex64)
+    with torch.inference_mode():
+        inf = torch.ones(2)
+    leaf = torch.ones(2, requires_grad=True)
+    cases = [
+        (lambda x: (x + 1, x.storage_offset(), x[1:].storage_offset()), [base[:4], base[2:6], base[4:]]),
+        (lambda x: (x * 2, x.is_conj(), x.is_neg(), torch.is_conj(x), x[1:].is_conj()),
+         [c, c.conj(), c._neg_view()]),
+        (lambda x: (x + 1, x.is_inference(), torch.is_inference(x)), [torch.ones(2), inf]),
+        (lambda x: (x + 1, x.is_shared()), [torch.ones(2), torch.ones(2).share_memory_()]),
+        (lambda x: (x * 1, x.is_leaf), [leaf, leaf * 1]),
+    ]
+    for f, inputs in cases:
+        fn, _ = _captured(f)
+        for x in inputs + inputs[::-1]:
+            assert_same(fn(x), f(x))
+
+    def made_non_leaf(x):  # in the trace: the fake answers, the input's entry state is guarded
+        a = x.is_leaf
+        x.mul_(leaf)
+        return a, x.is_leaf, x.detach()
+
+    fn, _ = _captured(made_non_leaf)
+    for _ in range(2):
+        assert_same(fn(torch.ones(2)), made_non_leaf(torch.ones(2)))
+
+
+def test_inference_mode_is_global_state():
+    """A trace made under inference mode was reused under no_grad (grad mode off in both), where
+    the tensors it makes are not inference tensors."""
+    def f(x):
+        y = x * 2
+        return y, y.is_inference()
+
+    fn, _ = _captured(f)
+    for ctx in (torch.inference_mode, torch.no_grad, torch.inference_mode):
+        with ctx():
+            assert_same(fn(torch.ones(2)), f(torch.ones(2)))
+
+
+# -- item_equals: `in`, index() and count() match items by equality ------------------------------
+class _ByValue:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _ByValue) and self.v == other.v
+
+    __hash__ = object.__hash__
+
+
+class _Plain:
+    pass
+
+
+def test_membership_index_count_use_the_items_equality():
+    """`a in [b]`, `(b, c).count(a)` and `lst.index(a)` with user objects whose `__eq__` compares
+    values were decided by identity (`a in [b]` was False for two equal objects), or by the
+    trace-time objects' values, unguarded."""
+    def f(x, a, b, c):
+        lst = [b, c]
+        r = [a in lst, a in (b,), lst.count(a), (b, c).count(a), [1, 2, 1].index(1, 1)]
+        try:
+            r.append(lst.index(a))
+        except ValueError:
+            r.append("not found")
+        return x + 1, r
+
+    fn, _ = _captured(f)
+    for i in range(4):
+        args = (torch.ones(2), _ByValue(i % 2), _ByValue(1), _ByValue(i % 3))
+        assert_same(fn(*args), f(*args))
+    p, q = _Plain(), _Plain()
+    for args in [(p, p, q), (q, p, q), (p, q, p)]:
+        assert_same(fn(torch.ones(2), *args), f(torch.ones(2), *args))
+
+
+def test_view_and_storage_identity_queries_of_inputs():
+    """`x._is_view()` of an input was the fake's (never a view) and `x.is_set_to(y)` compared two
+    fakes (never one storage): a view input, or one tensor's alias, read False."""
+    base = torch.randn(8)
+    cases = [
+        (lambda x: (x + 1, x._is_view(), x[1:]._is_view()), [(base,), (base[:8],), (base.clone(),)]),
+        (lambda x, y: (x + 1, x.is_set_to(y)), [(base, base.clone()), (base, base[:]), (base, base.clone())]),
+    ]
+    for f, inputs in cases:
+        fn, _ = _captured(f)
+        for args in inputs:
+            assert_same(fn(*args), f(*args))

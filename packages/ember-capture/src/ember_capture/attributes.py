@@ -109,8 +109,28 @@ def load_attr(fr, o: ObjVar, name: str):
     if getattribute is not object.__getattribute__:
         if o.source is None and isinstance(getattribute, types.FunctionType):
             return tr.inline(fr, ObjVar(getattribute), [o, ConstVar(name)], {})
-        return _native(fr, o, name)  # re-read through the same __getattribute__ by the guard
+        return _pure_native(fr, o, name)  # re-read through the same __getattribute__ by the guard
     return generic_getattr(fr, o, name)
+
+
+def _pure_native(fr, o: ObjVar, name):
+    """Note [Side effects of a user __getattribute__]: a read through a user's
+    ``__getattribute__`` is run natively once at trace time and its answer guarded by reading it
+    again on each call, which is right only while the read changes nothing. One that writes the
+    object's own ``__dict__`` (a read counter, a cache it fills) would be run by the guards, not
+    by the compiled code, a different number of times than in eager: that read is undone (the
+    instance dict restored) and is a graph break, so the instruction runs natively, once per
+    call, as eager runs it."""
+    d = instance_dict(o.value)
+    before = None if d is None else list(d.items())
+    value = _native(fr, o, name)
+    if d is not None and (len(d) != len(before) or any(
+            k2 is not k or d.get(k2, _ABSENT) is not v for (k, v), k2 in zip(before, d))):
+        d.clear()
+        d.update(before)
+        raise Unsupported("side_effect", f"{type(o.value).__qualname__}.__getattribute__ changed the object "
+                                         f"while reading {name!r}")
+    return value
 
 
 def generic_getattr(fr, o: ObjVar, name: str):

@@ -20,7 +20,7 @@ from .calls import call, module_call_impl
 from .config import Unsupported
 from .frame import TracedRaise
 from .ops_build import BINARY_OPS, COMPARE_OPS
-from .protocol import CALLABLE, LEN
+from .protocol import CALLABLE, LEN, describe
 from .queries import STABLE_TEXT, hasattr_var, python_type
 from .sizes import SYM_TYPES, concrete, note_float
 from .tables import registrar
@@ -189,11 +189,16 @@ def _iter(fr, args, kwargs):
 @builtin(next)
 def _next(fr, args, kwargs):
     it = args[0]
-    if isinstance(it, IterVar) and it.more():
-        return it.take()
-    if len(args) > 1:
-        return args[1]
-    raise Unsupported("unsupported_call", "next() on an exhausted or unknown iterator")
+    if isinstance(it, IterVar):
+        if it.more():
+            return it.take()
+        if len(args) > 1:  # the default only for an iterator known to be exhausted
+            return args[1]
+    elif len(args) == 1 and isinstance(it, (ObjVar, NewObjVar)):  # a user class's __next__, traced
+        result = S.call_dunder(fr, it, "__next__", [])
+        if result is not S.NO_DUNDER:
+            return result
+    raise Unsupported("unsupported_call", f"next() on an exhausted or unknown iterator ({describe(it)})")
 
 
 @builtin(list)

@@ -21,6 +21,7 @@ from .library import inlinable_file
 from .amp import model_for as amp_model_for
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
 from .tables import TypeTable
+from .tensor_state import STATE_FUNCTIONS, tensor_state
 from .containers import call_container_method
 from .graph import SliceParts
 from .guards import NO_FORWARD_HOOKS, NO_GLOBAL_HOOKS, NO_OTHER_HOOKS, global_module_hooks
@@ -195,6 +196,9 @@ def torch_call(fr, value, args, kwargs):
     name = getattr(value, "__name__", "")
     if name in TORCH_DENY:
         raise Unsupported("unsupported_call", f"torch.{name} is not traced (global state or data)")
+    state = STATE_FUNCTIONS.get(value) if len(args) == 1 and not kwargs else None
+    if state is not None and isinstance(args[0], TensorVar):  # Note [Tensor state outside the guards]
+        return tensor_state(fr, args[0], state)
     return fr.tr.graph.call("call_function", value, list(args), dict(kwargs))
 
 

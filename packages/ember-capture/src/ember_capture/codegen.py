@@ -305,9 +305,15 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     """Compile the entry function; ``tail`` is the statement that returns the result."""
     lines = ["def __entry(L, args, kwargs):", "    try:"]
     lines += ["        " + g for g in guard_lines] or ["        pass"]
-    # Global state the trace depended on: grad mode, autocast, the default dtype.
-    lines += [f"        if _grad() is not {torch.is_grad_enabled()} or _autocast() is not "
-              f"{torch._C._is_any_autocast_enabled()} or _dtype() is not _default_dtype: return _MISS",
+    # Global state the trace depended on: grad and inference mode, autocast, the default dtype. Under an
+    # autocast the caller entered, which devices it is on and their dtypes too (one check more,
+    # only then: a trace made under bfloat16 autocast is wrong under float16).
+    # With grad off, whether that is inference mode too (tensors made in it are inference
+    # tensors, and is_inference() of them was answered at trace time).
+    amp, grad = torch._C._is_any_autocast_enabled(), torch.is_grad_enabled()
+    inference = "" if grad else f"_inference() is not {torch.is_inference_mode_enabled()} or "
+    lines += [f"        if _grad() is not {grad} or {inference}_autocast() is not {amp} or "
+              f"{'_amp() != _amp_state or ' if amp else ''}_dtype() is not _default_dtype: return _MISS",
               "    except Exception:", "        return _MISS"]
     if compiled is not None:
         lines.append(f"    __o = __compiled({''.join(s + ', ' for s in input_sources)})")
@@ -317,6 +323,7 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     scope = {k: v for k, v in ns.items() if isinstance(k, str)}
     scope.update(_MISS=MISS, _grad=torch.is_grad_enabled, _autocast=torch._C._is_any_autocast_enabled,
                  _dtype=torch.get_default_dtype, _default_dtype=torch.get_default_dtype(),
+                 _amp=autocast_state, _amp_state=autocast_state(), _inference=torch.is_inference_mode_enabled,
                  __compiled=compiled, _setattr=setattr)
     exec(compile(source, "<ember entry>", "exec"), scope)
     entry = scope["__entry"]
@@ -326,9 +333,31 @@ def generate_entry(ns, guard_lines, input_sources, compiled, side_effects, tail:
     return entry
 
 
+def _amp_devices():
+    devices = []
+    for device in ("cpu", "cuda", "xpu", "hpu", "mps", "mtia", "xla", "ipu"):
+        try:
+            torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
+        except (RuntimeError, ValueError, TypeError):
+            continue
+        devices.append(device)
+    return tuple(devices)
+
+
+_AMP_DEVICES = _amp_devices()
+
+
+def autocast_state() -> tuple:
+    """Which devices autocast is on for, with each one's dtype: what a trace made under the
+    caller's autocast depends on."""
+    return tuple((d, torch.get_autocast_dtype(d)) for d in _AMP_DEVICES if torch.is_autocast_enabled(d))
+
+
 # The global state every entry is guarded on, as the recompiles log names it.
 GLOBAL_STATE = {
     "torch.is_grad_enabled()": torch.is_grad_enabled,
+    "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled,
     "torch.is_autocast_enabled()": torch._C._is_any_autocast_enabled,  # on any device
+    "autocast devices and dtypes": autocast_state,
     "torch.get_default_dtype()": torch.get_default_dtype,
 }

@@ -43,7 +43,7 @@ _DATA_METHODS = frozenset({
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__repr__",
     "__str__", "__format__", "data_ptr", "untyped_storage", "storage", "_version", "equal",
     "__array__", "__len__", "__iter__", "backward", "register_hook", "is_nonzero", "allclose",
-    "retain_grad", "record_stream", "share_memory_", "pin_memory",
+    "retain_grad", "record_stream", "share_memory_", "pin_memory", "is_set_to",
 })
 METADATA_TYPES = (int, float, bool, complex, str, type(None), torch.Size, torch.dtype,
                   torch.device, torch.layout, torch.memory_format) + SYM_TYPES

@@ -16,8 +16,8 @@ from .lazy import LazyVar
 from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, describe, getitem, setitem, unpack
 from .tables import TypeTable
 from .semantics import (
-    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, module_entry, mutable_dict, mutable_items,
-    truthy,
+    NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, item_equals, module_entry, mutable_dict,
+    mutable_items, truthy,
 )
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -117,8 +117,7 @@ def _contains_by_iteration(fr, container, item) -> bool:
         if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
             return True
         raise Unsupported("data_dependent", "`in` on tensors compares their values")
-    return any(is_same(item, i) or (isinstance(i, ConstVar) and isinstance(item, ConstVar) and i.value == item.value)
-               for i in items)
+    return any(item_equals(fr, i, item) for i in items)
 
 
 CONTAINS.refuse(*_ITEMLESS)

@@ -20,8 +20,9 @@ from .graph import SliceParts
 from .lazy import LazyVar
 from .protocol import CALL, METHOD, call, call_method, getitem
 from .semantics import concrete, concrete_value, const_key, const_value, copy_dict, dedupe, dict_pairs, from_python, \
-    getattr_var, mutable_dict, mutable_items, unpack
+    getattr_var, item_equals, mutable_dict, mutable_items, unpack
 from .tables import registrar
+from .tensor_state import STATE_METHODS, tensor_state
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
     ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
@@ -36,6 +37,8 @@ METHOD.refuse(NullVar, DictViewVar, IterVar, CellVar, FunctionVar, BoundVar, Met
 def tensor_method(fr, t, name, args, kwargs):
     if name == "requires_grad_":
         return _requires_grad_(t, args, kwargs)
+    if name in STATE_METHODS and not args and not kwargs:  # Note [Tensor state outside the guards]
+        return tensor_state(fr, t, name)
     return fr.tr.graph.call("call_method", name, [t] + list(args), dict(kwargs))
 
 
@@ -100,8 +103,24 @@ def _refuse_input(kind):
     return before_write
 
 
+def _equality_query(name, container):
+    """``index`` and ``count`` of a list or tuple: each item matched as ``in`` matches it
+    (``item_equals``: a user ``__eq__`` is not decided by identity); an index not found is
+    Python's own error, from the constant items."""
+    def query(fr, c, args, kwargs):
+        if kwargs or not args:
+            return _const_query(name, container)(fr, c, args, kwargs)
+        bounds = [const_value(a) for a in args[1:]] + [None, None]
+        positions = range(len(c.items))[slice(bounds[0], bounds[1])]
+        hits = [i for i in positions if item_equals(fr, c.items[i], args[0])]
+        if name == "count":
+            return ConstVar(len(hits))
+        return ConstVar(hits[0]) if hits else _const_query(name, container)(fr, c, args, kwargs)
+    return query
+
+
 # -- list: a list from the inputs is changed and written back (Note [Mutated input lists]) --
-LIST_READS = {"index": _const_query("index", list), "count": _const_query("count", list)}
+LIST_READS = {"index": _equality_query("index", list), "count": _equality_query("count", list)}
 LIST_WRITES = {}  # rules take the list's items
 _list_read, _list_write = registrar(LIST_READS), registrar(LIST_WRITES)
 METHOD.rule(ListVar)(_by_name("list", LIST_READS, LIST_WRITES, lambda fr, lst, name: mutable_items(fr, lst)))
@@ -125,7 +144,7 @@ _list_write("reverse")(lambda fr, items, args, kwargs: items.reverse())
 
 
 # -- tuple -------------------------------------------------------------------------------
-TUPLE_READS = {"index": _const_query("index", tuple), "count": _const_query("count", tuple)}
+TUPLE_READS = {"index": _equality_query("index", tuple), "count": _equality_query("count", tuple)}
 METHOD.rule(TupleVar)(_by_name("tuple", TUPLE_READS, {}, lambda fr, tup, name: tup))
 
 

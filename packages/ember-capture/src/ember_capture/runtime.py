@@ -496,9 +496,9 @@ def failed_guard(entry, L, arg_names=()) -> str:
                     "are one tensor (distinct when traced)")
     for expr, expected in entry.global_state.items():
         got = GLOBAL_STATE[expr]()
-        if got is not expected:
+        if got is not expected and got != expected:
             return f"guard failed: {expr} is {expected} (got {got})"
-    return "guard failed: global state changed (grad mode, autocast or default dtype)"
+    return "guard failed: global state changed (grad or inference mode, autocast or default dtype)"
 
 
 def _explain(part: str, name: str, scope: dict) -> str:

@@ -25,6 +25,7 @@ from .protocol import (  # noqa: F401  (the dispatchers, used through this modul
 )
 from .sizes import SYM_TYPES, concrete, note_float
 from .tables import TypeTable, registrar
+from .tensor_state import STATE_ATTRS, tensor_state_attr
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
     ListVar, MethodVar, NewObjVar, NoOpContextVar, NullVar, ObjVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar,
@@ -34,8 +35,7 @@ from .variables import (
 # Tensor attributes that are metadata (constants under static shapes).
 TENSOR_META_ATTRS = frozenset({
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "layout",
-    "is_leaf", "is_quantized", "is_meta", "is_complex", "itemsize", "names", "is_nested", "is_mkldnn",
-    "is_inference", "is_mps", "is_xpu",
+    "is_quantized", "is_meta", "is_complex", "itemsize", "names", "is_nested", "is_mkldnn", "is_mps", "is_xpu",
 })
 TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 
@@ -239,6 +239,8 @@ GETATTR.refuse(NullVar, IterVar, CellVar, FunctionVar, BoundVar, MethodVar, Part
 def _tensor_attr(fr, t: TensorVar, name):
     if name in TENSOR_META_ATTRS:
         return ConstVar(getattr(t.fake, name))
+    if name in STATE_ATTRS:  # Note [Tensor state outside the guards]
+        return tensor_state_attr(fr, t, name)
     if name in TENSOR_VIEW_ATTRS:
         return fr.tr.graph.call("call_function", getattr, [t, ConstVar(name)], {})
     if name == "grad" and t.source is not None:
@@ -696,6 +698,17 @@ def is_same(a: Var, b: Var) -> bool:
         pin_identity(a)
         pin_identity(b)
     return left is right
+
+
+def item_equals(fr, item: Var, value: Var) -> bool:
+    """Whether a container's ``item`` matches ``value`` as ``in``, ``index`` and ``count`` ask:
+    ``item is value or item == value``, the equality by the operator's own rules (a user class's
+    ``__eq__`` is traced or a graph break: Note [User operators]), not by identity alone."""
+    if is_same(item, value):
+        return True
+    if isinstance(item, ConstVar) and isinstance(value, ConstVar):
+        return bool(item.value == value.value)
+    return truthy(fr, binary(fr, operator.eq, item, value))
 
 
 # The object that ``is`` compares: a real object's own, a tensor's identity (shared by the
