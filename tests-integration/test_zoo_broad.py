@@ -1,0 +1,33 @@
+"""The bench's gpu-broad suite through ember on the CPU at its tiny size (zoo_broad.py): the
+default backend equals eager in inference and in a training step (zoo.TOL, or as close to eager
+float64 as eager float32 is: zoo.within), on two calls with fresh inputs, in one graph (as
+torch.compile captures each), compiled once, with no fallback.
+
+    pytest -m slow tests-integration/test_zoo_broad.py
+
+Slow (C++ compiles and backward of 17 models on 2 cores): runs only when slow tests are asked for
+with `-m slow` (or EMBER_ZOO_DEVICE is set, as test_zoo_hf.py); skipped without the model's
+library (torchvision, timm, transformers).
+"""
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import zoo_broad  # noqa: E402
+from test_zoo_hf import _asked_for_slow  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("phase", ["inference", "training"])
+@pytest.mark.parametrize("name", zoo_broad.NAMES)
+def test_zoo_broad(name, phase, request):
+    if not _asked_for_slow(request.config):
+        pytest.skip("runs with -m slow: C++ compiles and backward of 17 models")
+    if not zoo_broad.available(name):
+        pytest.skip(f"needs {', '.join(zoo_broad.models.MODELS[name].requires)}")
+    check = zoo_broad.run_check(name, phase)
+    assert zoo_broad.within(check, "inductor", phase), check
+    assert (check.graphs, check.breaks, check.recompiles) == (1, [], 0), check
