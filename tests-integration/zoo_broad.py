@@ -43,8 +43,17 @@ def available(name: str) -> bool:
 
 
 def build(name: str, dtype=torch.float32) -> models.Workload:
+    """The tiny workload; a weight matrix initialised to zeros (torchvision's ViT head) gets small
+    random values, or every output would be its bias and every gradient before it 0, whatever
+    the compiled body computed."""
     torch.manual_seed(0)
-    return models.BROAD_TINY[name](CPU, dtype)
+    work = models.BROAD_TINY[name](CPU, dtype)
+    if isinstance(work.fn, torch.nn.Module):
+        with torch.no_grad():
+            for p in work.fn.parameters():
+                if p.dim() > 1 and not p.any():
+                    p.normal_(0, 0.02)
+    return work
 
 
 def _batch(work: models.Workload, phase: str, seed: int, dtype=torch.float32) -> models.Batch:
