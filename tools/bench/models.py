@@ -346,6 +346,243 @@ def _(device, dtype):
     return Workload(_AbortsOnSecondCall(), lambda gen, phase: Batch((_randn(gen, (4,), device, dtype),)))
 
 
+# --------------------------------------------------------------------------- the gpu-broad suite
+
+# Note [broad sizes]: each gpu-broad builder takes `tiny`. Full size is a realistic float32 GPU
+# batch (an H100 step in milliseconds to a few hundred). tiny=True builds the same architecture
+# (the same classes and config class, the same code paths: RoPE, grouped-query attention, shifted
+# windows, squeeze-excitation, ...) at a size a 2-core CPU checks through ember in seconds:
+# images of 64x64 in batches of 2, and Hugging Face configs with a few layers of width 32-64 and a
+# vocabulary of 99. tests-integration/zoo_broad.py checks the tiny builds through ember against
+# eager; tools/tests/test_bench_broad.py checks that each builds and runs an eager step.
+BROAD_TINY: dict[str, Callable[[torch.device, torch.dtype], Workload]] = {}
+
+
+def _broad(name: str, description: str, requires: tuple[str, ...], cost: float):
+    """Registers `build(device, dtype, tiny)` at full size under `name`, and its tiny build in
+    BROAD_TINY."""
+    def deco(build):
+        register(name, description, requires, cost)(lambda device, dtype: build(device, dtype, False))
+        BROAD_TINY[name] = lambda device, dtype: build(device, dtype, True)
+        return build
+
+    return deco
+
+
+_RANDOM_IN_TRAIN = ("StochasticDepth", "DropPath")
+
+
+def _deterministic(model: nn.Module) -> nn.Module:
+    """Every dropout and drop-path probability set to 0 (the note at the top of this module)."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+        elif type(m).__name__ in _RANDOM_IN_TRAIN:
+            for attr in ("p", "drop_prob"):
+                if hasattr(m, attr):
+                    setattr(m, attr, 0.0)
+    return model
+
+
+def _vision(model: nn.Module, batch: int, tiny: bool, device, dtype) -> Workload:
+    """An ImageNet classifier at 224x224, or (tiny) 2 images of 64x64."""
+    size = 64 if tiny else 224
+    return _image_classifier(_deterministic(model), 2 if tiny else batch, size, 1000, device, dtype)
+
+
+def _torchvision(builder: str, batch: int, tiny: bool, device, dtype, **kwargs) -> Workload:
+    import torchvision
+
+    return _vision(getattr(torchvision.models, builder)(weights=None, **kwargs), batch, tiny, device, dtype)
+
+
+def _timm(name: str, batch: int, tiny: bool, device, dtype, **kwargs) -> Workload:
+    import timm
+
+    if tiny and kwargs.pop("sized", False):
+        kwargs["img_size"] = 64
+    kwargs.pop("sized", None)
+    model = timm.create_model(name, pretrained=False, drop_rate=0.0, drop_path_rate=0.0, **kwargs)
+    return _vision(model, batch, tiny, device, dtype)
+
+
+def _hf_config(config_cls: str, full: dict, tiny_overrides: dict, tiny: bool):
+    import transformers
+
+    cfg = getattr(transformers, config_cls)(**(dict(full, **tiny_overrides) if tiny else full))
+    for key, value in list(vars(cfg).items()):  # every dropout / layer-drop probability to 0
+        if "drop" in key and isinstance(value, float):
+            setattr(cfg, key, 0.0)
+    cfg.use_cache = False
+    return cfg
+
+
+def _hf_model(model_cls: str, cfg) -> nn.Module:
+    import transformers
+
+    return _deterministic(getattr(transformers, model_cls)(cfg))
+
+
+# Tiny Hugging Face text configs (Note [broad sizes]): the zoo's sizes (tests-integration/zoo.py).
+_TINY_TEXT = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                  max_position_embeddings=64)
+_TINY_SEQ, _TINY_BATCH = 12, 2
+
+
+def _seq2seq_workload(model: nn.Module, vocab: int, batch: int, src: int, tgt: int, src_kind: str,
+                      device, dtype, feature_shape: tuple = ()) -> Workload:
+    """An encoder-decoder: `input_ids` (or audio `input_features` of `feature_shape`) and
+    `decoder_input_ids` for inference; `labels` for training (the model shifts them into the
+    decoder's inputs and computes its loss)."""
+    model = model.to(device=device, dtype=dtype)
+
+    def make_batch(gen, phase):
+        if src_kind == "ids":
+            kwargs = {"input_ids": _randint(gen, vocab, (batch, src), device)}
+        else:
+            kwargs = {"input_features": _randn(gen, (batch, *feature_shape), device, dtype)}
+        target = _randint(gen, vocab, (batch, tgt), device)
+        kwargs["labels" if phase == "train" else "decoder_input_ids"] = target
+        return Batch(kwargs=kwargs)
+
+    return Workload(model, make_batch, lambda out, b: out.loss)
+
+
+@_broad("mobilenet_v3_large_b64", "torchvision mobilenet_v3_large, batch 64, 224x224", ("torchvision",), 2)
+def _(device, dtype, tiny):
+    return _torchvision("mobilenet_v3_large", 64, tiny, device, dtype)
+
+
+@_broad("efficientnet_b0_b64", "torchvision efficientnet_b0, batch 64, 224x224", ("torchvision",), 2.5)
+def _(device, dtype, tiny):
+    return _torchvision("efficientnet_b0", 64, tiny, device, dtype)
+
+
+@_broad("convnext_tiny_b32", "torchvision convnext_tiny, batch 32, 224x224", ("torchvision",), 2.5)
+def _(device, dtype, tiny):
+    return _torchvision("convnext_tiny", 32, tiny, device, dtype)
+
+
+@_broad("regnet_y_1_6gf_b64", "torchvision regnet_y_1_6gf, batch 64, 224x224", ("torchvision",), 3)
+def _(device, dtype, tiny):
+    return _torchvision("regnet_y_1_6gf", 64, tiny, device, dtype)
+
+
+@_broad("shufflenet_v2_x1_0_b128", "torchvision shufflenet_v2_x1_0, batch 128, 224x224", ("torchvision",), 2)
+def _(device, dtype, tiny):
+    return _torchvision("shufflenet_v2_x1_0", 128, tiny, device, dtype)
+
+
+@_broad("swin_t_b32", "torchvision swin_t, batch 32, 224x224", ("torchvision",), 3)
+def _(device, dtype, tiny):
+    return _torchvision("swin_t", 32, tiny, device, dtype)
+
+
+@_broad("vit_b_16_b32", "torchvision vit_b_16, batch 32, 224x224 (tiny: 64x64)", ("torchvision",), 2.5)
+def _(device, dtype, tiny):
+    return _torchvision("vit_b_16", 32, tiny, device, dtype, image_size=64 if tiny else 224)
+
+
+@_broad("timm_deit_small_b64", "timm deit_small_patch16_224, batch 64, 224x224", ("timm",), 2)
+def _(device, dtype, tiny):
+    return _timm("deit_small_patch16_224", 64, tiny, device, dtype, sized=True)
+
+
+@_broad("timm_mixer_b16_b32", "timm mixer_b16_224 (MLP-Mixer), batch 32, 224x224", ("timm",), 2)
+def _(device, dtype, tiny):
+    return _timm("mixer_b16_224", 32, tiny, device, dtype, sized=True)
+
+
+@_broad("timm_efficientnetv2_s_b32", "timm efficientnetv2_rw_s, batch 32, 224x224", ("timm",), 3)
+def _(device, dtype, tiny):
+    return _timm("efficientnetv2_rw_s", 32, tiny, device, dtype)
+
+
+@_broad("roberta_base_b16_s128", "HF RobertaForMaskedLM (roberta-base config), batch 16, seq 128",
+        ("transformers",), 2)
+def _(device, dtype, tiny):
+    cfg = _hf_config("RobertaConfig", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
+                                           pad_token_id=1), _TINY_TEXT, tiny)
+    batch, seq = (_TINY_BATCH, _TINY_SEQ) if tiny else (16, 128)
+    return _lm_workload(_hf_model("RobertaForMaskedLM", cfg), cfg.vocab_size, batch, seq, device, dtype)
+
+
+@_broad("distilbert_b32_s256", "HF DistilBertForMaskedLM (distilbert-base config), batch 32, seq 256",
+        ("transformers",), 1.5)
+def _(device, dtype, tiny):
+    tiny_cfg = dict(vocab_size=99, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=64)
+    cfg = _hf_config("DistilBertConfig", {}, tiny_cfg, tiny)
+    batch, seq = (_TINY_BATCH, _TINY_SEQ) if tiny else (32, 256)
+    return _lm_workload(_hf_model("DistilBertForMaskedLM", cfg), cfg.vocab_size, batch, seq, device, dtype)
+
+
+@_broad("t5_small_b16_s256", "HF T5ForConditionalGeneration (t5-small config), batch 16, source 256, target 64",
+        ("transformers",), 2.5)
+def _(device, dtype, tiny):
+    tiny_cfg = dict(vocab_size=99, d_model=32, d_kv=16, d_ff=37, num_layers=2, num_heads=2)
+    cfg = _hf_config("T5Config", dict(decoder_start_token_id=0), tiny_cfg, tiny)
+    batch, src, tgt = (_TINY_BATCH, _TINY_SEQ, 6) if tiny else (16, 256, 64)
+    model = _hf_model("T5ForConditionalGeneration", cfg)
+    return _seq2seq_workload(model, cfg.vocab_size, batch, src, tgt, "ids", device, dtype)
+
+
+# A Llama-style decoder (RoPE, RMSNorm, SwiGLU) and a Qwen2 one (the same with biased q/k/v
+# projections and grouped-query attention): 8 and 6 layers of width 1024, a 32000-token vocabulary.
+_DECODER = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_attention_heads=16,
+                max_position_embeddings=2048)
+_TINY_DECODER = dict(_TINY_TEXT, hidden_size=64, num_attention_heads=4)
+
+
+@_broad("llama_l8_d1024_b8_s512", "HF LlamaForCausalLM, 8 layers, dim 1024, 16 heads, batch 8, seq 512",
+        ("transformers",), 3)
+def _(device, dtype, tiny):
+    cfg = _hf_config("LlamaConfig", dict(_DECODER, num_hidden_layers=8, num_key_value_heads=16),
+                     dict(_TINY_DECODER, num_key_value_heads=4), tiny)
+    batch, seq = (_TINY_BATCH, _TINY_SEQ) if tiny else (8, 512)
+    return _lm_workload(_hf_model("LlamaForCausalLM", cfg), cfg.vocab_size, batch, seq, device, dtype)
+
+
+@_broad("qwen2_gqa_l6_d1024_b8_s512",
+        "HF Qwen2ForCausalLM, 6 layers, dim 1024, 16 query / 4 key-value heads, batch 8, seq 512",
+        ("transformers",), 3)
+def _(device, dtype, tiny):
+    cfg = _hf_config("Qwen2Config", dict(_DECODER, num_hidden_layers=6, num_key_value_heads=4),
+                     dict(_TINY_DECODER, num_key_value_heads=2), tiny)
+    batch, seq = (_TINY_BATCH, _TINY_SEQ) if tiny else (8, 512)
+    return _lm_workload(_hf_model("Qwen2ForCausalLM", cfg), cfg.vocab_size, batch, seq, device, dtype)
+
+
+@_broad("hf_vit_base_b32", "HF ViTForImageClassification (vit-base config), batch 32, 224x224",
+        ("transformers",), 2)
+def _(device, dtype, tiny):
+    tiny_cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, image_size=64,
+                    patch_size=16)
+    cfg = _hf_config("ViTConfig", dict(num_labels=1000), tiny_cfg, tiny)
+    model = _hf_model("ViTForImageClassification", cfg).to(device=device, dtype=dtype)
+    batch, size = (2, 64) if tiny else (32, 224)
+
+    def make_batch(gen, phase):
+        x = _randn(gen, (batch, 3, size, size), device, dtype)
+        return Batch(kwargs={"pixel_values": x}, target=_randint(gen, 1000, (batch,), device))
+
+    return Workload(model, make_batch, lambda out, b: F.cross_entropy(_f32(out.logits), b.target))
+
+
+@_broad("whisper_tiny_b8", "HF WhisperForConditionalGeneration (whisper-tiny config), batch 8, 30 s of audio "
+        "(80 x 3000 log-mel), 64 target tokens", ("transformers",), 2.5)
+def _(device, dtype, tiny):
+    full = dict(d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
+                decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536)
+    tiny_cfg = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                    decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, num_mel_bins=8,
+                    max_source_positions=16, max_target_positions=32, decoder_start_token_id=0, pad_token_id=0)
+    cfg = _hf_config("WhisperConfig", full, tiny_cfg, tiny)
+    batch, tgt = (_TINY_BATCH, 6) if tiny else (8, 64)
+    features = (cfg.num_mel_bins, 2 * cfg.max_source_positions)
+    model = _hf_model("WhisperForConditionalGeneration", cfg)
+    return _seq2seq_workload(model, cfg.vocab_size, batch, 0, tgt, "features", device, dtype, features)
+
+
 # --------------------------------------------------------------------------- suites
 
 SUITES: dict[str, tuple[str, ...]] = {
@@ -358,4 +595,5 @@ SUITES: dict[str, tuple[str, ...]] = {
         "softmax_4096x1024", "layer_norm_4096x1024",
     ),
     "tiny": ("tiny_fn", "tiny_mlp"),
+    "gpu-broad": tuple(BROAD_TINY),
 }

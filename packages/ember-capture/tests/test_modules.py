@@ -441,3 +441,35 @@ def test_module_built_on_each_call_is_captured_a_bounded_number_of_times():
             torch.testing.assert_close(captured(x), m(x))
     assert session.instances[Head.forward.__code__] <= 3
     assert len(session.callees) <= 3  # instances are not all kept alive
+
+
+def _named_wrapper(func):
+    """A decorator as libraries write them (transformers' deprecate_kwarg): `self` arrives in
+    *args, and the wrapper reads it there."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        kwargs["scale"] = 3.0 if type(args[0]).__name__.endswith("Wrapped") else 0.0
+        return func(*args, **kwargs)
+    return wrapper
+
+
+class ForwardWrapped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @_named_wrapper
+    def forward(self, x, scale=1.0):
+        return self.lin(x) * scale
+
+
+def test_forward_wrapped_in_a_varargs_decorator():
+    """The compiled module's forward is `wrapper(*args, **kwargs)`: the module is args[0], bound
+    into the *args tuple (it was bound to `args` itself, and `args[0]` subscripted the module)."""
+    check_module(ForwardWrapped, [(r(2, 4),), (r(2, 4),)], graphs=1)
+    m = ForwardWrapped()
+    x = r(2, 4)
+    out = ember_capture.capture(m, Recorder(), ember_capture.CaptureConfig(fullgraph=True))(x, scale=5.0)
+    torch.testing.assert_close(out, m.lin(x) * 3.0)

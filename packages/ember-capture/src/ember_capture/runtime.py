@@ -121,6 +121,9 @@ class FrameState:
             self.bind = _positional_binder(cell_args + len(self.arg_names), None)
         # A module runs eagerly through Module.__call__, so that its hooks run.
         self.is_module = isinstance(self_obj, torch.nn.Module)
+        # Where the bound object lies in the locals: the first parameter, or the first item of
+        # *args for a `wrapper(*args, **kwargs)` (make_binder).
+        self.self_source = "L[0]" if self.code.co_argcount else "L[0][0]"
         self.eager = func if self_obj is None else self_obj if self.is_module else types.MethodType(func, self_obj)
         if cell_args:
             self.eager = _with_cells(func, cell_args)
@@ -224,8 +227,8 @@ class FrameState:
                         lazy_locals=self.origin is not None, shapes=shapes)
             try:
                 if self.is_module:
-                    _guard_no_hooks(tr, self.self_obj)
-                    target = module_call_target(tr, self.self_obj, "L[0]", func)
+                    _guard_no_hooks(tr, self.self_obj, self.self_source)
+                    target = module_call_target(tr, self.self_obj, self.self_source, func)
                     if target is not None:  # the class's __call__ or the instance's forward runs instead
                         return self.delegate_entry(tr, target)
                 plan = tr.run()
@@ -421,13 +424,13 @@ def _guarded_call_entry(tr, tail):
     return entry
 
 
-def _guard_no_hooks(tr, module):
+def _guard_no_hooks(tr, module, source):
     """The captured forward of a module stands for Module.__call__ only while it has no hooks,
     of its own or global (a global backward hook too: Module.__call__ sets it up)."""
     if _has_hooks(module):  # the eager entry made next stands while the hooks do
-        tr.guards.add("L[0]", f"bool({MODULE_HOOKS})", "L[0] has module hooks")
+        tr.guards.add(source, f"bool({MODULE_HOOKS})", f"{source} has module hooks")
     else:
-        tr.guards.add("L[0]", NO_MODULE_HOOKS, "L[0] has no module hooks")
+        tr.guards.add(source, NO_MODULE_HOOKS, f"{source} has no module hooks")
     mod = tr.ns.ref(_module_mod)
     if global_module_hooks():
         tr.guards.add(mod, f"not {NO_GLOBAL_HOOKS}", "global module hooks")
@@ -580,8 +583,14 @@ def make_binder(func, self_obj):
         params.append("**" + varkw)
     if params and params[0] == "/":
         params.pop(0)
-    values = (["_ember_self"] if self_obj is not None else []) + [value_of[n] for n in names[1 if self_obj is not None else 0:]]
-    values += [v for v in (varargs, varkw) if v]
+    # The bound object is the first positional parameter, or, where there is none (a decorator's
+    # `def wrapper(*args, **kwargs)` as a method), the first item of *args.
+    self_named = self_obj is not None and argc > 0
+    values = (["_ember_self"] if self_named else []) + [value_of[n] for n in names[1 if self_named else 0:]]
+    if varargs:
+        values.append(f"(_ember_self,) + {varargs}" if self_obj is not None and not self_named else varargs)
+    if varkw:
+        values.append(varkw)
     arg_names = tuple(names + [v for v in (varargs, varkw) if v])
     if not all(n.isidentifier() for n in arg_names):  # resume functions: called positionally only
         return _positional_binder(len(arg_names), self_obj), arg_names
