@@ -632,3 +632,23 @@ def test_an_input_a_reached_output_leads_to_through_a_zero_derivative_gets_zeros
         assert want_x is not None and got_x is not None, (want_x, got_x)
         torch.testing.assert_close(got_x, want_x, **TOL)
         torch.testing.assert_close(got_w, want_w, **TOL)
+
+
+def test_a_backward_that_asks_for_a_tensors_sizes_compiles():
+    # fuzz seed 50242 with --train: sgn's backward, after a boolean mask across a graph break,
+    # dispatches TorchScript's aten::size(Tensor) -> int[], an op the dispatcher does not know:
+    # asking it for a CompositeImplicitAutograd kernel raised, and the graph ran eagerly
+    def f(a):
+        v = a[a > 0]
+        return (torch.sgn(v) + v * 2,)
+
+    compiled = ember.compile(f)
+    for negatives in (3, 5, 6):
+        grads = []
+        for fn in (f, compiled):
+            x = torch.linspace(-1, 1, 8)
+            x[:negatives] = -1
+            x.requires_grad_()
+            fn(x)[0].sum().backward()
+            grads.append(x.grad)
+        torch.testing.assert_close(grads[1], grads[0], **TOL)
