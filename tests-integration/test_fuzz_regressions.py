@@ -652,3 +652,34 @@ def test_a_backward_that_asks_for_a_tensors_sizes_compiles():
             fn(x)[0].sum().backward()
             grads.append(x.grad)
         torch.testing.assert_close(grads[1], grads[0], **TOL)
+
+
+ALPHA_PAIRS = [(torch.int32, torch.bool), (torch.int8, torch.bool), (torch.bool, torch.bool),
+               (torch.float16, torch.int32), (torch.bfloat16, torch.int8), (torch.int32, torch.float16),
+               (torch.int8, torch.bfloat16), (torch.float16, torch.float16), (torch.float32, torch.int64)]
+
+
+@pytest.mark.parametrize("op", [torch.add, torch.sub, torch.rsub], ids=["add", "sub", "rsub"])
+@pytest.mark.parametrize("alpha", [2, 0.1])
+def test_alpha_scales_in_the_promoted_dtype(op, alpha):
+    # fuzz seed 50473 with --train: torch.add(int32, bool, alpha=2) was int64 (b * alpha was an op
+    # of its own, promoting b with alpha), and a half plus an integer tensor with a float alpha
+    # was float32; ATen converts alpha to the computation's dtype and scales there
+    g = torch.Generator().manual_seed(0)
+    pairs = []
+    for da, db in ALPHA_PAIRS:
+        a, b = (torch.randint(-9, 9, (6,), generator=g).to(d) if not d.is_floating_point
+                else (torch.randn(6, generator=g) * 3).to(d) for d in (da, db))
+        try:
+            op(a, b, alpha=alpha)
+        except RuntimeError:  # bool subtraction, a float alpha with integers
+            continue
+        pairs += [a, b]
+
+    def f(*ts):
+        return tuple(op(ts[k], ts[k + 1], alpha=alpha) for k in range(0, len(ts), 2))
+
+    for got, want in zip(ember.compile(f)(*pairs), f(*pairs)):
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        tol = dict(rtol=1e-2, atol=1e-2) if want.dtype in (torch.float16, torch.bfloat16) else TOL
+        torch.testing.assert_close(got, want, **tol)
