@@ -18,13 +18,18 @@ Seeds from EXTENDED_FROM (20000) also draw from the extended op families (`EXTEN
 unfold/flip/roll/pad/cat views, scatter_reduce/gather/index_put, clamp with tensor bounds,
 integer division of negatives, int/bool/half promotion, reductions over empty dims); earlier
 seeds make the programs they always made. `generate(seed, train=True)` (the driver's --train)
-makes every floating input require grad, so every program is differentiated.
+makes every floating input require grad, so every program is differentiated. Training seeds from
+TRAINING_FROM (70000) also draw from `TRAINING_OPS`: ties and zeros with a flowing gradient,
+in-place writes to saved intermediates (through views of views, detach()), integer paths mixed
+with float ones, expand then reduce, scatter/index_add/index_put with duplicate indices.
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
 copysign, seed 20005); prod's backward at an infinity (eager computes grad * prod / x = NaN,
 torch's formula for fake tensors, which ember traces, the product of the others: seed 13117
-with --train); bfloat16 gradients through cancellations (seed 12058 with --triton).
+with --train); bfloat16 gradients through cancellations (seed 12058 with --triton); hardtanh's
+backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
+tail; ember gives the gradient: seed 70007 with --train).
 
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """
@@ -660,6 +665,8 @@ def select_pool_mask(g: _Gen):
     if r == 2 and size:
         return f"{n} = torch.kthvalue({x}, {g.rng.randrange(1, size + 1)}, {d}).values", [n]
     if r == 3:
+        if t.dim() and t.stride(d) == 0 and size > 1:
+            return None  # eager's median over an expanded dim reads garbage (seed 50118 with --train)
         return f"{n} = {x}.median({d}).values" if t.dim() else f"{n} = {x}.median()", [n]
     if r == 4 and t.dim() in (3, 4) and t.dtype.is_floating_point:
         pool = g.rng.choice(["F.max_pool2d({x}, 2, {st}, {pad})", "F.avg_pool2d({x}, 2, {st}, {pad})",
@@ -805,6 +812,129 @@ def promotion(g: _Gen):
     return None
 
 
+
+# ------------------------------------------------------------------ training op families (--train
+# from TRAINING_FROM): values with ties and zeros whose gradient still flows (a straight-through
+# round: x + (x.round() - x).detach()) fed to ops with their own rule at a tie or at zero (abs,
+# relu, clamp at its bound, maximum of equal values, amax vs max over ties, sort/topk ties, norm
+# and sqrt at zero, where of both branches); in-place writes to intermediates saved for the
+# backward, through views of views, through detach(); integer paths (argmax, indexing) mixed with
+# float ones; expand then reduce; index_add/scatter_add/index_put(accumulate=True) with duplicate
+# indices. Earlier seeds (and programs made without train) keep the programs they always made.
+TRAINING_FROM = 70000
+TRAINING_OPS: list[tuple[float, Callable]] = []
+
+
+def training_op(weight: float):
+    def register(fn):
+        TRAINING_OPS.append((weight, fn))
+        return fn
+    return register
+
+
+def _float(t: torch.Tensor) -> bool:
+    return t.dtype.is_floating_point
+
+
+@training_op(3)
+def ties_and_zeros(g: _Gen):
+    x = g.pick(_float)
+    if x is None:
+        return None
+    t = g.env[x]
+    n, m = g.fresh(), g.fresh()
+    st = f"{n} = {x} + ({x}.round() - {x}).detach()"  # integer values (ties, zeros), gradient 1
+    d = g.dim(t)
+    kd = g.rng.choice(["True", "False"])
+    y = g.pick(lambda u: _float(u) and _bshape(u, t))
+    other = f"{y} + ({y}.round() - {y}).detach()" if y else f"{n}.flip(-1)" if t.dim() else f"{n} * 1"
+    exprs = [f"{n}.abs()", f"{n}.relu()", f"{n}.clamp(0, 1)", f"{n}.clamp(min=0)", f"torch.maximum({n}, {other})",
+             f"torch.minimum({n}, {n}.abs())", f"{n}.amax({d}, keepdim={kd})", f"{n}.amin({d}, keepdim={kd})",
+             f"torch.max({n}, {d}, keepdim={kd}).values", f"{n}.max()", f"{n}.norm()",
+             f"{n}.norm(dim={d}, keepdim={kd})", f"torch.sqrt({n}.relu())", f"torch.where({n} > 0, {n}, {n} * 2)",
+             f"F.hardtanh({n})", f"torch.sort({n}, {d}, stable=True).values", f"F.normalize({n}, dim={d})",
+             f"torch.median({n}, {d}).values" if t.dim() else f"{n}.median()",
+             f"torch.topk({n}, 1, {d}).values" if t.dim() and t.shape[d] else f"{n}.sign()",
+             f"{n}.sign() * {n}", f"torch.cummax({n}, {d}).values" if t.dim() else f"{n}.exp()",
+             f"F.leaky_relu({n}, 0.2)", f"{n}.pow(2).sqrt()", f"torch.dist({n}, {n}.round())"]
+    return f"{st}; {m} = {g.rng.choice(exprs)}", [n, m]
+
+
+@training_op(2)
+def inplace_saved(g: _Gen):
+    """An in-place write to an intermediate that a backward node saved (eager's backward raises
+    where the loss reaches that node), or to one that none saved, through a view of a view or
+    through a detached alias."""
+    x = g.pick(lambda t: _float(t) and t.dim() >= 1 and t.numel() > 0)
+    if x is None:
+        return None
+    t = g.env[x]
+    h, n = g.fresh(), g.fresh()
+    make = g.rng.choice([f"{x}.exp()", f"{x} * 2", f"{x}.sigmoid()", f"{x}.tanh()", f"{x}.clone()", f"{x} + 1"])
+    use = g.rng.choice([f"{h} * {h}", f"{h}.sum({g.dim(t)}, keepdim=True) * 3", f"{h}.cos()", f"{h} @ {h}.mT"
+                        if t.dim() >= 2 else f"{h} * 3", f"{h}.relu()", f"{h}.detach() * 2"])
+    target = g.rng.choice([h, f"{h}[..., :1]", f"{h}.transpose(0, -1)[:1]", f"{h}.view(-1)[1:][::2]",
+                           f"{h}.detach()", f"{h}.unsqueeze(0)[0]", f"{h}.select(0, 0)"])
+    write = g.rng.choice(["mul_(2)", "add_(1)", "zero_()", "clamp_(-1, 1)", "relu_()", f"copy_({x}.mean())",
+                          "sigmoid_()", "neg_()"])
+    order = g.rng.random() < 0.5  # the use before the write (saved, then written) or after
+    stmts = [f"{h} = {make}", f"{n} = {use}", f"{target}.{write}"] if order else \
+        [f"{h} = {make}", f"{target}.{write}", f"{n} = {use}"]
+    return "; ".join(stmts), [h, n]
+
+
+@training_op(2)
+def integer_paths(g: _Gen):
+    x = g.pick(lambda t: _float(t) and t.dim() >= 1 and t.numel() > 0)
+    if x is None:
+        return None
+    t = g.env[x]
+    d = g.dim(t)
+    n = g.fresh()
+    r = g.rng.randrange(6)
+    if r == 0:
+        return f"{n} = torch.gather({x}, {d}, {x}.argmax({d}, keepdim=True))", [n]
+    if r == 1:
+        return f"{n} = {x}.flatten()[{x}.flatten().argmin()] * {x}", [n]
+    if r == 2:
+        return f"{n} = {x}.index_select({d}, {x}.argsort({d}).flatten()[:3] % {t.shape[d]})", [n]
+    if r == 3:
+        return f"{n} = {x} * ({x}.argmax({d}, keepdim=True) == 0) + {x}.long().clamp(-3, 3)", [n]
+    if r == 4:
+        return f"{n} = torch.take_along_dim({x}, {x}.argsort({d}, stable=True), {d}) * {x}.detach()", [n]
+    shape = list(t.shape)
+    return f"{n} = {x}.expand([2] + {shape}).sum({g.rng.choice([0, (0, 1) if t.dim() >= 1 else 0])})", [n]
+
+
+@training_op(2)
+def duplicate_indices(g: _Gen):
+    x = g.pick(lambda t: _float(t) and t.dim() >= 1 and t.numel() > 0)
+    if x is None:
+        return None
+    t = g.env[x]
+    d = g.dim(t)
+    size = t.shape[d]
+    n = g.fresh()
+    dup = [g.rng.randrange(size) for _ in range(size)]  # repeats, some rows never hit
+    src = g.pick(lambda u: u.shape == t.shape and u.dtype == t.dtype) or f"{x}.sin()"
+    seed = g.rng.randrange(99)
+    index = f"torch.randint(0, {size}, {list(t.shape)}, generator=torch.Generator().manual_seed({seed}))"
+    r = g.rng.randrange(5)
+    if r == 0:
+        return f"{n} = {x}.index_add({d}, torch.tensor({dup}), {src})", [n]
+    if r == 1:
+        return f"{n} = torch.scatter_add({x}, {d}, {index}, {src})", [n]
+    if r == 2:
+        rows = [g.rng.randrange(t.shape[0]) for _ in range(4)]
+        val = g.pick(lambda u: _float(u) and _bshape(u, t[0])) or g.scalar()
+        return (f"{n} = {x}.index_put((torch.tensor({rows}),), torch.as_tensor({val}).to({x}.dtype), "
+                f"accumulate=True)"), [n]
+    if r == 3:
+        red = g.rng.choice(["sum", "mean", "amax", "amin", "prod"])
+        return f"{n} = {x}.scatter_reduce({d}, {index}, {src}, '{red}', include_self={g.rng.choice(['True', 'False'])})", [n]
+    return f"{n} = {x}[torch.tensor({dup})] * 2" if d % t.dim() == 0 else f"{n} = {x}.index_select({d}, torch.tensor({dup}))", [n]
+
+
 def _spec(rng: random.Random) -> InputSpec:
     ndim = rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
     zero_ok = rng.random() < 0.1
@@ -835,6 +965,7 @@ def generate(seed: int, train: bool = False) -> Program:
         g.inputs.append(f"a{i}")
     target = rng.randint(5, 15)
     ops = OPS + (EXTENDED_OPS if seed >= EXTENDED_FROM else [])
+    ops += TRAINING_OPS if train and seed >= TRAINING_FROM else []
     weights = [w for w, _ in ops]
     tries = 0
     while len(g.body) < target and tries < 400:
@@ -951,6 +1082,13 @@ def _backward(leaves, out, weights, retain: bool = False, skip_first: bool = Fal
     return True
 
 
+def _backward_error(exc: BaseException) -> bool:
+    """An error eager's engine raises from a node it runs: a saved value written in place since,
+    an op without a derivative."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("modified by an inplace operation" in text or "not implemented" in text)
+
+
 def _grad_problems(c_leaves, e_leaves, seen, when: str = "") -> list:
     return [_close(f"grad of a{i}{when}", c.grad, e.grad, _loosest(GRAD_TOLERANCES, seen))
             for i, (c, e) in enumerate(zip(c_leaves, e_leaves)) if e.requires_grad]
@@ -998,8 +1136,16 @@ def check(program: Program, seed: int, options: dict | None = None, calls: int =
         w = _weights(e_out, in_seed)
         try:
             e_bw = _backward(e_leaves, e_out, w, retain=twice)
-        except Exception:  # noqa: BLE001 - eager cannot differentiate it (say, an int path)
+        except Exception as exc:  # noqa: BLE001 - eager cannot differentiate it (say, an int path)
             e_bw = False
+            if _backward_error(exc):
+                # a saved value written in place, an op without a derivative: ember must raise too
+                try:
+                    _backward(c_leaves, c_out, w, retain=twice)
+                    return Outcome("mismatch", f"call {call}: eager's backward raised, ember's did not: {exc}"[:400])
+                except Exception as c_exc:  # noqa: BLE001 - the expected error
+                    if not _backward_error(c_exc):
+                        return Outcome("crash", f"backward, call {call}: {type(c_exc).__name__}: {str(c_exc)[:300]}")
         if e_bw:
             with warnings.catch_warnings(record=True) as caught2:
                 warnings.simplefilter("always")

@@ -427,3 +427,51 @@ def test_an_unreached_outputs_tangent_is_no_input_and_the_saved_values_are_hande
     (ref_x @ ref_w).tanh().sum().backward()
     torch.testing.assert_close(x.grad, ref_x.grad)
     torch.testing.assert_close(w.grad, ref_w.grad)
+
+
+class _NoGradForY(torch.autograd.Function):
+    # a backward that gives None for an input it has an edge to: eager delivers nothing to y
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * 2 + y.floor()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None
+
+
+def _no_grad_for_y(x, y):
+    return _NoGradForY.apply(x, y)
+
+
+def _zeros_like_constant(t, **kwargs):
+    # floor's backward is zeros_like(grad): decomposed to a constant, as ember_prims does
+    return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+
+
+@pytest.mark.parametrize("body", ["floor", "function_giving_none"])
+def test_an_input_gets_zeros_or_none_as_eager_where_one_output_is_unreached(body):
+    # Note [zero, not None]: the loss reaches only the first output. floor: eager's engine runs
+    # floor's node, x.grad is zeros (the pruned backward did not compute it: made only of the
+    # unreached sin's tangent and a constant). function_giving_none: the Function's node gives y
+    # nothing, y.grad stays None although the Function has an edge to y.
+    g = torch.fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    if body == "floor":
+        first = g.call_function(torch.mul, (g.call_function(torch.floor, (x,)), y))
+    else:
+        first = g.call_function(_no_grad_for_y, (x, y))
+    g.output((first, g.call_function(torch.sin, (y,)), g.call_function(torch.cos, (x,))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    args = [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+    fn = aot(gm, args, fw_compiler=eager_compiler,
+             decompositions={torch.ops.aten.zeros_like.default: _zeros_like_constant})
+    for _ in range(2):
+        want = [t.detach().clone().requires_grad_() for t in args]
+        got = [t.detach().clone().requires_grad_() for t in args]
+        gm(*want)[0].sum().backward()
+        fn(*got)[0].sum().backward()
+        for w, c in zip(want, got):
+            assert (w.grad is None) == (c.grad is None), (w.grad, c.grad)
+            if w.grad is not None:
+                torch.testing.assert_close(c.grad, w.grad)

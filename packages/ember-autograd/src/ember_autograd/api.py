@@ -188,7 +188,7 @@ class AotFunction:
             zeros = [zero_like_meta(z) for z in pruned.zeros]
             taken = [r for k, r in enumerate(real) if k not in pruned.dropped]
             compiled = self.bw_compiler(pruned.gm, _example_inputs(pruned.gm, [*taken, *zeros]))
-            return compiled, pruned.zeros, pruned.kept, pruned.dropped
+            return compiled, pruned.zeros, pruned.kept, pruned.lost, pruned.dropped
         return compile_pruned
 
     def _cache(self):

@@ -175,12 +175,14 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         tangents = [session.tangent(j, graph_outs[k]) for j, k in enumerate(diff)]
         grads: list = [None] * len(grad_inputs)
         poisoned: tuple = ()
+        delivered: dict = {}
         if diff and grad_inputs:
             session.tracer.stack_trace = None  # backward ops take their autograd node's line
-            grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
-                                            [session.grad_leaves[k] for k in grad_inputs], tangents)
+            with _record_delivered([graph_outs[k] for k in diff], delivered):
+                grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
+                                                [session.grad_leaves[k] for k in grad_inputs], tangents)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs])
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs], delivered)
     sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach,
                        "poisoned": poisoned, "grad_mutated": grad_mutated})
     return Traced(session.finish(nodes), sig)
@@ -250,10 +252,40 @@ def _traced_grads(session, outs: list, inputs: list, tangents: list) -> tuple[li
     return list(grads), tuple(poisoned)
 
 
-def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:
+def _autograd_nodes(outputs: list):
+    seen, stack = set(), [getattr(o, "grad_fn", None) for o in outputs]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        yield fn
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+
+
+@contextlib.contextmanager
+def _record_delivered(outputs: list, delivered: dict):
+    """While the traced backward runs: `delivered[node]`, for each autograd node of `outputs`'
+    graph that runs, the positions of its next edges it gave a gradient (not None) to."""
+    def hook(fn):
+        def record(grad_inputs, grad_outputs):
+            delivered.setdefault(fn, set()).update(k for k, g in enumerate(grad_inputs) if g is not None)
+        return record
+
+    handles = [fn.register_hook(hook(fn)) for fn in _autograd_nodes(outputs)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _grad_reach(outputs: list, inputs: list, delivered: dict | None = None) -> tuple[frozenset, ...]:
     """For each of `inputs` (leaves), the positions of the `outputs` whose autograd graph reaches
     it: where eager's engine would accumulate a gradient into it. The traced backward cannot say
-    (a backward that is a constant, round's zeros, depends on no tangent)."""
+    (a backward that is a constant, round's zeros, depends on no tangent). With `delivered`
+    (`_record_delivered`), only the edges the traced backward gave a gradient to are followed
+    (Note [zero, not None], unreached.py)."""
     where = {id(t): j for j, t in enumerate(inputs)}
     reach: list[set] = [set() for _ in inputs]
     for k, out in enumerate(outputs):
@@ -268,7 +300,11 @@ def _grad_reach(outputs: list, inputs: list) -> tuple[frozenset, ...]:
             variable = getattr(fn, "variable", None)
             if variable is not None and id(variable) in where:
                 reach[where[id(variable)]].add(k)
-            stack.extend(next_fn for next_fn, _ in fn.next_functions)
+            edges = fn.next_functions
+            if delivered is not None:
+                given = delivered.get(fn, ())
+                edges = [e for i, e in enumerate(edges) if i in given]
+            stack.extend(next_fn for next_fn, _ in edges)
     return tuple(frozenset(r) for r in reach)
 
 

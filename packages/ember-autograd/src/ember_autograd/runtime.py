@@ -299,24 +299,27 @@ class TrainingRunner:
                 self._pruned[absent] = self._compile_pruned(inputs, absent)
             entry = self._pruned[absent]
             if entry is not None:
-                compiled, zeros, kept, dropped = entry
+                compiled, zeros, kept, lost, dropped = entry
                 _zero_fill(inputs, absent, tangent_meta, dropped)
                 args = [x for k, x in enumerate(inputs) if k not in dropped] if dropped else list(inputs)
                 inputs.clear()
                 args.extend(map(zero_like_meta, zeros))
                 results = iter(call_compiled(compiled, args))
-                return self._unreached_none([next(results) if k else None for k in kept], absent)
+                return self._unreached_none([next(results) if k else None for k in kept], absent, lost)
         _zero_fill(inputs, absent, tangent_meta)
         return self._unreached_none(call_compiled(self.backward_for(inputs), inputs), absent)
 
-    def _unreached_none(self, results: list, absent: tuple[bool, ...]) -> list:
+    def _unreached_none(self, results: list, absent: tuple[bool, ...], lost: Sequence = ()) -> list:
         # an input that no reached output's autograd graph leads to gets None, as in eager, even
-        # where its traced gradient is a constant that depends on no tangent (round's zeros)
+        # where its traced gradient is a constant that depends on no tangent (round's zeros); one
+        # that a reached output leads to gets zeros where the pruned graph did not compute its
+        # gradient, made of absent tangents only (Note [zero, not None], unreached.py)
         reach = self.sig.grad_reach
         if not any(absent) or len(reach) != len(results):
             return results
         present = {i for i, gone in enumerate(absent) if not gone}
-        return [r if reach[j] & present else None for j, r in enumerate(results)]
+        return [(zero_like_meta(lost[j]) if r is None and lost and lost[j] is not None else r)
+                if reach[j] & present else None for j, r in enumerate(results)]
 
     def saved_in_use(self, absent: tuple[bool, ...]) -> set[int] | None:
         """The positions of the backward's inputs that the backward `run_backward(..., absent)`

@@ -202,7 +202,10 @@ _SIZES = (torch.SymInt, torch.SymFloat)
 
 
 def _composite(func) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # an op the dispatcher does not know: TorchScript's aten::size(Tensor) -> int[]
+        return False
 
 
 def _as_decomposer(decompositions):

@@ -19,6 +19,17 @@ A gradient that is a constant (round's backward is zeros: it depends on no tange
 about which outputs reach its input, so the joint trace also records, from the autograd graph,
 which outputs reach each input (`Signature.grad_reach`); the runtime gives None to an input that
 no reached output leads to (fuzz seed 3895).
+
+Note [zero, not None]: the converse holds too. An input that a reached output leads to gets a
+tensor in eager, zeros where every path from the reached outputs has a zero derivative (floor,
+round, a narrow to nothing): eager's engine runs those nodes, and `p.grad is None` checks or an
+optimizer that skips None see the difference. Such a gradient, in the pruned graph, is made only
+of the absent tangents and constants (floor's backward is a constant once decomposed): it is not
+computed, and the runtime gives zeros of its layout to the inputs `grad_reach` says a reached
+output leads to (fuzz seeds 41080 and 41085: a value live across a graph break and unused,
+beside one that reaches the input through floor). `grad_reach` follows only the edges along which
+the traced backward delivered a gradient (a node may give None for an input it has an edge to:
+a custom autograd.Function returning None), as eager's engine delivers them.
 """
 from __future__ import annotations
 
@@ -32,7 +43,11 @@ import torch.fx
 class PrunedBackward:
     gm: torch.fx.GraphModule
     zeros: list  # meta["val"] of each added input, fed a zero tensor of that layout
-    kept: list[bool]  # per output of the original backward: computed (True) or None
+    kept: list[bool]  # per output of the original backward: computed (True) or not
+    # per output not kept: the meta["val"] of a gradient that is zero for these tangents (made of
+    # zeros where a reached output leads to its input, Note [zero, not None]); None for one that
+    # is None in the original backward
+    lost: list
     dropped: frozenset[int]  # positions of the original inputs (absent tangents) the graph no longer takes
 
 
@@ -78,6 +93,7 @@ def prune_unreached(bw: torch.fx.GraphModule, absent: tuple[bool, ...]) -> Prune
             n.replace_input_with(a, zero_inputs[a])
     flat = list(results) if isinstance(results, (tuple, list)) else [results]
     kept = [not (r is None or pure(r)) for r in flat]
+    lost = [None if k or r is None else r.meta.get("val") for r, k in zip(flat, kept)]
     graph.output(tuple(r for r, k in zip(flat, kept) if k))
     graph.eliminate_dead_code()
     # an absent tangent that nothing reads any more is no input at all: the runtime then never
@@ -88,7 +104,7 @@ def prune_unreached(bw: torch.fx.GraphModule, absent: tuple[bool, ...]) -> Prune
         graph.erase_node(placeholders[k])
     gm = torch.fx.GraphModule(bw, graph)
     gm.meta.update(bw.meta)
-    return PrunedBackward(gm, zeros, kept, dropped)
+    return PrunedBackward(gm, zeros, kept, lost, dropped)
 
 
 def zero_like_meta(val: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,10 @@ from ember_prims.decomps import table as _default_table
 
 def has_composite_kernel(op: torch._ops.OpOverload) -> bool:
     """Whether `op` has a CompositeImplicitAutograd kernel (eager breaks it into other ops)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # an op the dispatcher does not know: TorchScript's aten::size(Tensor) -> int[]
+        return False
 
 
 class Decomposer:

@@ -114,29 +114,40 @@ def square(a):
 
 
 # binary ---------------------------------------------------------------------------------------
-def _scaled(b, alpha):
+def _with_alpha(prim, alpha):
+    """`prim(x, alpha * y)` on operands already promoted: ATen
+    converts alpha to the computation's dtype and scales there, so `b * alpha` as an op of its
+    own would promote b with alpha (a bool or int32 b times 2 is int64: torch.add(int32, bool,
+    alpha=2) was int64, fuzz seed 50473 with --train) and round a half b * alpha to half first."""
     if alpha is None or (not isinstance(alpha, torch.Tensor) and alpha == 1):
-        return b
-    return aten.mul.Tensor(b, alpha) if isinstance(b, torch.Tensor) else b * alpha
+        return prim
+
+    def scaled(x, y):
+        if y.dtype == torch.bool:  # alpha converted to bool: alpha and y
+            y = y if alpha else full(y.shape, False, torch.bool, y.device)
+        else:
+            y = P.mul(y, full(y.shape, alpha, y.dtype, y.device))
+        return prim(x, y)
+    return scaled
 
 
 @register(aten.add.Tensor, aten.add.Scalar)
 def add(a, b, alpha=1):
     # ATen computes a + alpha * b in the result dtype, alpha converted to it: for bools that is
-    # a or (alpha and b); `b * 2` would promote b to int64 and make True + 2 * True three
-    if not isinstance(alpha, torch.Tensor) and alpha is not None and torch.result_type(a, b) == torch.bool:
-        alpha = bool(alpha)
-    return elementwise(P.add, a, _scaled(b, alpha))
+    # a or (alpha and b)
+    return elementwise(_with_alpha(P.add, alpha), a, b)
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
 def sub(a, b, alpha=1):
-    return elementwise(P.sub, a, _scaled(b, alpha))
+    return elementwise(_with_alpha(P.sub, alpha), a, b)
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(a, b, alpha=1):
-    return elementwise(lambda x, y: P.sub(y, x), _scaled(a, alpha), b)
+    # b - alpha * a
+    sub_scaled = _with_alpha(P.sub, alpha)
+    return elementwise(lambda x, y: sub_scaled(y, x), a, b)
 
 
 @register(aten.mul.Tensor, aten.mul.Scalar)
