@@ -158,7 +158,7 @@ def _code_without_name(source) -> str:
     return text.replace(f"def {source.name}(", "def _(", 1) + repr(sorted(source.meta.items()))
 
 
-def measure(fn, run_step, workers, processes) -> dict:
+def measure(fn, run_step, workers, processes, cuda: bool = False) -> dict:
     """The phases of one cold first call of `run_step(compiled_fn)` (see the module's doc)."""
     import ember
     from ember_inductor.codegen.triton_launch import TritonLauncher
@@ -168,10 +168,13 @@ def measure(fn, run_step, workers, processes) -> dict:
     record = ember.compile_record(compiled)
     record.listeners.append(clock)
     real_call = TritonLauncher.__call__
-    TritonLauncher.__call__ = _no_launch
+    if not cuda:
+        TritonLauncher.__call__ = _no_launch
     try:
         start = time.perf_counter()
         run_step(compiled)
+        if cuda:
+            torch.cuda.synchronize()
         total = time.perf_counter() - start
     finally:
         TritonLauncher.__call__ = real_call
@@ -227,14 +230,15 @@ def _small(t):
     return t.contiguous()
 
 
-def bench_workload(name: str):
+def bench_workload(name: str, cuda: bool = False):
     """(fn, infer_step, train_step) for a tools/bench model, on small CPU inputs."""
     from bench.models import MODELS
-    w = MODELS[name].build(torch.device("cpu"), torch.float32)
+    w = MODELS[name].build(torch.device("cuda" if cuda else "cpu"), torch.float32)
     batch = w.make_batch(torch.Generator().manual_seed(0), "train")
-    batch.args = tuple(_small(a) for a in batch.args)
-    batch.kwargs = {k: _small(v) for k, v in batch.kwargs.items()}
-    batch.target = _small(batch.target)
+    if not cuda:  # the bench's own inputs on the device
+        batch.args = tuple(_small(a) for a in batch.args)
+        batch.kwargs = {k: _small(v) for k, v in batch.kwargs.items()}
+        batch.target = _small(batch.target)
     infer_kwargs = {k: v for k, v in batch.kwargs.items() if k != "labels"}
 
     def infer(compiled):
@@ -330,18 +334,24 @@ def main() -> None:
                     help="thread (and process) pool sizes for the Triton compile")
     ap.add_argument("--processes", action="store_true", help="also time a process pool")
     ap.add_argument("--no-triton", action="store_true", help="skip Triton's compile (ember's passes only)")
+    ap.add_argument("--cuda", action="store_true",
+                    help="on a GPU: the bench's inputs, kernels compiled and run by ember itself (BuildGroup); "
+                         "`triton+run` is the first call's time outside ember's passes")
     args = ap.parse_args()
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-ct-"))
     import ember
+    if args.cuda:
+        args.no_triton = True
     workers = [] if args.no_triton else args.workers
-    extra = [] if args.no_triton else ["triton.max_kernel", *(f"triton.threads={n}" for n in workers),
-                                       *((f"triton.procs={n}" for n in workers) if args.processes else ())]
+    extra = ["triton.max_kernel", *(f"triton.threads={n}" for n in workers),
+             *((f"triton.procs={n}" for n in workers) if args.processes else ())]
+    extra = ["triton+run"] if args.cuda else [] if args.no_triton else extra
     if args.no_triton:
         global compile_kernels
         compile_kernels = lambda jobs, w, p: {}  # noqa: E731
 
     rows = []
-    cases = [(name, lambda name=name: bench_workload(name)) for name in args.models]
+    cases = [(name, lambda name=name: bench_workload(name, args.cuda)) for name in args.models]
     if args.scaling is not None:
         for kind in args.scaling or ("dense", "transformer"):
             cases += [(f"{kind}x{n}", lambda kind=kind, n=n: synthetic_workload(kind, n)) for n in args.blocks]
@@ -352,7 +362,10 @@ def main() -> None:
             step = infer if phase == "infer" else train
             if step is None:
                 continue
-            row = measure(fn, step, workers, args.processes)
+            row = measure(fn, step, workers, args.processes, args.cuda)
+            if args.cuda:
+                row["triton+run"] = row["first_call"] - sum(row[c] for c in ("capture", "autograd", "lower+fuse",
+                                                                            "codegen"))
             row.update(model=label, phase=phase)
             rows.append(row)
             print(f"# {label} {phase}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in row.items()
