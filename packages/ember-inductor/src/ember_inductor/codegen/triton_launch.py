@@ -120,14 +120,15 @@ class TritonLauncher:
         self._numels = (eval(f"lambda {', '.join(sizevars)}: ({numels})")  # noqa: S307
                         if sizevars else None)
 
-    def warmup(self) -> None:
-        """Compile the heuristic config for the current GPU without launching (mock arguments)."""
+    def warmup(self):
+        """Compile the heuristic config for the current GPU without launching (mock arguments);
+        returns Triton's compiled kernel (a future of it under AsyncCompileMode)."""
         cfg = self.meta["configs"][0]
         dtypes = [0.5 if a.role == "scalar" else a.dtype for a in self.kernel_source.kernel.args]
         hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
         if hints:
             hints = list(self._scalars(hints)[0])
-        self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
+        return self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
