@@ -234,7 +234,7 @@ def bench_workload(name: str, cuda: bool = False):
     """(fn, infer_step, train_step) for a tools/bench model, on small CPU inputs."""
     from bench.models import MODELS
     w = MODELS[name].build(torch.device("cuda" if cuda else "cpu"), torch.float32)
-    batch = w.make_batch(torch.Generator().manual_seed(0), "train")
+    batch = w.make_batch(torch.Generator("cuda" if cuda else "cpu").manual_seed(0), "train")
     if not cuda:  # the bench's own inputs on the device
         batch.args = tuple(_small(a) for a in batch.args)
         batch.kwargs = {k: _small(v) for k, v in batch.kwargs.items()}
