@@ -15,7 +15,8 @@ forward, loss, backward), timed by phase from the compile record (Note [compile 
   triton         Triton's own compile of every generated kernel to a cubin for sm_90 (ptxas ships
                  with Triton): `serial` one after the other, `threads=N` on N threads as
                  BuildGroup does on the device at the first launch, `procs=N` on a pool of N
-                 worker processes started for it (their start included)
+                 worker processes started for it (their start included), `warm_procs=N` on
+                 such a pool started and warmed beforehand (--processes)
 
 The kernels are compiled as BuildGroup compiles them on the device: each launcher's heuristic
 config, its arguments specialized as JITFunction.warmup specializes them (16-byte aligned
@@ -104,6 +105,11 @@ def _init_worker(cache_dir: str) -> None:
     triton.knobs.cache.dir = cache_dir
 
 
+def _compile_into(cache_and_job) -> float:
+    _init_worker(cache_and_job[0])
+    return triton_compile(cache_and_job[1])
+
+
 def compile_kernels(jobs: list, workers: list[int], processes: bool) -> dict:
     """Seconds to compile `jobs`: serially, on threads, on a process pool (started here)."""
     out = {}
@@ -129,6 +135,15 @@ def compile_kernels(jobs: list, workers: list[int], processes: bool) -> dict:
                                      initargs=(cache,)) as pool:
                 list(pool.map(triton_compile, jobs, chunksize=max(1, len(jobs) // (4 * n))))
             out[f"procs={n}"] = time.perf_counter() - start
+            # the same pool started and warmed beforehand (each worker has compiled a kernel
+            # into another cache): what a pool started at the first CUDA compile would give
+            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                                     initargs=(_fresh_triton_cache(),)) as pool:
+                list(pool.map(triton_compile, [jobs[0]] * n))
+                cache = _fresh_triton_cache()
+                start = time.perf_counter()
+                list(pool.map(_compile_into, [(cache, j) for j in jobs], chunksize=max(1, len(jobs) // (4 * n))))
+                out[f"warm_procs={n}"] = time.perf_counter() - start
     return out
 
 
@@ -344,7 +359,7 @@ def main() -> None:
         args.no_triton = True
     workers = [] if args.no_triton else args.workers
     extra = ["triton.max_kernel", *(f"triton.threads={n}" for n in workers),
-             *((f"triton.procs={n}" for n in workers) if args.processes else ())]
+             *((f"triton.{p}procs={n}" for n in workers for p in ("", "warm_")) if args.processes else ())]
     extra = ["triton+run"] if args.cuda else [] if args.no_triton else extra
     if args.no_triton:
         global compile_kernels
