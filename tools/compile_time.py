@@ -34,8 +34,10 @@ the device's host is faster, and compiles on more cores.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import multiprocessing
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -173,7 +175,7 @@ def _code_without_name(source) -> str:
     return text.replace(f"def {source.name}(", "def _(", 1) + repr(sorted(source.meta.items()))
 
 
-def measure(fn, run_step, workers, processes, cuda: bool = False) -> dict:
+def measure(fn, run_step, workers, processes, cuda: bool = False, calls: bool = False) -> dict:
     """The phases of one cold first call of `run_step(compiled_fn)` (see the module's doc)."""
     import ember
     from ember_inductor.codegen.triton_launch import TritonLauncher
@@ -185,9 +187,13 @@ def measure(fn, run_step, workers, processes, cuda: bool = False) -> dict:
     real_call = TritonLauncher.__call__
     if not cuda:
         TritonLauncher.__call__ = _no_launch
+    profile = cProfile.Profile() if calls else None
     try:
         start = time.perf_counter()
-        run_step(compiled)
+        if profile is not None:  # Python calls: a measure of work that a loaded machine does not blur
+            profile.runcall(run_step, compiled)
+        else:
+            run_step(compiled)
         if cuda:
             torch.cuda.synchronize()
         total = time.perf_counter() - start
@@ -216,6 +222,8 @@ def measure(fn, run_step, workers, processes, cuda: bool = False) -> dict:
                      if s.layer == "autograd" and s.stage in ("forward_compile", "backward_compile")),
     }
     row.update({f"inductor.{k}": v for k, v in inductor.items()})
+    if profile is not None:
+        row["kcalls"] = pstats.Stats(profile).total_calls // 1000
     # the device's compiles: per graph, one per distinct launcher (BuildGroup)
     jobs, kernels, unique, cache = [], 0, set(), tempfile.mkdtemp(prefix="ember-ct-src-")
     for g in graphs:
@@ -348,6 +356,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[os.cpu_count() or 1],
                     help="thread (and process) pool sizes for the Triton compile")
     ap.add_argument("--processes", action="store_true", help="also time a process pool")
+    ap.add_argument("--calls", action="store_true",
+                    help="count the first call's Python function calls (kcalls: thousands; cProfile slows it)")
     ap.add_argument("--no-triton", action="store_true", help="skip Triton's compile (ember's passes only)")
     ap.add_argument("--cuda", action="store_true",
                     help="on a GPU: the bench's inputs, kernels compiled and run by ember itself (BuildGroup); "
@@ -361,6 +371,7 @@ def main() -> None:
     extra = ["triton.max_kernel", *(f"triton.threads={n}" for n in workers),
              *((f"triton.{p}procs={n}" for n in workers for p in ("", "warm_")) if args.processes else ())]
     extra = ["triton+run"] if args.cuda else [] if args.no_triton else extra
+    extra = ["kcalls", *extra] if args.calls else extra
     if args.no_triton:
         global compile_kernels
         compile_kernels = lambda jobs, w, p: {}  # noqa: E731
@@ -377,7 +388,7 @@ def main() -> None:
             step = infer if phase == "infer" else train
             if step is None:
                 continue
-            row = measure(fn, step, workers, args.processes, args.cuda)
+            row = measure(fn, step, workers, args.processes, args.cuda, args.calls)
             if args.cuda:
                 row["triton+run"] = row["first_call"] - sum(row[c] for c in ("capture", "autograd", "lower+fuse",
                                                                             "codegen"))
@@ -391,9 +402,9 @@ def main() -> None:
     if args.scaling is not None:
         print("\nseconds per 1000 nodes (nodes: the forward and backward graphs handed to the inductor)\n")
         per = [dict(r, **{c: 1000 * r[c] / max(r["nodes"], 1) for c in
-                          ("first_call", "capture", "autograd", "lower+fuse", "codegen", "triton.serial")
+                          ("first_call", "capture", "autograd", "lower+fuse", "codegen", "triton.serial", "kcalls")
                           if c in r}) for r in rows if "x" in r["model"]]
-        print_table(per, [])
+        print_table(per, ["kcalls"] if args.calls else [])
 
 
 if __name__ == "__main__":
