@@ -75,7 +75,8 @@ def build_launcher_stubs(kernels, pool) -> None:
     per distinct signature) and cached on disk. Those first launches run one by one on the
     wrapper's thread: 28 builds, 9.4 s of densenet121's cold first call on the H200. Here each
     distinct signature's stub is built once on the pool, after the kernels compiled; the first
-    launches then find it in Triton's cache (the cache scope is the same)."""
+    launches then find it in Triton's cache (the cache scope is the same). A stub that fails
+    to build here is built again at its first launch, which raises Triton's error as before."""
     make = getattr(_driver.active, "launcher_cls", None)
     if make is None:
         return
@@ -87,7 +88,16 @@ def build_launcher_stubs(kernels, pool) -> None:
             continue
         key = (repr(list(src.signature.values())), repr(sorted(map(repr, getattr(src, "constants", {}).items()))))
         stubs.setdefault(key, k)
-    list(pool.map(lambda k: make(k.src, k.metadata), stubs.values()))
+    list(pool.map(_build_stub(make), stubs.values()))
+
+
+def _build_stub(make):
+    def build(kernel) -> None:
+        try:
+            make(kernel.src, kernel.metadata)
+        except Exception:  # noqa: BLE001 - only a head start: the first launch builds it again and says why
+            pass
+    return build
 
 
 class TritonLauncher:
