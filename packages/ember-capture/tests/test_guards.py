@@ -581,3 +581,33 @@ def test_class_of_an_identity_guarded_module_assigned_after_the_trace():
     m.a.__class__ = B
     torch.testing.assert_close(f(x), m(x))
     assert len(f._ember_state.entries) == 2
+
+
+def test_guard_code_is_built_in_time_linear_in_the_guarded_sources(monkeypatch):
+    # Guards.lines folds each pinned source's subtree: finding a subtree by scanning every
+    # later source was quadratic (densenet121: ~2,800 sources, 3.9 million prefix tests).
+    from ember_capture import guards
+    calls = [0]
+    real = guards._extends
+
+    def counted(source, prefix):
+        calls[0] += 1
+        return real(source, prefix)
+
+    monkeypatch.setattr(guards, "_extends", counted)
+    model = nn.Sequential(*(nn.Linear(2, 2) for _ in range(150)))
+    rec = Recorder()
+    f = ember_capture.capture(model, rec)
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(f(x), model(x))
+    assert len(rec.graphs) == 1
+    assert 0 < calls[0] < 20_000, calls[0]  # a scan of all later sources: about 400,000
+
+
+def test_later_extensions_are_the_sources_a_prefix_extends():
+    from ember_capture.guards import _extends, _later_extensions
+    sources = ["L['m']", "L['m']._modules['a']", "L['m2']", "L['m']._modules['a'].w", "L['m'][0]",
+               "G['x']", "L['m']._modules['ab']", "L['m']._modules['a'][1]", "L['m']x"]
+    of = _later_extensions(sources)
+    for i, s in enumerate(sources):
+        assert of(i) == [j for j in range(i + 1, len(sources)) if _extends(sources[j], s)]

@@ -221,6 +221,37 @@ def test_second_process_recompiles_nothing_gpu(tmp_path):
     assert before == after, "the second process wrote new cache files (it compiled or re-tuned)"
 
 
+@pytest.mark.gpu
+def test_launcher_stubs_built_with_the_kernels_gpu(tmp_path):
+    """Note [launcher stubs built in parallel]: the group's warm-up builds each signature's C
+    launcher on its pool; the first launches, one by one on this thread, build none."""
+    from ember_inductor.codegen.triton_launch import TritonLauncher
+    from ember_inductor.options import InductorOptions
+    P = ember_prims.ops
+    x, y = torch.randn(300, 500, device="cuda"), torch.randn(300, 500, device="cuda")
+    b = GraphBuilder()
+    xi, yi = b.input(x), b.input(y)
+    b.output(b.call(P.sum.default, b.call(P.sin.default, xi), [0]), b.call(P.add.default, xi, yi),
+             b.call(P.amax.default, b.call(P.mul.default, xi, yi), [1]))
+    cg = compile_graph(b.build(), b.examples, InductorOptions(
+        cache_dir=str(tmp_path), backend="triton", compile_workers=4, combo_kernels=False))
+
+    def stubs():
+        return sorted(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs
+                      if f.startswith("__triton_launcher"))
+    launchers = [v for v in cg._fn.__globals__.values() if isinstance(v, TritonLauncher)]
+    assert len(launchers) >= 2  # a group of one compiles at its launch
+    launchers[0].group.warm()
+    built = stubs()
+    assert built
+    out = cg([x, y])
+    torch.cuda.synchronize()
+    assert stubs() == built  # the first launches found every launcher built
+    torch.testing.assert_close(out[0], torch.sin(x).sum(0), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out[1], x + y)
+    torch.testing.assert_close(out[2], (x * y).amax(1))
+
+
 # ---- benchmark -------------------------------------------------------------------------------
 
 def _bench(fn):

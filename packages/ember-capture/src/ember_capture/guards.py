@@ -6,6 +6,7 @@ handful of attribute checks and one call.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import re
 
@@ -147,10 +148,11 @@ class Guards:
         done = set()
         batches = _Batches(_parents(sources))
         groups = []  # (local, its read, checks left in place, folded subtree lines or None, tensor, source)
+        subtree_of = _later_extensions(sources)
         for i, source in enumerate(sources):
             if i in done:
                 continue
-            subtree = [j for j in range(i + 1, len(sources)) if _extends(sources[j], source)]
+            subtree = subtree_of(i)
             folded = [source] + [sources[j] for j in subtree]
             read = self.rewrite(source, allowed=lambda k, i=i: k < i)
             if not all(self._foldable(s, keep) for s in folded):
@@ -346,6 +348,26 @@ def _parents(sources) -> set:
             if source[pos] in ".[" and source[:pos] in known:
                 out.add(source[:pos])
     return out
+
+
+def _later_extensions(sources: list[str]):
+    """i -> the positions j > i (ascending) of the sources that extend sources[i]. The sources
+    extending a prefix are neighbours in sorted order, so each lookup reads only those: a scan
+    of every later source for each one was quadratic (densenet121's ~2,800 sources: 3.9 million
+    `_extends` calls, 2.6 s of a cold first call on the H200's host)."""
+    order = sorted(range(len(sources)), key=sources.__getitem__)
+    keys = [sources[k] for k in order]
+
+    def of(i: int) -> list[int]:
+        prefix, out = sources[i], []
+        pos = bisect.bisect_right(keys, prefix)
+        while pos < len(keys) and keys[pos].startswith(prefix):
+            if order[pos] > i and _extends(keys[pos], prefix):
+                out.append(order[pos])
+            pos += 1
+        return sorted(out)
+
+    return of
 
 
 def _extends(source: str, prefix: str) -> bool:
