@@ -196,16 +196,19 @@ class Wide(torch.nn.Module):
         return x
 
 
-def _reserved_peak(step, calls=4):
+def _peaks(step, calls=4):
+    """(reserved, allocated) peak growth over `calls` steps, in bytes. An eager step's reserved
+    growth can read 0 (an earlier test left free cached segments it fits in): the eager
+    reference is its allocated growth."""
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_reserved()
+    reserved, allocated = torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
     for _ in range(calls):
         step()
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_reserved() - base
+    return torch.cuda.max_memory_reserved() - reserved, torch.cuda.max_memory_allocated() - allocated
 
 
 def test_training_pair_reserves_about_what_eager_does():
@@ -214,10 +217,10 @@ def test_training_pair_reserves_about_what_eager_does():
     # pool and the reserved peak was eager's twice over (a GPT-2 step: 8.1 GB against 4.3)
     model = Wide().cuda()
     x = torch.randn(16384, 256, device="cuda")  # 16 MiB an activation, 8 layers saved
-    eager = _reserved_peak(lambda: model(x).sum().backward())
+    _, eager = _peaks(lambda: model(x).sum().backward())
     f = ember.compile(model, mode="reduce-overhead")
-    compiled = _reserved_peak(lambda: f(x).sum().backward())
-    assert compiled <= 1.35 * eager, (compiled / 2**20, eager / 2**20)
+    compiled, _ = _peaks(lambda: f(x).sum().backward())
+    assert eager > 200 * 2**20 and compiled <= 1.5 * eager, (compiled / 2**20, eager / 2**20)
     model.zero_grad()
     f(x).sum().backward()
     got = [p.grad.clone() for p in model.parameters()]
@@ -267,10 +270,10 @@ def test_saved_values_released_to_the_backward_reuse_their_memory():
 
     model = Big()
     x = torch.randn(16384, 256, device="cuda")
-    eager = _reserved_peak(lambda: model(x).square().sum().backward())
+    _, eager = _peaks(lambda: model(x).square().sum().backward())
     f = ember.compile(model, mode="reduce-overhead")
-    compiled = _reserved_peak(lambda: f(x).square().sum().backward(), calls=5)
-    assert compiled <= 1.25 * eager, (compiled / 2**20, eager / 2**20)
+    _, compiled = _peaks(lambda: f(x).square().sum().backward(), calls=5)
+    assert eager > 200 * 2**20 and compiled <= 1.25 * eager, (compiled / 2**20, eager / 2**20)
     model.w.grad = None
     f(x).square().sum().backward()
     got = model.w.grad.clone()
