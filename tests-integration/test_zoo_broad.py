@@ -22,13 +22,13 @@ pytestmark = pytest.mark.slow
 
 # Training steps where ember's default backend (C++ on the CPU) is further from eager float64 than
 # eager float32 is (zoo_broad.py prints the numbers; capture alone and aot_eager are right, so the
-# difference is in the inductor's path), found when the suite was added (2026-11-27) and not fixed
-# yet: float64 errors ember / eager.
+# difference is in the inductor's path). Found when the suite was added (2026-11-27); mobilenet_v3
+# and regnet_y were batch norm's float32 sums (Note [batch-norm sums in double on the CPU] in
+# ember_prims/decomps/norms.py) and pass now. Not strict: shufflenet's remaining difference sits in
+# gradients near zero, and ViT's passed in one run after that change, unexplained.
 WRONG_TRAINING = {
-    "mobilenet_v3_large_b64": "7.5e-2 / 1.4e-5 on the 2nd input only, from features.6 (5x5 depthwise conv, BN)",
-    "regnet_y_1_6gf_b64": "4.8e-1 / 8.8e-2 (batch norm over 8 values per channel in the last stage)",
-    "shufflenet_v2_x1_0_b128": "2.7e-2 / 3.0e-4 on the 2nd input only; right with stage4 compiled alone",
-    "vit_b_16_b32": "3.2 / 1.9e-6 (inference right: 1.2e-6; torchvision's nn.MultiheadAttention blocks)",
+    "shufflenet_v2_x1_0_b128": "9.2e-3 / 3.0e-4 after batch norm's double sums (2.7e-2 before)",
+    "vit_b_16_b32": "3.2 / 1.9e-6 once (inference right: 1.2e-6; torchvision's nn.MultiheadAttention blocks)",
 }
 
 
@@ -40,7 +40,7 @@ def test_zoo_broad(name, phase, request):
     if not zoo_broad.available(name):
         pytest.skip(f"needs {', '.join(zoo_broad.models.MODELS[name].requires)}")
     if phase == "training" and name in WRONG_TRAINING:
-        request.applymarker(pytest.mark.xfail(reason=WRONG_TRAINING[name], strict=True))
+        request.applymarker(pytest.mark.xfail(reason=WRONG_TRAINING[name], strict=False))
     check = zoo_broad.run_check(name, phase)
     assert zoo_broad.within(check, "inductor", phase), check
     assert (check.graphs, check.breaks, check.recompiles) == (1, [], 0), check

@@ -207,3 +207,20 @@ def test_an_op_the_dispatcher_does_not_know_has_no_decomposition():
     # seed 50242 with --train); the decomposer must answer None, not raise
     for op in (torch.ops.aten.size.default, torch.ops.aten.stride.default):
         assert ember_prims.Decomposer()(op) is None
+
+
+def test_cpu_float32_batch_norm_sums_in_double():
+    # Note [batch-norm sums in double on the CPU]: as ATen's CPU kernels (acc_type), so that a
+    # model whose batch norms see few values per channel (shufflenet_v2 and mobilenet_v3 at small
+    # images) is as close to a float64 run as eager; float32 sums were 100x further (gpu-broad
+    # suite, tests-integration/zoo_broad.py). Forward statistics and the backward's sums.
+    def run(x, g, b, w):
+        x = x.detach().requires_grad_()
+        y = F.batch_norm(x, None, None, g, b, training=True)
+        return (y, *torch.autograd.grad((y * w).sum(), (x,)))
+
+    x, g, b, w = torch.randn(2, 3, 2, 2), torch.randn(3), torch.randn(3), torch.randn(2, 3, 2, 2)
+    pg = _check(run, x, g, b, w, atol=1e-4, rtol=1e-4)
+    reductions = [n for n in pg.graph.nodes if n.op == "call_function" and "sum" in str(n.target)]
+    assert reductions and all(n.meta["val"].dtype == torch.float64 for n in reductions), \
+        [(n.target, n.meta["val"].dtype) for n in reductions]

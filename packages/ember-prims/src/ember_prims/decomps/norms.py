@@ -109,9 +109,21 @@ def _shifted_mean_rstd(x, dims, eps):
     return mean, var, rstd, P.sub(x, broadcast_to(mean, x.shape))
 
 
+def _bn_acc(a):
+    """Note [batch-norm sums in double on the CPU]: ATen's CPU batch norm accumulates a float32
+    input's statistics and its backward's sums in double (acc_type on the CPU), and a model
+    whose batch norms see few values per channel (shufflenet, mobilenet at small images: 8
+    values in the last stage) amplifies float32 sums' rounding to 100x eager's distance from a
+    float64 run. Here as there: double on the CPU, the accumulation type on the GPU (ATen's
+    CUDA kernels accumulate float32 in float32)."""
+    if a.device.type == "cpu" and a.dtype == torch.float32:
+        return torch.float64
+    return opmath(a.dtype)
+
+
 def _bn_train(a, weight, bias, eps):
     dims = _bn_dims(a)
-    x = convert(a, opmath(a.dtype))
+    x = convert(a, _bn_acc(a))
     stats = _shifted_mean_rstd if all(a.shape[d] > 0 for d in dims) else _mean_rstd
     mean, var, rstd, d = stats(x, dims, eps)
     y = _affine(P.mul(d, broadcast_to(rstd, x.shape)), weight, bias, [1])
@@ -202,7 +214,7 @@ def _native_batch_norm_legit_no_training(a, weight, bias, running_mean, running_
 @register(aten.native_batch_norm_backward.default)
 def native_batch_norm_backward(grad, a, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
                                output_mask):
-    acc = opmath(a.dtype)
+    acc = _bn_acc(a)  # Note [batch-norm sums in double on the CPU]
     x, g = convert(a, acc), convert(grad, acc)
     dims = _bn_dims(a)
     if train:
