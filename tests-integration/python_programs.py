@@ -5812,14 +5812,21 @@ def _num_threads(n):
         torch.set_num_threads(old)
 
 
+# torch.backends' flags refuse plain assignment once torch.testing's common_utils has been imported
+# in the process (disable_global_flags); its flags() context managers allow it
+_ALLOW_FLAGS = getattr(torch.backends, "__allow_nonbracketed_mutation", contextlib.nullcontext)
+
+
 @contextlib.contextmanager
 def _flag(obj, name, value):
     old = getattr(obj, name)
-    setattr(obj, name, value)
+    with _ALLOW_FLAGS():
+        setattr(obj, name, value)
     try:
         yield
     finally:
-        setattr(obj, name, old)
+        with _ALLOW_FLAGS():
+            setattr(obj, name, old)
 
 
 def p_default_dtype_set_by_caller():
