@@ -5783,33 +5783,26 @@ def p_module_parameters_iterated_and_changed():
 # == fourth round: global torch state set by the caller, Python state read inside, object =========
 # -- protocols, tensor-attached Python state (grad, version, layout, storage) ----------------------
 @contextlib.contextmanager
+def _caller_sets(get, set_, value):
+    """Global state the caller sets around a call (through its setter), restored after it."""
+    old = get()
+    set_(value)
+    try:
+        yield
+    finally:
+        set_(old)
+
+
 def _default_dtype(dtype):
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
+    return _caller_sets(torch.get_default_dtype, torch.set_default_dtype, dtype)
 
 
-@contextlib.contextmanager
 def _deterministic(flag):
-    old = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(flag)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(old)
+    return _caller_sets(torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms, flag)
 
 
-@contextlib.contextmanager
 def _num_threads(n):
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+    return _caller_sets(torch.get_num_threads, torch.set_num_threads, n)
 
 
 # torch.backends' flags refuse plain assignment once torch.testing's common_utils has been imported
@@ -5817,16 +5810,11 @@ def _num_threads(n):
 _ALLOW_FLAGS = getattr(torch.backends, "__allow_nonbracketed_mutation", contextlib.nullcontext)
 
 
-@contextlib.contextmanager
 def _flag(obj, name, value):
-    old = getattr(obj, name)
-    with _ALLOW_FLAGS():
-        setattr(obj, name, value)
-    try:
-        yield
-    finally:
+    def set_(v):
         with _ALLOW_FLAGS():
-            setattr(obj, name, old)
+            setattr(obj, name, v)
+    return _caller_sets(lambda: getattr(obj, name), set_, value)
 
 
 def p_default_dtype_set_by_caller():
