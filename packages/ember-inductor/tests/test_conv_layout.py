@@ -8,6 +8,7 @@ in another order for each layout).
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -126,12 +127,43 @@ def test_invalid_conv_layout_is_a_clear_error():
 def test_auto_chooses_channels_last_on_both_backends(tmp_path):
     # batch norm decomposes on CUDA too now (Note [vendor batch norm]): nothing copies back
     gm, b, inputs = _build("cpu")
+    laid_out = f"{channels_last_strides((2, 4, 6, 5))})"
     for backend in ("cpp", "triton"):
         cg = compile_graph(gm, b.examples, InductorOptions(cache_dir=str(tmp_path), backend=backend))
-        assert "as_strided" in cg.source, cg.source
+        assert laid_out in cg.source, cg.source
     preserve = compile_graph(gm, b.examples, InductorOptions(cache_dir=str(tmp_path), backend="triton",
                                                               conv_layout="preserve"))
-    assert "as_strided" not in preserve.source, preserve.source
+    assert laid_out not in preserve.source and "as_strided" not in preserve.source, preserve.source
+
+
+@pytest.mark.parametrize("backend,device", BACKENDS)
+def test_weights_reach_the_library_channels_last_and_buffers_need_no_view(backend, device, tmp_path):
+    """Note [channels-last weights]: the 3x3 weight is copied channels-last by a kernel of the
+    graph (the library would convert it on every call); Note [allocated as read]: the buffers
+    the convolution reads are allocated in the layout it reads them in, so no `as_strided`."""
+    gm, b, inputs = _build(device)
+    cg = compile_graph(gm, b.examples, _options(backend, tmp_path))
+    assert f"(8, 4, 3, 3), {channels_last_strides((8, 4, 3, 3))})" in cg.source, cg.source
+    assert "as_strided" not in cg.source, cg.source
+    _check_values(cg, inputs)
+
+
+def test_one_by_one_and_depthwise_weights_are_not_copied(tmp_path):
+    """A 1x1 or depthwise weight is the same memory channels-last: nothing to copy."""
+    x = torch.randn(2, 4, 6, 5)
+    w1, wd = torch.randn(4, 4, 1, 1), torch.randn(4, 1, 3, 3)
+    b = GraphBuilder()
+    nx, n1, nd = b.input(x), b.input(w1), b.input(wd)
+    pre = b.call(P.mul.default, nx, nx)
+    one = b.call(aten.convolution.default, pre, n1, *CONV[:1], [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    dw = b.call(aten.convolution.default, one, nd, *CONV[:-1], 4)
+    b.output(b.call(P.mul.default, dw, dw))
+    cg = compile_graph(b.build(), b.examples, _options("cpp", tmp_path))
+    assert cg.source.count("kernel") == 2, cg.source  # the two multiplications, no weight copy
+    fresh = [torch.randn_like(x), w1, wd]
+    want = aten.convolution.default(aten.convolution.default(fresh[0] * fresh[0], w1, *CONV[:1], [1, 1], [0, 0],
+                                                             [1, 1], False, [0, 0], 1), wd, *CONV[:-1], 4)
+    torch.testing.assert_close(cg(fresh)[0], want * want, rtol=1e-4, atol=1e-4)
 
 
 def test_fit_reads_an_equivalent_layout_without_copying():
@@ -210,3 +242,40 @@ def test_lowering_lays_out_what_the_plan_says(options):
     assert planned.outputs[1].strides == channels_last_strides((2, 4, 6, 5))
     default = lower_graph(gm, b.examples, options)
     assert default.outputs[1].strides == (120, 30, 5, 1)
+
+
+@pytest.mark.gpu
+def test_convolutions_go_straight_to_cudnn_with_the_callers_flags(tmp_path):
+    """Note [convolutions straight to cuDNN]: the wrapper calls cuDNN's convolution itself, with
+    the flags read on every call; with cuDNN disabled it calls aten.convolution. Each way gives
+    eager's result."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    gm, b, inputs = _build("cuda")
+    cg = compile_graph(gm, b.examples, _options("triton", tmp_path))
+    assert re.search(r"fit\(conv\d+\(buf", cg.source), cg.source
+    flags = [dict(), dict(benchmark=True), dict(deterministic=True), dict(enabled=False),
+             dict(allow_tf32=False)]
+    for f in flags:
+        with torch.backends.cudnn.flags(**{**dict(enabled=True, benchmark=False, deterministic=False,
+                                                  allow_tf32=False), **f}):
+            _check_values(cg, inputs)
+
+
+@pytest.mark.parametrize("batch,device,want", [(1, "cpu", True), (1, "cuda", False), (32, "cuda", True)])
+def test_auto_on_cuda_chooses_channels_last_by_the_convolutions_size(batch, device, want):
+    """Note [channels-last by the convolutions' size]: a 64->64 3x3 convolution at 56x56 is 0.23
+    GFLOP at batch 1 (host-bound on a GPU: eager's layout) and 7.4 at batch 32 (channels-last);
+    on the CPU channels-last at any size. Fake tensors: no GPU needed to plan."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ember_inductor.layout import plan_layouts
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(batch, 64, 56, 56, device=device)
+        w = torch.empty(64, 64, 3, 3, device=device)
+    b = GraphBuilder()
+    nx, nw = b.input(x), b.input(w)
+    b.output(b.call(aten.convolution.default, nx, nw, *CONV))
+    gm = b.build()
+    assert plan_layouts(gm, "auto").channels_last is want
+    assert plan_layouts(gm, "channels_last").channels_last is True
+    assert plan_layouts(gm, "preserve").channels_last is False

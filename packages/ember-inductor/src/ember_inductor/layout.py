@@ -12,6 +12,7 @@ the plan (`LoweringContext.layout`) and holds no layout policy of its own; the w
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,8 +31,9 @@ from ember_inductor.sizes import as_sizes, is_static, product
 #     order, and every consumer reads that one buffer. A convolution's activation result (its
 #     output; the input gradient of its backward) is then channels-last too (the wrapper's
 #     `fit` copies if a library ever answers otherwise), and the kernels after it (batch norm,
-#     ReLU, the residual add) read it through its strides. Weights stay as they are: the
-#     library converts them, and their gradients keep the recorded layout.
+#     ReLU, the residual add) read it through its strides. A convolution's weight is handed to
+#     the library channels-last too (Note [channels-last weights]); weight gradients keep the
+#     recorded layout.
 #     A graph output keeps its recorded layout (a copy where a channels-last buffer would
 #     escape), except the outputs saved for the backward (Note [saved outputs]): those leave
 #     channels-last, and ember_autograd compiles the backward for the layouts it receives.
@@ -41,6 +43,17 @@ from ember_inductor.sizes import as_sizes, is_static, product
 #     Batch norm now decomposes (Note [vendor batch norm]), and its per-channel statistics over
 #     channels-last memory are column reductions, split in two kernels when the rows are few
 #     (Note [split reductions]).
+#
+# Note [channels-last weights]
+#     Given a channels-last activation, cuDNN and oneDNN convert an (O, I, kh, kw) weight to
+#     channels-last themselves, on every call: in ATen a `contiguous(channels_last)` (an
+#     allocation and a copy kernel, ~25 µs of host). resnet50 b32's inference made 17 such copies
+#     per call on the H100/H200 (the 3x3 and 7x7 weights; a 1x1 or depthwise weight is the same
+#     memory in both layouts), 0.5 ms of its 4.6 ms of host time (torch.profiler, 2026-11-28).
+#     The plan now relays the weight as it relays the activation: the copy is an ordinary
+#     kernel of the graph, launched by the wrapper's fast path, and horizontal fusion may put
+#     several in one launch. Weights are never cached across calls (an in-place change through
+#     `.data` bumps no version counter, so a cache could not tell it was stale).
 #
 # Note [saved outputs]
 #     The contract with ember_autograd: a training forward's output node carries
@@ -53,6 +66,10 @@ from ember_inductor.sizes import as_sizes, is_static, product
 CONV_ACTIVATION_ARGS = {
     torch.ops.aten.convolution.default: (0,),                 # input
     torch.ops.aten.convolution_backward.default: (0, 1),      # grad_output, input
+}
+CONV_WEIGHT_ARG = {  # Note [channels-last weights]
+    torch.ops.aten.convolution.default: 1,
+    torch.ops.aten.convolution_backward.default: 2,
 }
 
 # Externs whose result layout does not depend on their operands' strides (a fresh contiguous
@@ -88,6 +105,14 @@ class LayoutPlan:
         return ()
 
     @staticmethod
+    def relaid_weight(op, args) -> int | None:
+        """The position of a relaid convolution's 4-D weight (Note [channels-last weights])."""
+        i = CONV_WEIGHT_ARG.get(op)
+        if i is not None and isinstance(args[i], IRNode) and len(args[i].sizes) == 4:
+            return i
+        return None
+
+    @staticmethod
     def relaid_strides(value: IRNode) -> tuple:
         """The strides of a relaid convolution operand: channels-last."""
         return channels_last_strides(value.sizes)
@@ -118,14 +143,34 @@ class LayoutPlan:
         return self.saved_from is not None and position >= self.saved_from
 
 
+# Note [channels-last by the convolutions' size]
+#     Channels-last saves GPU time in the convolutions (cuDNN's NHWC kernels) and costs host time
+#     (the weights' copies, the graph's input and outputs relaid). On the GPU a small
+#     convolution's host work (~40 µs through ATen and cuDNN) dwarfs its GPU time, so at batch 1
+#     the saving is not there to take: resnet50 b1 inference on the H200 took 3.19 ms a call
+#     channels-last against 2.72 ms in eager's layout (one process, interleaved, 2026-11-28),
+#     while at batch 32 channels-last was the faster (3.96 against 4.28 ms, the GPU busy
+#     2.5 ms against 3.3). So `conv_layout="auto"` on CUDA chooses channels-last only when the
+#     graph's 2-D convolutions average at least CHANNELS_LAST_MIN_FLOPS each (resnet50: 0.15
+#     GFLOP at batch 1, 5 GFLOP at batch 32); a size it cannot read (symbolic) counts as large.
+#     On the CPU, oneDNN gains from channels-last at every size measured: always.
+CHANNELS_LAST_MIN_FLOPS = 1e9
+
+
 def plan_layouts(gm: fx.GraphModule, conv_layout: str) -> LayoutPlan:
-    """The layout plan of a prims-level graph. `conv_layout` (InductorOptions): "auto" and
-    "channels_last" lay out 2-D convolutions' activations channels-last if the graph has any;
+    """The layout plan of a prims-level graph. `conv_layout` (InductorOptions): "channels_last"
+    lays out 2-D convolutions' activations channels-last if the graph has any; "auto" too, but on
+    CUDA only for large enough convolutions (Note [channels-last by the convolutions' size]);
     "preserve" keeps every recorded layout."""
     output = gm.graph.output_node()
     saved = output.meta.get(SAVED_OUTPUTS)
-    return LayoutPlan(channels_last=conv_layout in ("auto", "channels_last") and _has_conv_2d(gm),
-                      saved_from=saved)
+    convs = _conv_2d_flops(gm)
+    if conv_layout == "auto" and convs is not None and convs[0] == "cuda":
+        flops = convs[1]
+        channels_last = None in flops or sum(flops) / len(flops) >= CHANNELS_LAST_MIN_FLOPS
+    else:
+        channels_last = conv_layout in ("auto", "channels_last") and convs is not None
+    return LayoutPlan(channels_last=channels_last, saved_from=saved)
 
 
 def channels_last_strides(sizes) -> tuple[int, ...]:
@@ -145,10 +190,30 @@ def _above_one(n) -> bool:
     return not is_static(n) or int(n) > 1
 
 
-def _has_conv_2d(gm: fx.GraphModule) -> bool:
+def _conv_2d_flops(gm: fx.GraphModule) -> tuple | None:
+    """(device type, [FLOPs of each 2-D convolution or its backward, None where a size is
+    symbolic]), or None without any."""
+    device, flops = None, []
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in CONV_ACTIVATION_ARGS:
             val = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
             if isinstance(val, torch.Tensor) and val.dim() == 4:
-                return True
-    return False
+                device = device or val.device.type
+                flops.append(_flops(n))
+    return (device, flops) if flops else None
+
+
+def _flops(n: fx.Node) -> float | None:
+    """2 x output elements x (input channels / groups) x kernel area, of a convolution (its
+    backward: of the forward it differentiates); None if a size is not a plain int."""
+    if n.target is torch.ops.aten.convolution.default:
+        out, weight = n.meta.get("val"), n.args[1]
+    else:  # convolution_backward(grad_output, input, weight, ...): grad_output is the forward's output
+        out, weight = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None, n.args[2]
+    w = weight.meta.get("val") if isinstance(weight, fx.Node) else None
+    if not isinstance(out, torch.Tensor) or not isinstance(w, torch.Tensor):
+        return None
+    sizes = (*out.shape, *w.shape)
+    if not all(type(d) is int for d in sizes):  # a symbolic size
+        return None
+    return 2.0 * math.prod(out.shape) * w.shape[1] * w.shape[2] * w.shape[3]

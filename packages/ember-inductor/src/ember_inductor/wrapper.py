@@ -37,6 +37,7 @@ class WrapperWriter:
         self.templates: dict = {}  # (dtype, device) -> the name of its template tensor
         self.arena: dict = {}  # buffer name -> its slot in `_hs` (Note [host scalar arena])
         self.arena_stale = False  # a C++ kernel wrote a slot since the last `_hsv = _hs.tolist()`
+        self.alloc_as: dict = {}  # buffer name -> the layout it is allocated in (Note [allocated as read])
 
     def sizes(self, values) -> str:
         """A tuple of sizes as source; the symbols it names are recorded for binding."""
@@ -122,6 +123,7 @@ def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, orig
         w.base_layout[c.name] = c.layout
     w.namespace.update(launchers)
     w.arena = _host_scalar_arena(lowered, planned, launchers, origins)
+    w.alloc_as = _allocated_as_read(lowered, planned)
     if w.arena:
         w.emit(f"_hs = {w.template(torch.float32, torch.device('cpu'))}.new_empty_strided(({len(w.arena)},), (1,)); "
                "_hsp = _hs.data_ptr()")
@@ -203,6 +205,13 @@ def _emit_allocs(w: WrapperWriter, allocs) -> None:
         w.base_layout[a.name] = (a.sizes, a.strides, 0)
         if a.name in w.arena:  # a slot of `_hs` (Note [host scalar arena])
             continue
+        read_as = w.alloc_as.get(a.name)
+        if read_as is not None and not a.alias and not a.reuse and _same_storage(a.sizes, a.strides, *read_as[:2]):
+            # Note [allocated as read]
+            w.base_layout[a.name] = read_as
+            w.emit(f"{a.name} = {w.template(a.dtype, a.device)}.new_empty_strided({w.sizes(read_as[0])}, "
+                   f"{w.sizes(read_as[1])})")
+            continue
         if a.alias:  # Note [mutated inputs written in place]: the kernel writes the input
             w.emit(f"{a.name} = {a.alias}")
         elif a.reuse:
@@ -211,6 +220,39 @@ def _emit_allocs(w: WrapperWriter, allocs) -> None:
         else:
             w.emit(f"{a.name} = {w.template(a.dtype, a.device)}.new_empty_strided({w.sizes(a.sizes)}, "
                    f"{w.sizes(a.strides)})")
+
+
+# Note [allocated as read]
+#     A kernel writes a buffer in its own order (channels-last activations: (N, H, W, C),
+#     contiguous) and the library call after it reads the same memory as a permuted view
+#     ((N, C, H, W) with channels-last strides). Kernels address a buffer from its storage's
+#     start and never read the tensor's shape, so a buffer whose every view read by an extern
+#     op or returned is one such permutation of it is allocated in that view's sizes and
+#     strides: the reader gets the buffer itself, not an `as_strided` made on every call
+#     (54 per resnet50 call).
+def _allocated_as_read(lowered, planned) -> dict:
+    """name -> the (sizes, strides, 0) layout every view of that buffer is read in, for the
+    buffers read through exactly one layout other than their own."""
+    seen: dict = {}
+    leaves = [o for o in lowered.outputs if isinstance(o, Buffer)]
+    for ps in planned:
+        if isinstance(ps.step, ExternCall):
+            leaves += [b for b in torch.utils._pytree.tree_leaves((ps.step.args, ps.step.kwargs))
+                       if isinstance(b, Buffer)]
+    for b in leaves:
+        seen.setdefault(b.name, set()).add(b.layout if getattr(b, "is_view", False) else None)
+    return {name: next(iter(layouts)) for name, layouts in seen.items()
+            if len(layouts) == 1 and None not in layouts and next(iter(layouts))[2] == 0}
+
+
+def _same_storage(sizes, strides, view_sizes, view_strides) -> bool:
+    """Static layouts that are permutations of each other over the same dense memory."""
+    values = (*sizes, *strides, *view_sizes, *view_strides)
+    if not all(isinstance(v, int) or (isinstance(v, sympy.Integer)) for v in values):
+        return False
+    pairs = sorted((int(n), int(st)) for n, st in zip(sizes, strides) if int(n) != 1)
+    view_pairs = sorted((int(n), int(st)) for n, st in zip(view_sizes, view_strides) if int(n) != 1)
+    return pairs == view_pairs and math.prod(int(n) for n in sizes) == math.prod(int(n) for n in view_sizes)
 
 
 def _emit_launch(w: WrapperWriter, name: str, launchers: dict, origins: dict) -> None:
@@ -321,9 +363,12 @@ def relayout_input(t, sizes, strides):
 def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
     if call.in_place:  # Note [an extern's operand written in place] (planner.py)
         op = w.const("op", in_place_externs()[call.op])
+    elif _cudnn_direct(call):  # Note [convolutions straight to cuDNN]
+        op = w.const("conv", cudnn_convolution)
     else:
         op = w.const("op", call.op)
-    if not call.in_place and isinstance(call.op, torch._ops.OpOverload) and hasattr(call.op, "_op"):
+    if not call.in_place and op.startswith("op") and isinstance(call.op, torch._ops.OpOverload) \
+            and hasattr(call.op, "_op"):
         # OpOverload.__call__ is `return self._op(*args, **kwargs)`: calling the C++ entry
         # point skips a Python frame per extern call (~0.7 µs; a hundred per BERT call)
         op += "._op"
@@ -346,6 +391,50 @@ def _emit_extern(w: WrapperWriter, call: ExternCall) -> None:
             w.emit(f"{out.name} = fit({call.name}[{out.item}], {w.sizes(out.sizes)}, {w.sizes(out.strides)})")
             w.base_layout[out.name] = out.layout
     w.emit(f"del {call.name}")
+
+
+# Note [convolutions straight to cuDNN]
+#     `aten.convolution` reaches cuDNN through two dispatcher layers (`convolution`,
+#     `_convolution`), whose argument checks and backend choice cost ~10 µs of host per call under
+#     torch.profiler (resnet50: 53 convolutions a call, and a host-bound model at batch 32). For a
+#     2-D CUDA convolution that `_convolution` would send to cuDNN anyway (not transposed, no
+#     bias, not depthwise, float16/bfloat16/float32, 32-bit indexable), the wrapper calls
+#     `aten.cudnn_convolution` itself with the flags `_convolution` would pass, read on every
+#     call (cuDNN enabled, benchmark, deterministic (cuDNN's or torch's), TF32); with cuDNN
+#     disabled it calls `aten.convolution` as before. The same library call, the same result.
+_CUDNN_CONV = torch.ops.aten.cudnn_convolution.default._op
+_ATEN_CONV = torch.ops.aten.convolution.default._op
+_cudnn_enabled = torch._C._get_cudnn_enabled
+_cudnn_benchmark = torch._C._get_cudnn_benchmark
+_cudnn_deterministic = torch._C._get_cudnn_deterministic
+_deterministic_algorithms = torch._C._get_deterministic_algorithms
+_cudnn_tf32 = torch._C._get_cudnn_allow_tf32
+
+
+def cudnn_convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """`aten.convolution` of a call `_cudnn_direct` accepted (Note [convolutions straight to cuDNN])."""
+    if _cudnn_enabled():
+        return _CUDNN_CONV(x, weight, padding, stride, dilation, groups, _cudnn_benchmark(),
+                           _cudnn_deterministic() or _deterministic_algorithms(), _cudnn_tf32())
+    return _ATEN_CONV(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+def _cudnn_direct(call: ExternCall) -> bool:
+    if call.op is not torch.ops.aten.convolution.default or call.kwargs or len(call.args) != 9:
+        return False
+    x, weight, bias, _, _, _, transposed, _, groups = call.args
+    out = call.outputs[0] if len(call.outputs) == 1 else None
+    if (transposed or bias is not None or not isinstance(x, Buffer) or not isinstance(weight, Buffer)
+            or out is None or len(x.sizes) != 4 or torch.device(out.device).type != "cuda"
+            or out.dtype not in (torch.float32, torch.float16, torch.bfloat16)
+            or not torch.backends.cudnn.is_available()):
+        return False
+    sizes = (*x.sizes, *weight.sizes, *out.sizes)
+    if not all(isinstance(n, (int, sympy.Integer)) for n in sizes) or not isinstance(groups, int):
+        return False
+    if groups != 1 and int(weight.sizes[1]) == 1:  # depthwise: ATen may choose its own kernel
+        return False
+    return max(math.prod(int(n) for n in b.sizes) for b in (x, weight, out)) < 2**31
 
 
 # Note [aligned attention bias]: CUDA's memory-efficient attention kernel (ATen's

@@ -158,6 +158,9 @@ class LoweringContext:
             args = list(args)
             for i in relaid:
                 args[i] = self.relaid_as(args[i], self.layout.relaid_strides(args[i]), node.name)
+            w = self.layout.relaid_weight(op, args)
+            if w is not None:  # Note [channels-last weights]
+                args[w] = self.realize_as(args[w], self.layout.relaid_strides(args[w]), node.name)
         def realize_arg(a):
             if isinstance(a, Buffer) and any(_negative(st) for st in a.strides):  # torch views cannot flip
                 a = Pointwise(a.sizes, a.dtype, a.device, a.load, node.name)
