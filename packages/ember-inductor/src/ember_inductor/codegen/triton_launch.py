@@ -84,7 +84,7 @@ class BuildGroup:
             return
         try:
             with triton_cache_dir(self.cache_dir):
-                self.stats = self._precompile(target, pool)
+                self.stats = self.precompile(target, pool)
                 with _counting_compiles(self.stats):
                     if THREADED_COMPILE:
                         with ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
@@ -102,7 +102,7 @@ class BuildGroup:
             raise BuildError(f"Triton failed to compile a kernel of this graph: {e}") from e
         log.debug("Triton build of %d kernels: %s", len(self.launchers), self.stats)
 
-    def _precompile(self, target, pool) -> dict:
+    def precompile(self, target=None, pool=None) -> dict:
         """The worker processes' part (never raises: what they do not compile is compiled next)."""
         try:
             target = target or _driver.active.get_current_target()
