@@ -30,6 +30,7 @@ training script without a main guard would run again) and, with it, torch.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -149,6 +150,9 @@ class _Worker:
             self.proc.wait(2)
         except Exception:  # noqa: BLE001 - it did not end in time
             self.kill()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _loads(body: bytes):
@@ -220,6 +224,10 @@ class CompilePool:
             return answers
 
     def close(self) -> None:
+        """End the workers: each ends at the end of its input (after the job it runs, if any)."""
+        for w in self.workers:
+            with contextlib.suppress(OSError):
+                w.proc.stdin.close()
         for w in self.workers:
             w.close()
         self.workers = []
