@@ -58,6 +58,7 @@ def _requests(launchers):
             for launcher in launchers]
 
 
+@pytest.mark.slow
 def test_workers_compile_what_this_process_looks_up(tmp_path, monkeypatch):
     launchers = _launchers(tmp_path)
     pool = triton_pool.CompilePool(2)
@@ -105,6 +106,7 @@ def test_a_failed_worker_leaves_the_kernel_to_this_process(tmp_path):
         assert _compile_here(requests) == {"hits": 0, "misses": n}
 
 
+@pytest.mark.slow
 def test_a_kernel_that_fails_to_compile_fails_in_this_process(tmp_path):
     source = ("import triton.language as tl\n\n@jit\ndef bad(x, BLOCK: tl.constexpr):\n"
               "    i = tl.arange(0, BLOCK)\n    tl.store(x + i, tl.load(x + i) + undefined_name)\n")
