@@ -116,7 +116,7 @@ class _Worker:
         try:
             _protocol.write_frame(self.proc.stdin, job)
             answer = self._read(timeout)
-        except (OSError, ValueError, EOFError):
+        except Exception:  # noqa: BLE001 - a broken pipe, a frame that does not unpickle
             answer = None
         if answer is None:
             self.kill()
