@@ -144,10 +144,10 @@ class _Worker:
         except Exception:  # noqa: BLE001 - already gone
             pass
 
-    def close(self) -> None:
+    def close(self, wait: float = 2.0) -> None:
         try:
             self.proc.stdin.close()  # the worker ends at the end of its input
-            self.proc.wait(2)
+            self.proc.wait(wait)
         except Exception:  # noqa: BLE001 - it did not end in time
             self.kill()
         for pipe in (self.proc.stdin, self.proc.stdout):
@@ -228,8 +228,9 @@ class CompilePool:
         for w in self.workers:
             with contextlib.suppress(OSError):
                 w.proc.stdin.close()
+        deadline = time.monotonic() + 2.0  # then those still compiling are killed
         for w in self.workers:
-            w.close()
+            w.close(max(0.0, deadline - time.monotonic()))
         self.workers = []
 
 
