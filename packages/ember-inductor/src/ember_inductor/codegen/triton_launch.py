@@ -66,11 +66,12 @@ class BuildGroup:
 
     def add(self, launcher: TritonLauncher) -> None:
         self.launchers.append(launcher)
-        if len(self.launchers) == 2 and self.workers >= 2 and torch.cuda.is_initialized():
-            # a GPU graph of several kernels: the worker processes start now and are ready,
-            # their Triton loaded, by its first launch
+        n = len(self.launchers)
+        if n >= 2 and n & (n - 1) == 0 and self.workers >= 2 and torch.cuda.is_initialized():
+            # a GPU graph of n kernels (2, 4, 8, ...): as many worker processes start now, and
+            # are ready, their Triton loaded, by its first launch
             try:
-                prestart(self.workers, _driver.active.get_current_target())
+                prestart(self.workers, n, _driver.active.get_current_target())
             except Exception as e:  # noqa: BLE001 - they start at the first launch instead
                 log.debug("Triton compile workers not started ahead: %s", e)
 

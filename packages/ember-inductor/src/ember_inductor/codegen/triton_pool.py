@@ -251,15 +251,15 @@ def get_pool(size: int) -> CompilePool | None:
     return _pool
 
 
-def prestart(workers: int, target) -> None:
-    """Start the process's pool ahead of its first use (a GPU graph of several kernels was just
-    built: its first launch compiles them); never raises."""
+def prestart(workers: int, n: int, target) -> None:
+    """Start `n` of the process's pool of `workers` ahead of their first use (a GPU graph of at
+    least `n` kernels is being built: its first launch compiles them); never raises."""
     global _pool_error
     pool = get_pool(workers)
     if pool is None:
         return
     try:
-        pool.start((target.backend, target.arch, target.warp_size))
+        pool.start((target.backend, target.arch, target.warp_size), n)
     except OSError as e:
         _pool_error = f"Triton's compile worker could not start: {e}"
 
