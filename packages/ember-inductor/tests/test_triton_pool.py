@@ -145,6 +145,8 @@ def test_first_launch_compiles_in_workers_then_hits_gpu(tmp_path):
              b.call(P.amax.default, b.call(P.exp.default, s), [0]), b.call(P.cos.default, yi))
     cg = compile_graph(b.build(), b.examples, InductorOptions(
         cache_dir=str(tmp_path), backend="triton", compile_workers=4, combo_kernels=False))
+    # the build started workers (one per kernel so far, 2, 4, ...): they load Triton meanwhile
+    assert sum(w.proc.poll() is None for w in triton_pool._pool.workers) >= 2
     out = cg([x, y])
     torch.cuda.synchronize()
     launchers = [v for v in cg._fn.__globals__.values() if isinstance(v, TritonLauncher)]
