@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import pickle
 import queue
 import select
 import subprocess
@@ -134,7 +135,7 @@ class _Worker:
             data += chunk
             if need == 4 and len(data) >= 4:
                 need = 4 + int.from_bytes(data[:4], "big")
-        return _loads(data[4:need])
+        return pickle.loads(data[4:need])
 
     def kill(self) -> None:
         self.alive = False
@@ -153,11 +154,6 @@ class _Worker:
         for pipe in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()
-
-
-def _loads(body: bytes):
-    import pickle
-    return pickle.loads(body)
 
 
 class CompilePool:
