@@ -13,10 +13,12 @@ forward, loss, backward), timed by phase from the compile record (Note [compile 
   lower+fuse     the inductor's rewrite, plan_layouts, lower, fuse, plan_buffers
   codegen        render (kernel source text) and build (wrapper, launchers)
   triton         Triton's own compile of every generated kernel to a cubin for sm_90 (ptxas ships
-                 with Triton): `serial` one after the other, `threads=N` on N threads as
-                 BuildGroup does on the device at the first launch, `procs=N` on a pool of N
-                 worker processes started for it (their start included), `warm_procs=N` on
-                 such a pool started and warmed beforehand (--processes)
+                 with Triton): `serial` one after the other, `threads=N` on N threads,
+                 `procs=N` in ember's pool of N worker processes (Note [Triton compiled in
+                 worker processes]) started for it (their start included), as BuildGroup does
+                 at the device's first launch, `warm_procs=N` in that pool started and warm
+                 (--processes); `procs_misses=N`: this process's compiles after the pool's that
+                 were not cache hits (0: the workers compiled what this process looks up)
 
 The kernels are compiled as BuildGroup compiles them on the device: each launcher's heuristic
 config, its arguments specialized as JITFunction.warmup specializes them (16-byte aligned
@@ -35,14 +37,13 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import multiprocessing
 import os
 import pstats
 import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,18 +103,32 @@ def _fresh_triton_cache() -> str:
     return path
 
 
-def _init_worker(cache_dir: str) -> None:
+def _requests(jobs: list) -> list:
+    """Each job as ember's worker pool receives it (Note [Triton compiled in worker processes])."""
+    from triton.backends.compiler import GPUTarget
+
+    from ember_inductor.codegen.triton_pool import compile_request
+    return [compile_request(_jit_function(source, name, cache), [*args, *hints], kwargs, GPUTarget(*SM90))
+            for source, name, args, hints, kwargs, cache in jobs]
+
+
+def _misses(jobs: list) -> int:
+    """This process's compiles of `jobs` that were not cache hits (after the pool's)."""
     import triton
-    triton.knobs.cache.dir = cache_dir
-
-
-def _compile_into(cache_and_job) -> float:
-    _init_worker(cache_and_job[0])
-    return triton_compile(cache_and_job[1])
+    misses = []
+    previous = triton.knobs.compilation.listener
+    triton.knobs.compilation.listener = lambda **kw: misses.append(not kw["cache_hit"])
+    try:
+        for job in jobs:
+            triton_compile(job)
+    finally:
+        triton.knobs.compilation.listener = previous
+    return sum(misses)
 
 
 def compile_kernels(jobs: list, workers: list[int], processes: bool) -> dict:
-    """Seconds to compile `jobs`: serially, on threads, on a process pool (started here)."""
+    """Seconds to compile `jobs`: serially, on threads, in ember's worker-process pool."""
+    from ember_inductor.codegen.triton_pool import CompilePool, precompile
     out = {}
     if not jobs:
         return out
@@ -127,25 +142,25 @@ def compile_kernels(jobs: list, workers: list[int], processes: bool) -> dict:
     for n in workers:
         _fresh_triton_cache()
         start = time.perf_counter()
-        with ThreadPoolExecutor(n) as pool:
-            list(pool.map(triton_compile, jobs))
-        out[f"threads={n}"] = time.perf_counter() - start
+        try:  # CPython 3.11's ast is not thread-safe: Triton's parse on two threads may fail
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(triton_compile, jobs))
+            out[f"threads={n}"] = time.perf_counter() - start
+        except Exception as e:  # noqa: BLE001
+            print(f"# threads={n}: {type(e).__name__}: {e}", file=sys.stderr)
         if processes:
-            cache = _fresh_triton_cache()
-            start = time.perf_counter()
-            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-                                     initargs=(cache,)) as pool:
-                list(pool.map(triton_compile, jobs, chunksize=max(1, len(jobs) // (4 * n))))
-            out[f"procs={n}"] = time.perf_counter() - start
-            # the same pool started and warmed beforehand (each worker has compiled a kernel
-            # into another cache): what a pool started at the first CUDA compile would give
-            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-                                     initargs=(_fresh_triton_cache(),)) as pool:
-                list(pool.map(triton_compile, [jobs[0]] * n))
+            # the pool as BuildGroup uses it: started for this build (workers' start and warm-up
+            # included), then the same pool again, started and warm, on a fresh cache
+            for label in ("procs", "warm_procs"):
                 cache = _fresh_triton_cache()
                 start = time.perf_counter()
-                list(pool.map(_compile_into, [(cache, j) for j in jobs], chunksize=max(1, len(jobs) // (4 * n))))
-                out[f"warm_procs={n}"] = time.perf_counter() - start
+                if label == "procs":
+                    pool = CompilePool(n)
+                stats = precompile(_requests(jobs), cache, n, pool)
+                out[f"{label}={n}"] = time.perf_counter() - start
+                assert stats["pool"] == len(jobs), stats
+                out[f"{label}_misses={n}"] = _misses(jobs)  # this process's compiles after: all hits
+            pool.close()
     return out
 
 
@@ -369,7 +384,8 @@ def main() -> None:
         args.no_triton = True
     workers = [] if args.no_triton else args.workers
     extra = ["triton.max_kernel", *(f"triton.threads={n}" for n in workers),
-             *((f"triton.{p}procs={n}" for n in workers for p in ("", "warm_")) if args.processes else ())]
+             *((f"triton.{p}={n}" for n in workers for p in ("procs", "warm_procs", "procs_misses", "warm_procs_misses"))
+               if args.processes else ())]
     extra = ["triton+run"] if args.cuda else [] if args.no_triton else extra
     extra = ["kcalls", *extra] if args.calls else extra
     if args.no_triton:

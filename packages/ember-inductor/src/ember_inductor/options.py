@@ -21,8 +21,8 @@ ALIASES = {
 
 
 def default_compile_workers() -> int:
-    """Threads (C++: translation units) that compile a graph's kernels: the cores this process
-    may use, from 4 to 16. On an H200's 16-core host, Triton's compile of densenet121's 68
+    """Workers that compile a graph's kernels (Triton: worker processes, Note [Triton compiled in
+    worker processes]; C++: translation units): the cores this process may use, from 4 to 16. On an H200's 16-core host, Triton's compile of densenet121's 68
     kernels took 8.7 s on 4 threads and 7.9 s on 16, and the launcher stubs built with them
     (one gcc each, Note [launcher stubs built in parallel]) run 4 at a time on 4 threads."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 4)

@@ -6,7 +6,10 @@ heuristic pick, or with `options.autotune` on a GPU the fastest of a few (cached
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -18,9 +21,11 @@ from triton.runtime.driver import driver as _driver
 from ember_inductor.codegen.common import BuildError
 
 from ember_inductor.codegen.triton_autotune import LaunchConfig, autotune
+from ember_inductor.codegen.triton_pool import compile_request, precompile, prestart
 from ember_inductor.codegen.triton_runtime import interpreting, load_module, source_hash, triton_cache_dir
 
 _DEFAULT_CACHE = "~/.cache/ember"
+log = logging.getLogger("ember_inductor.triton")
 
 
 def _storage_base(t):
@@ -37,35 +42,96 @@ def _no_hook(hook) -> bool:
     return hook is None or not getattr(hook, "calls", True)
 
 
+# CPython 3.11's ast is not thread-safe ("AST constructor recursion depth mismatch" when Triton
+# parses kernels on two threads): there, the main process never compiles on two threads at once.
+THREADED_COMPILE = sys.version_info >= (3, 12)
+
+
 class BuildGroup:
     """The launchers of one build: on the first GPU launch of any of them, all are compiled at
-    once on `workers` threads (Triton's AsyncCompileMode), so a graph's kernels compile in
-    parallel rather than one by one as the wrapper reaches them. The device is known only then:
-    CPU tensors run interpreted and compile nothing."""
+    once, so a graph's kernels compile in parallel rather than one by one as the wrapper reaches
+    them: first in worker processes (Note [Triton compiled in worker processes], triton_pool.py),
+    then in this process, where each compile is then a cache hit (and whatever the workers did
+    not compile is compiled: on `workers` threads with Triton's AsyncCompileMode from Python
+    3.12, one by one on 3.11). The device is known only then: CPU tensors run interpreted and
+    compile nothing. `stats` counts the kernels by where they were compiled, and this process's
+    compiles by Triton's cache hits and misses."""
 
     def __init__(self, cache_dir: str, workers: int):
         self.cache_dir = cache_dir
         self.workers = max(1, workers)
         self.launchers: list[TritonLauncher] = []
         self.warmed = False
+        self.stats: dict[str, int] = {}
 
-    def warm(self) -> None:
+    def add(self, launcher: TritonLauncher) -> None:
+        self.launchers.append(launcher)
+        n = len(self.launchers)
+        if n >= 2 and n & (n - 1) == 0 and self.workers >= 2 and torch.cuda.is_initialized():
+            # a GPU graph of n kernels (2, 4, 8, ...): as many worker processes start now, and
+            # are ready, their Triton loaded, by its first launch
+            try:
+                prestart(self.workers, n, _driver.active.get_current_target())
+            except Exception as e:  # noqa: BLE001 - they start at the first launch instead
+                log.debug("Triton compile workers not started ahead: %s", e)
+
+    def warm(self, target=None, pool=None) -> None:
+        """Compile every launcher's kernel for `target` (default: the current GPU's), `pool` the
+        worker pool (default: the process's, started on first use)."""
         if self.warmed:
             return
         self.warmed = True
         if len(self.launchers) < 2 or self.workers < 2:
             return
         try:
-            with triton_cache_dir(self.cache_dir), \
-                    ThreadPoolExecutor(min(self.workers, len(self.launchers))) as pool:
-                with AsyncCompileMode(pool):
-                    kernels = [launcher.warmup() for launcher in self.launchers]
-                build_launcher_stubs(kernels, pool)
+            with triton_cache_dir(self.cache_dir):
+                self.stats = self.precompile(target, pool)
+                with _counting_compiles(self.stats):
+                    if THREADED_COMPILE:
+                        with ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
+                            with AsyncCompileMode(threads):
+                                kernels = [launcher.warmup() for launcher in self.launchers]
+                            build_launcher_stubs(kernels, threads)
+                    else:
+                        kernels = [launcher.warmup() for launcher in self.launchers]
+                        with ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
+                            build_launcher_stubs(kernels, threads)  # gcc, no Python parsing
         except Exception as e:  # the compiler's message, with the kernel source to read it against
             # AsyncCompileMode.__exit__ (Triton 3.6) leaves itself active when a compile failed:
             # later compiles in this thread would go to its shut-down pool.
             _async_compile.active_mode.set(None)
             raise BuildError(f"Triton failed to compile a kernel of this graph: {e}") from e
+        log.debug("Triton build of %d kernels: %s", len(self.launchers), self.stats)
+
+    def precompile(self, target=None, pool=None) -> dict:
+        """The worker processes' part (never raises: what they do not compile is compiled next)."""
+        try:
+            target = target or _driver.active.get_current_target()
+            requests = [compile_request(launcher.kernel(False), *launcher.warmup_args(), target)
+                        for launcher in self.launchers]
+        except Exception as e:  # noqa: BLE001 - another Triton's binding: compile in this process
+            log.debug("no Triton compile in worker processes: %s", e)
+            return {"kernels": len(self.launchers)}
+        return precompile(requests, triton.knobs.cache.dir, self.workers, pool)
+
+
+@contextlib.contextmanager
+def _counting_compiles(stats: dict):
+    """Count this block's Triton compiles in `stats` as cache `hits` and `misses` (Triton's
+    compilation listener, chained to one already installed)."""
+    stats.update(hits=0, misses=0)
+    previous = triton.knobs.compilation.listener
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        stats["hits" if cache_hit else "misses"] += 1
+        if previous is not None:
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+    triton.knobs.compilation.listener = listener
+    try:
+        yield
+    finally:
+        triton.knobs.compilation.listener = previous
 
 
 def build_launcher_stubs(kernels, pool) -> None:
@@ -117,7 +183,7 @@ class TritonLauncher:
         self._fast_by_spec: dict[tuple, FastLaunch] = {}  # symbolic kernels: Note [Launch fast path]
         self.group = group
         if group is not None:
-            group.launchers.append(self)
+            group.add(self)
         # Note [symbolic sizes in the inductor]: the size symbols follow the tensors; the grid's
         # extent is computed from them at each launch
         self.n_tensors = len(source.kernel.args)
@@ -133,12 +199,18 @@ class TritonLauncher:
     def warmup(self):
         """Compile the heuristic config for the current GPU without launching (mock arguments);
         returns Triton's compiled kernel (a future of it under AsyncCompileMode)."""
+        args, kwargs = self.warmup_args()
+        return self.kernel(False).warmup(*args, grid=self.grid(self.meta["configs"][0]), **kwargs)
+
+    def warmup_args(self) -> tuple[list, dict]:
+        """The arguments `warmup` compiles with: a dtype per tensor (Triton's MockTensor), the
+        size hints, the heuristic config's launch kwargs (what worker processes compile too)."""
         cfg = self.meta["configs"][0]
         dtypes = [0.5 if a.role == "scalar" else a.dtype for a in self.kernel_source.kernel.args]
         hints = [self.kernel_source.kernel.hints[v] for v in self.kernel_source.kernel.sizevars]
         if hints:
             hints = list(self._scalars(hints)[0])
-        return self.kernel(False).warmup(*dtypes, *hints, grid=self.grid(cfg), **cfg.kwargs())
+        return [*dtypes, *hints], cfg.kwargs()
 
     def kernel(self, interpret: bool):
         fn = self._fns.get(interpret)
