@@ -25,9 +25,7 @@ with float ones, expand then reduce, scatter/index_add/index_put with duplicate 
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
-copysign, seed 20005); prod's backward at an infinity (eager computes grad * prod / x = NaN,
-torch's formula for fake tensors, which ember traces, the product of the others: seed 13117
-with --train); bfloat16 gradients through cancellations (seed 12058 with --triton); hardtanh's
+copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton); hardtanh's
 backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
 tail; ember gives the gradient: seed 70007 with --train).
 

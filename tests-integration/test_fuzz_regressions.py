@@ -683,3 +683,28 @@ def test_alpha_scales_in_the_promoted_dtype(op, alpha):
         assert got.dtype == want.dtype, (got.dtype, want.dtype)
         tol = dict(rtol=1e-2, atol=1e-2) if want.dtype in (torch.float16, torch.bfloat16) else TOL
         torch.testing.assert_close(got, want, **tol)
+
+
+PROD_VALUES = {"inf": [[2.0, math.inf, 3.0], [1.0, 2.0, 4.0]], "one_zero_nan": [[2.0, 0.0, 3.0], [5.0, 2.0, math.nan]],
+               "two_zeros_nan": [[2.0, 0.0, 0.0], [1.0, math.nan, 3.0]], "plain": [[2.0, 3.0, -1.0], [2.0, 5.0, 7.0]]}
+
+
+@pytest.mark.parametrize("values", PROD_VALUES.values(), ids=PROD_VALUES.keys())
+@pytest.mark.parametrize("reduce", [lambda t: t.prod(), lambda t: torch.prod(t, 1), lambda t: t.prod(-2, keepdim=True),
+                                    lambda t: t.prod(dtype=torch.float64)], ids=["all", "dim", "keepdim", "dtype"])
+def test_prod_backward_at_zeros_infinities_and_nans_is_eagers(values, reduce):
+    # fuzz seeds 51064, 51598 and 13117 with --train: torch's formula on fake tensors is the
+    # product of the other elements; eager's divides the product by the input where no element
+    # is zero (inf / inf = NaN) and gives zeros where several are (Note [derivatives that branch
+    # on values], ember_autograd/derivatives.py)
+    def f(x):
+        return reduce(x * 1),
+
+    compiled = ember.compile(f)
+    grads = []
+    for fn in (f, compiled):
+        x = torch.tensor(values, requires_grad=True)
+        (out,) = fn(x)
+        out.sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], **TOL)
