@@ -8,7 +8,10 @@ backward divides the product by the input when no element is zero (so an infinit
 inf/inf = NaN), takes the product of the other elements when one is zero, and gives zeros when
 several are (the full reduction), or the product of the others everywhere when any element of the
 input is zero (`prod(dim)`); the fake path always takes the product of the others, which is NaN
-wherever another element is NaN (fuzz seeds 51064, 51598 and 13117 with --train).
+wherever another element is NaN (fuzz seeds 51064, 51598 and 13117 with --train). The
+backward of `max()`, `min()`, `median()` and `nanmedian()` of a whole tensor is another: eager
+fills the selected positions of zeros with grad / count, the fake path multiplies the mask by it
+(0 * NaN = NaN elsewhere: fuzz seed 51621 with --train).
 
 In a training trace the torch-level calls of this table run as an `autograd.Function` whose
 backward computes eager's branches, all of them, and picks one with `where` on the same
@@ -69,7 +72,35 @@ def _prod(input, dim=None, keepdim=False, *, dtype=None):
     return _Prod.apply(input, dim, keepdim, dtype)
 
 
+class _Selecting(torch.autograd.Function):
+    # max(), min(), median(), nanmedian() of a whole tensor: eager's evenly_distribute_backward
+    # writes grad / count into the selected positions of zeros (masked_fill_); the fake path
+    # multiplies the mask by it, so a NaN or infinite gradient reached every other position too
+    @staticmethod
+    def forward(ctx, x, reduce):
+        out = reduce(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, value = ctx.saved_tensors
+        mask = torch.where(value.isnan(), x.isnan(), x == value)
+        return torch.where(mask, grad / mask.sum(), torch.zeros_like(x)), None
+
+
+def _selecting(reduce):
+    def formula(input, *args, **kwargs):
+        if args or kwargs or not (isinstance(input, torch.Tensor) and input.requires_grad and torch.is_grad_enabled()):
+            return NotImplemented  # max(x, dim), max(x, y): other formulas
+        return _Selecting.apply(input, reduce)
+    return formula
+
+
 _EAGER_FORMULAS = {torch.prod: _prod, torch.Tensor.prod: _prod}
+for _name in ("max", "min", "median", "nanmedian"):
+    _EAGER_FORMULAS[getattr(torch, _name)] = _EAGER_FORMULAS[getattr(torch.Tensor, _name)] = \
+        _selecting(getattr(torch, _name))
 
 
 class EagerDerivatives(TorchFunctionMode):
