@@ -729,3 +729,19 @@ def test_a_whole_tensor_selection_sends_a_nan_gradient_only_to_the_selected(redu
         (out * torch.tensor([0.0, 2.0])).sum().backward()
         grads.append(x.grad)
     torch.testing.assert_close(grads[1], grads[0], **TOL)
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dst", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_a_float_out_of_an_integers_range_converts_as_in_eager(src, dst):
+    # fuzz seed 70015 with --train: torch.where(x < 1, x, inf).to(torch.int64); a C++ cast of
+    # NaN, an infinity or an out-of-range value is undefined, and gcc folded the constant one to
+    # INT64_MAX where eager's x86 conversion gives INT64_MIN (bfloat16's NaN gave 0)
+    values = [math.inf, -math.inf, math.nan, 3e9, -3e9, 1e19, 300.0, -1.0, -129.5, 70000.0, 2.5, -2.5]
+    x = torch.tensor(values, dtype=torch.float64).to(src)
+
+    def f(t):
+        return (t * 1).to(dst), torch.where(t < 1, t, math.inf).to(dst), torch.where(t < 1, t, math.nan).to(dst)
+
+    for got, want in zip(ember.compile(f)(x), f(x)):
+        assert torch.equal(got, want), (got, want)
