@@ -745,3 +745,31 @@ def test_a_float_out_of_an_integers_range_converts_as_in_eager(src, dst):
 
     for got, want in zip(ember.compile(f)(x), f(x)):
         assert torch.equal(got, want), (got, want)
+
+
+SAVES_ITS_RESULT = {"scatter_reduce": lambda x: x.scatter_reduce(0, torch.tensor([[0, 1, 1], [1, 0, 0]]), x, "prod"),
+                    "exp_of_a_view": lambda x: x.exp()[1:], "sigmoid_then_add": lambda x: x.sigmoid().add_(1)}
+
+
+@pytest.mark.parametrize("make", SAVES_ITS_RESULT.values(), ids=SAVES_ITS_RESULT.keys())
+def test_a_write_to_an_input_its_history_saved_runs_eagerly_not_a_backward_error(make):
+    # fuzz seed 51152 with --train: v, an input of the graph (made before a graph break), was
+    # saved by its own history (scatter_reduce 'prod' saves its result), and the graph writes
+    # it; the compiled node has an edge to v's history, and autograd runs that node, stale, on
+    # any backward: "modified by an inplace operation" where eager's loss never reaches v (Note
+    # [a written input's saved history], ember_autograd/runtime.py). The call runs eagerly.
+    def f(v, y):
+        out = torch.where(y > 0, y, -math.inf).index_add(-1, torch.tensor([2, 0, 1]), y, alpha=2)
+        v[0] = 7.0
+        return (out,)
+
+    compiled = ember.compile(f)
+    for fn in (f, compiled):
+        x = torch.randn(2, 3, requires_grad=True)
+        y = torch.randn(2, 3, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (out,) = fn(make(x), y)
+        out.sum().backward()
+        torch.testing.assert_close(y.grad, torch.where(y > 0, 1.0, 0.0) + 2, **TOL)
+    assert any("written in place" in str(w.message) for w in caught), [str(w.message) for w in caught]
