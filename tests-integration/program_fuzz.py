@@ -25,8 +25,8 @@ with float ones, expand then reduce, scatter/index_add/index_put with duplicate 
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
-copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton); hardtanh's
-backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
+copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton);
+hardtanh's backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
 tail; ember gives the gradient: seed 70007 with --train; relu6 is hardtanh: seed 51614 with
 --train), and elu's likewise (eager's vectorized lanes give NaN at a NaN input, its tail and
 ember the gradient: seed 51311 with --train); float32 layer_norm gradients of a row whose two
