@@ -25,11 +25,14 @@ with float ones, expand then reduce, scatter/index_add/index_put with duplicate 
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
-copysign, seed 20005); prod's backward at an infinity (eager computes grad * prod / x = NaN,
-torch's formula for fake tensors, which ember traces, the product of the others: seed 13117
-with --train); bfloat16 gradients through cancellations (seed 12058 with --triton); hardtanh's
-backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
-tail; ember gives the gradient: seed 70007 with --train).
+copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton);
+hardtanh's backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
+tail; ember gives the gradient: seed 70007 with --train; relu6 is hardtanh: seed 51614 with
+--train), and elu's likewise (eager's vectorized lanes give NaN at a NaN input, its tail and
+ember the gradient: seed 51311 with --train); float32 layer_norm gradients of a row whose two
+elements nearly agree (eager and ember both ~1e-4 from float64: seed 50650 with --train);
+bfloat16 linear with a bias (eager's addmm rounds once, ember's product then bias twice, one ulp)
+amplified 40x by log1p's backward just below -1 (seed 80221).
 
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """

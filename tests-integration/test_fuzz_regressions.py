@@ -683,3 +683,93 @@ def test_alpha_scales_in_the_promoted_dtype(op, alpha):
         assert got.dtype == want.dtype, (got.dtype, want.dtype)
         tol = dict(rtol=1e-2, atol=1e-2) if want.dtype in (torch.float16, torch.bfloat16) else TOL
         torch.testing.assert_close(got, want, **tol)
+
+
+PROD_VALUES = {"inf": [[2.0, math.inf, 3.0], [1.0, 2.0, 4.0]], "one_zero_nan": [[2.0, 0.0, 3.0], [5.0, 2.0, math.nan]],
+               "two_zeros_nan": [[2.0, 0.0, 0.0], [1.0, math.nan, 3.0]], "plain": [[2.0, 3.0, -1.0], [2.0, 5.0, 7.0]]}
+
+
+@pytest.mark.parametrize("values", PROD_VALUES.values(), ids=PROD_VALUES.keys())
+@pytest.mark.parametrize("reduce", [lambda t: t.prod(), lambda t: torch.prod(t, 1), lambda t: t.prod(-2, keepdim=True),
+                                    lambda t: t.prod(dtype=torch.float64)], ids=["all", "dim", "keepdim", "dtype"])
+def test_prod_backward_at_zeros_infinities_and_nans_is_eagers(values, reduce):
+    # fuzz seeds 51064, 51598 and 13117 with --train: torch's formula on fake tensors is the
+    # product of the other elements; eager's divides the product by the input where no element
+    # is zero (inf / inf = NaN) and gives zeros where several are (Note [derivatives that branch
+    # on values], ember_autograd/derivatives.py)
+    def f(x):
+        return reduce(x * 1),
+
+    compiled = ember.compile(f)
+    grads = []
+    for fn in (f, compiled):
+        x = torch.tensor(values, requires_grad=True)
+        (out,) = fn(x)
+        out.sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], **TOL)
+
+
+@pytest.mark.parametrize("reduce", [torch.max, torch.Tensor.min, torch.median, torch.nanmedian],
+                         ids=["max", "min", "median", "nanmedian"])
+@pytest.mark.parametrize("values", [[1.0, 3.0, 3.0, -2.0], [1.0, math.nan, 3.0, 0.5]], ids=["tie", "nan"])
+def test_a_whole_tensor_selection_sends_a_nan_gradient_only_to_the_selected(reduce, values):
+    # fuzz seed 51621 with --train: a NaN gradient reaching max() (through softmax of an
+    # infinity); eager's backward fills the selected positions of zeros, the fake-tensor
+    # formula multiplied the mask by it, 0 * NaN = NaN everywhere (Note [derivatives that
+    # branch on values], ember_autograd/derivatives.py)
+    def f(x):
+        return reduce(x * 1) * torch.tensor([math.inf, 1.0]),
+
+    compiled = ember.compile(f)
+    grads = []
+    for fn in (f, compiled):
+        x = torch.tensor(values, requires_grad=True)
+        (out,) = fn(x)
+        (out * torch.tensor([0.0, 2.0])).sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], **TOL)
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dst", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_a_float_out_of_an_integers_range_converts_as_in_eager(src, dst):
+    # fuzz seed 70015 with --train: torch.where(x < 1, x, inf).to(torch.int64); a C++ cast of
+    # NaN, an infinity or an out-of-range value is undefined, and gcc folded the constant one to
+    # INT64_MAX where eager's x86 conversion gives INT64_MIN (bfloat16's NaN gave 0)
+    values = [math.inf, -math.inf, math.nan, 3e9, -3e9, 1e19, 300.0, -1.0, -129.5, 70000.0, 2.5, -2.5]
+    x = torch.tensor(values, dtype=torch.float64).to(src)
+
+    def f(t):
+        return (t * 1).to(dst), torch.where(t < 1, t, math.inf).to(dst), torch.where(t < 1, t, math.nan).to(dst)
+
+    for got, want in zip(ember.compile(f)(x), f(x)):
+        assert torch.equal(got, want), (got, want)
+
+
+SAVES_ITS_RESULT = {"scatter_reduce": lambda x: x.scatter_reduce(0, torch.tensor([[0, 1, 1], [1, 0, 0]]), x, "prod"),
+                    "exp_of_a_view": lambda x: x.exp()[1:], "sigmoid_then_add": lambda x: x.sigmoid().add_(1)}
+
+
+@pytest.mark.parametrize("make", SAVES_ITS_RESULT.values(), ids=SAVES_ITS_RESULT.keys())
+def test_a_write_to_an_input_its_history_saved_runs_eagerly_not_a_backward_error(make):
+    # fuzz seed 51152 with --train: v, an input of the graph (made before a graph break), was
+    # saved by its own history (scatter_reduce 'prod' saves its result), and the graph writes
+    # it; the compiled node has an edge to v's history, and autograd runs that node, stale, on
+    # any backward: "modified by an inplace operation" where eager's loss never reaches v (Note
+    # [a written input's saved history], ember_autograd/runtime.py). The call runs eagerly.
+    def f(v, y):
+        out = torch.where(y > 0, y, -math.inf).index_add(-1, torch.tensor([2, 0, 1]), y, alpha=2)
+        v[0] = 7.0
+        return (out,)
+
+    compiled = ember.compile(f)
+    for fn in (f, compiled):
+        x = torch.randn(2, 3, requires_grad=True)
+        y = torch.randn(2, 3, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (out,) = fn(make(x), y)
+        out.sum().backward()
+        torch.testing.assert_close(y.grad, torch.where(y > 0, 1.0, 0.0) + 2, **TOL)
+    assert any("written in place" in str(w.message) for w in caught), [str(w.message) for w in caught]

@@ -87,8 +87,10 @@ class AotFunction:
         except AotError as e:
             # The graphs treat inputs as independent: a call whose mutated input shares memory
             # with another input (a view and its base, passed across a graph break) runs the
-            # captured graph eagerly, where the write is seen through both.
-            if e.kind is not ErrorKind.ALIASED_MUTATED_INPUT:
+            # captured graph eagerly, where the write is seen through both. So does a call that
+            # would leave a saved value of a written input's history stale (Note [a written
+            # input's saved history], runtime.py).
+            if e.kind not in (ErrorKind.ALIASED_MUTATED_INPUT, ErrorKind.WRITTEN_SAVED_INPUT):
                 raise
             if not self._warned_aliasing:
                 self._warned_aliasing = True

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch
 
+from ember_autograd.derivatives import EagerDerivatives
 from ember_autograd.errors import AotTraceError, ErrorKind
 from ember_autograd.functionalize import replay_view, replayable
 from ember_autograd.tracer import AtenTracer, TorchGraphInterpreter
@@ -150,7 +151,7 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
     `Signature`. The backward is the autograd engine's own, run on the fake outputs."""
     session = _Session(example_inputs, decompositions, requires_grad=True, example_values=_example_values(gm))
     with session.fake_mode, torch.enable_grad(), symbolic_dispatch(session.symbolic):
-        with session.tracer:
+        with session.tracer, EagerDerivatives():  # Note [derivatives that branch on values]
             outs = TorchGraphInterpreter(gm, session.tracer).run(*session.args)
         sig, nodes = session.outputs(outs)
         _refuse_overlapping_writes(session, sig)

@@ -145,6 +145,52 @@ def copy_with_autograd(sig: Signature, tensors: list[torch.Tensor], new_values) 
             tensors[k].copy_(new_values[m])
 
 
+# Note [a written input's saved history]: a compiled graph is one autograd node with an edge to
+# every input that requires grad, and autograd's engine runs each node an edge leads to, even
+# with no gradient for it (an undefined one), and each node unpacks its saved values first. Where
+# the graph writes an input whose own history saved it (`v = x.exp()` or a scatter_reduce 'prod'
+# saves its result, then the graph does `v[i] = 0`; Note [writes to inputs that require grad]),
+# that saved value is stale after the call, and any backward through the compiled node raised
+# "modified by an inplace operation" (fuzz seed 51152 with --train; torch.compile's aot_eager
+# too), where eager raises only for a loss that reaches the written value; so did a history
+# already stale before the call. Such a call runs the
+# captured graph eagerly instead (one warning). The walk is bounded: a history of more nodes than
+# that is not searched (the call compiles, as before).
+_HISTORY_NODES = 64
+
+
+def _reads_stale_or(node, storage: int) -> bool:
+    """Whether autograd running `node` would raise (a saved value written since, or freed), or
+    `node` saved a value of `storage`."""
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            try:
+                value = getattr(node, name)
+            except RuntimeError:  # already stale, or freed by an earlier backward
+                return True
+            for v in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == storage:
+                    return True
+    return False
+
+
+def _check_written_history(sig: Signature, tensors: list[torch.Tensor]) -> None:
+    for k in sig.grad_mutated:
+        t = tensors[k]
+        storage = t.untyped_storage().data_ptr()
+        todo, seen = [t.grad_fn], set()
+        while todo and len(seen) < _HISTORY_NODES:
+            node = todo.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if _reads_stale_or(node, storage):
+                raise AotError("written-saved-input",
+                               f"graph input {sig.tensor_inputs[k]} is written in place and its autograd history "
+                               f"({node.name()}) saved it")
+            todo.extend(nxt for nxt, _ in node.next_functions)
+
+
 def _is_same_memory(dst: torch.Tensor, value) -> bool:
     return value is dst or (isinstance(value, torch.Tensor) and value.data_ptr() == dst.data_ptr()
                             and value.dtype == dst.dtype and value.shape == dst.shape
@@ -337,6 +383,8 @@ class TrainingRunner:
         """speculative: the inputs' requires-grad pattern was not checked; the forward checks it
         and raises `RequiresGradChanged` if it is not this runner's."""
         tensors = tensor_args(self.sig, args)
+        if self.sig.grad_mutated:
+            _check_written_history(self.sig, tensors)
         outs = self.apply(self.needs_input_grad if speculative else None, *tensors)
         n = self.sig.num_graph_outputs
         if self.sig.grad_mutated:  # first: a leaf that requires grad raises before any write

@@ -231,6 +231,9 @@ class CppKernelRenderer:
                 return f"{LOW_PRECISION[op.dtype]}(static_cast<float>({a[0]}))"
             if src == torch.bool:
                 return f"static_cast<{ctype(op.dtype)}>({a[0]} ? 1 : 0)"
+            if src.is_floating_point and not op.dtype.is_floating_point:  # see ember_f2i64 in the prelude
+                wide = "ember_f2i32" if op.dtype in (torch.int32, torch.int16, torch.int8) else "ember_f2i64"
+                return f"static_cast<{ctype(op.dtype)}>({wide}(static_cast<double>({a[0]})))"
             return f"static_cast<{ctype(op.dtype)}>({a[0]})"
         if op.kind == "rand":
             return f"{RANDOM[op.target]}({a[0]}, {a[1]})"

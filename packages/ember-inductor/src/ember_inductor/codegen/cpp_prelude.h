@@ -46,6 +46,17 @@ static inline uint16_t ember_float_to_bf16(float f) {
 static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
 static inline float ember_round_f16(float f) { return (float)(_Float16)f; }
 
+// A floating value converted to an integer type as eager's CPU kernels convert it on x86: a C++
+// cast of NaN, an infinity or a value out of range is undefined (gcc folds a constant one to the
+// saturated value), the hardware's conversion gives the "integer indefinite", INT_MIN. int8 and
+// int16 go through int32, uint8 through int64 (c10's convert), then keep their low bits.
+static inline int64_t ember_f2i64(double d) {
+  return (d >= -9223372036854775808.0 && d < 9223372036854775808.0) ? (int64_t)d : INT64_MIN;
+}
+static inline int32_t ember_f2i32(double d) {
+  return (d >= -2147483648.0 && d < 2147483648.0) ? (int32_t)d : INT32_MIN;
+}
+
 // expf inlined (Cephes' polynomial, range reduction by ln2 in two parts): vectorizes without a
 // call, within 1 ulp of the correctly rounded result; subnormal results scale in two steps.
 // Explicit fmaf (unaffected by -ffp-contract=off): fewer rounding steps, half the latency.
