@@ -94,6 +94,41 @@ def test_int64_indexing_rendered():
     assert "to(tl.int64)" not in small
 
 
+def _flipped_last_rows(rows, n, total_rows):
+    # out[i, j] = x[total_rows - rows + i, n - 1 - j]: the last rows of a tall int8 tensor, flipped
+    b = SpecBuilder("t_flip_rows", (rows, n))
+    i, j = b.x(0), b.x(1)
+    b.store("out", i * n + j, b.load("x", (total_rows - rows + i) * n + (n - 1 - j), torch.int8))
+    return b.build()
+
+
+def test_int64_indexing_when_a_flipped_access_peaks_inside_the_ranges():
+    # Note [32-bit index bounds]: x0*N + (N - 1 - x1) peaks at x0 = max, x1 = 0; both corners of
+    # the ranges were below INT32_MAX, the largest index 2**31 + 2047 was not: on a GPU the
+    # int32 address wrapped (a 2.1 GB int8 tensor's last two rows, flipped)
+    n = 2**20 + 1
+    spec = _flipped_last_rows(2, n, 2**11)
+    assert render_kernel(spec).meta["int64"]
+    assert not render_kernel(_flipped_last_rows(2, n, 2**11 - 1)).meta["int64"]  # fits: 32 bits
+
+
+def test_int64_indexing_when_the_last_block_would_wrap():
+    # pid * XBLOCK + arange runs one block past the last element: within a block of INT32_MAX it
+    # wrapped negative and passed the mask `xindex < xnumel`
+    b = SpecBuilder("t_edge", (2**31 - 5,))
+    b.store("out", b.x(0), b.load("x", b.x(0), torch.int8))
+    assert render_kernel(b.build()).meta["int64"]
+
+
+@pytest.mark.gpu
+def test_int64_indexing_of_a_flipped_access_runs_gpu(run_spec):
+    n, total = 2**20 + 1, 2**11
+    x = torch.randint(-100, 100, (total, n), dtype=torch.int8, device="cuda")
+    out = torch.empty(2, n, dtype=torch.int8, device="cuda")
+    run_spec(_flipped_last_rows(2, n, total), x, out)
+    assert torch.equal(out, x[-2:].flip(1))
+
+
 @pytest.mark.gpu
 def test_int64_indexing_runs_gpu(run_spec):
     n = 2**31 + 7

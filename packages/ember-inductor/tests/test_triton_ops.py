@@ -19,6 +19,7 @@ import torch
 import ember_prims
 from ember_inductor.codegen import triton as triton_codegen
 from ember_inductor.codegen.triton import TritonBackend
+from ember_inductor.codegen.triton_prims import ExprCtx, render
 from ember_inductor.lowering.registry import prims_in
 from ember_inductor.options import InductorOptions
 
@@ -225,6 +226,23 @@ def test_convert(run_spec, src, dst, device):
     out = torch.empty_like(ref)
     run_spec(bld.build(), x, out)
     assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.float64])
+def test_float_to_uint8_wraps_through_int64(run_spec, src, device):
+    # ATen converts float -> uint8 through int64 (-1.0 -> 255, 300.0 -> 44) on CPU and CUDA;
+    # Triton's fptoui saturates on a GPU (-1.0 -> 0). The interpreter wraps like numpy, so on the
+    # CPU the rendered conversion itself is checked too: it must go through a signed integer
+    x = torch.tensor([-1.0, -2.5, 300.0, -129.5, 255.9, 0.0, 7.0, 1000.0, -255.0], dtype=src).to(device)
+    bld = SpecBuilder("t_convert_u8", (x.numel(),))
+    bld.store("out", bld.x(0), bld.convert(bld.load("x", bld.x(0), src), torch.uint8))
+    ref = P.convert_element_type(x, torch.uint8)
+    out = torch.empty_like(ref)
+    run_spec(bld.build(), x, out)
+    assert torch.equal(out, ref), (out, ref)
+    rule = render("convert_element_type", ExprCtx((src,), torch.uint8), "v")
+    assert rule.endswith(".to(tl.int64).to(tl.uint8)"), rule
 
 
 # ---- reductions -----------------------------------------------------------------------------

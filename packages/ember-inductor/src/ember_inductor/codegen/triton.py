@@ -36,7 +36,7 @@ from ember_inductor.codegen.triton_launch import BuildGroup, TritonLauncher
 from ember_inductor.codegen.triton_prims import (
     ARG_REDUCTIONS, REDUCTIONS, TL_DTYPE, TRITON_EXPR, ExprCtx, render,
 )
-from ember_inductor.indexing import stride
+from ember_inductor.indexing import FloorDiv, ModIndex, stride
 from ember_inductor.kernel import KernelSpec, Op, Stage
 from ember_inductor.kernel_analysis import accumulator_dtype, is_column_reduction
 from ember_inductor.sizes import hint, py_size
@@ -137,28 +137,61 @@ def _transposed_var(k: KernelSpec):
     return None
 
 
+# Note [32-bit index bounds]: a static kernel indexes in 32 bits when no index it computes can
+# pass INT32_MAX. An access's extreme index is not at a corner of the loop ranges when its
+# variables step in opposite directions (a flip: `x0*N + (N - 1 - x1)` peaks at x0 = max, x1 = 0,
+# neither all-max nor all-zero), so each index is bounded by interval arithmetic over the ranges:
+# its value, and every dividend of a `//` or `%` in it (sums and products wrap harmlessly in
+# two's complement when the result fits; a division of a wrapped value does not). The block
+# indices run one block past the last element (`pid * XBLOCK + arange`, masked), so the
+# iteration space keeps a block's margin below the limit, or the last block's indices wrap and
+# pass the mask.
+BLOCK_MARGIN = 2**16  # above any XBLOCK, YBLOCK or RBLOCK the autotuner may pick
+
+
+def _interval(expr, sizes: dict, dividends: list) -> tuple[int, int] | None:
+    """[lo, hi] of `expr` over the loop variables' ranges (`sizes`), appending the interval of
+    each `//` or `%` operand to `dividends`; None for anything but sums, products and index
+    division (then the kernel indexes in 64 bits)."""
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        return (0, max(0, int(sizes[expr]) - 1)) if expr in sizes else None
+    parts = [_interval(a, sizes, dividends) for a in expr.args]
+    if None in parts:
+        return None
+    if isinstance(expr, sympy.Add):
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    if isinstance(expr, sympy.Mul):
+        lo, hi = parts[0]
+        for a, b in parts[1:]:
+            corners = (lo * a, lo * b, hi * a, hi * b)
+            lo, hi = min(corners), max(corners)
+        return lo, hi
+    if isinstance(expr, (FloorDiv, ModIndex)) and parts[1][0] == parts[1][1] and parts[1][0] > 0:
+        dividends.append(parts[0])
+        (lo, hi), d = parts[0], parts[1][0]
+        return (lo // d, hi // d) if isinstance(expr, FloorDiv) else (0 if lo >= 0 else -d + 1, d - 1)
+    return None
+
+
 def _needs_int64(k: KernelSpec) -> bool:
-    """Whether some index can exceed int32: the iteration space, or an access at its corners."""
+    """Whether some index can exceed int32: the iteration space, or an access over the loop
+    ranges (Note [32-bit index bounds])."""
     if k.sizevars:  # Note [32-bit indices of symbolic kernels]
         return not k.int32_indices
-    if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX:
+    if _prod(k.ranges) * max(1, _prod(k.reduction_ranges)) > INT32_MAX - BLOCK_MARGIN:
         return True
     sizes = dict(zip(k.range_vars + k.reduction_vars, list(k.ranges) + list(k.reduction_ranges)))
     for op in k.ops:
         if op.index is None:
             continue
-        for corner in ({s: int(sizes[s]) - 1 for s in op.index.free_symbols if s in sizes},
-                       {s: 0 for s in op.index.free_symbols if s in sizes}):
-            try:
-                bound = op.index.subs(corner)
-            except Exception:
-                return True
-            if not bound.is_Integer:
-                if any(s.name.startswith("tmp") for s in bound.free_symbols):
-                    continue  # indirect indices: bounded by the gathered buffer, see below
-                return True
-            if abs(int(bound)) > INT32_MAX:
-                return True
+        if any(s.name.startswith("tmp") for s in op.index.free_symbols):
+            continue  # indirect indices: bounded by the gathered buffer
+        dividends: list = []
+        span = _interval(op.index, sizes, dividends)
+        if span is None or any(lo < -INT32_MAX or hi > INT32_MAX for lo, hi in [span, *dividends]):
+            return True
     return False
 
 

@@ -347,6 +347,11 @@ def _convert(ctx, x):
     dst = ctx.out_dtype
     if dst == torch.bool:
         return f"({x} != 0)"
+    if ctx.dtype.is_floating_point and dst == torch.uint8:
+        # ATen converts a float to uint8 through int64 (c10's static_cast_with_inter_type), so
+        # -1.0 -> 255 and 300.0 -> 44 on every device; Triton's direct fptoui saturates on a GPU
+        # (-1.0 -> 0). The interpreter wraps like ATen either way: see test_float_to_uint8_wraps.
+        return f"{x}.to(tl.int64).to(tl.uint8)"
     if ctx.dtype.is_floating_point and not dst.is_floating_point:
         # float -> int truncates toward zero in both torch and Triton (fptosi).
         return f"{x}.to({TL_DTYPE[dst]})"
