@@ -1105,3 +1105,83 @@ def test_view_and_storage_identity_queries_of_inputs():
         fn, _ = _captured(f)
         for args in inputs:
             assert_same(fn(*args), f(*args))
+
+
+# -- Note [User iterators] -------------------------------------------------------------------------
+class _Steps:
+    """An iterator whose `__iter__` returns self and whose `__next__` logs each step."""
+
+    def __init__(self, n, log):
+        self.n, self.i, self.log = n, 0, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(("next", self.i))
+        return self.i
+
+
+class _StepsBox:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return _Steps(self.n, [])
+
+
+def test_user_iterator_returning_self_is_traced_item_by_item():
+    """`list(it)` of a user class whose `__iter__` returns self recursed until Python's limit
+    (`unpack` of `__iter__`'s result asked `__iter__` again), and the frame ran eagerly with the
+    reason "recursion too deep". `__next__` is now traced until StopIteration, lazily: a loop's
+    body and `__next__` interleave their side effects, and a `break` leaves the object as eager
+    does."""
+    def listed(x, it):
+        return x + sum(list(it)), it.i, tuple(_StepsBox(2)), [v * 2 for v in _StepsBox(3)]
+
+    def loop(x, it):
+        out = []
+        for v in it:
+            it.log.append(("body", v))
+            out.append(x * v)
+            if v == 2:
+                break
+        j = iter(it)
+        return out, it.i, next(it), j is it, list(it)
+
+    def unpacked(x, n):
+        log = []
+        a, b, c = _Steps(n, log)
+        return x * a + b * c, log
+
+    for f, inputs in ((listed, lambda n: (torch.ones(2), _Steps(n, []))),
+                      (loop, lambda n: (torch.ones(2), _Steps(n, []))),
+                      (unpacked, lambda n: (torch.ones(2), 3))):
+        fn, stats = _captured(f)
+        for n in (3, 4, 3):
+            args, expected_args = inputs(n), inputs(n)
+            assert_same(fn(*args), f(*expected_args))
+            assert_same(args, expected_args)
+        assert not stats.breaks, stats.breaks
+
+
+def test_user_iterator_raising_midway():
+    """An exception from a user `__next__` is the user's, caught by the traced `except`."""
+    class Bad(_Steps):
+        def __next__(self):
+            if self.i == 1:
+                raise ValueError("bad step")
+            return super().__next__()
+
+    def f(x, it):
+        try:
+            return x + sum(it)
+        except ValueError as e:
+            return x - 1, str(e), it.i
+
+    fn, stats = _captured(f)
+    assert_same(fn(torch.ones(2), Bad(3, [])), f(torch.ones(2), Bad(3, [])))
+    assert not stats.breaks, stats.breaks

@@ -183,6 +183,10 @@ def _reversed(fr, args, kwargs):
 
 @builtin(iter)
 def _iter(fr, args, kwargs):
+    if len(args) == 1 and isinstance(args[0], (ObjVar, NewObjVar)):
+        it = S.user_iter(fr, args[0], keep_object=True)  # Note [User iterators]
+        if it is not S.NO_DUNDER:
+            return it
     return S.iterate(fr, args[0])
 
 

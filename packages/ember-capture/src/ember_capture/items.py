@@ -17,7 +17,7 @@ from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, des
 from .tables import TypeTable
 from .semantics import (
     NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, item_equals, module_entry, mutable_dict,
-    mutable_items, truthy,
+    mutable_items, truthy, user_iter,
 )
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -68,9 +68,9 @@ def _unpack_obj(fr, v: ObjVar):
 
 @UNPACK.rule(NewObjVar)
 def _unpack_user(fr, v):  # a user class's __iter__ (a Sequence's, from collections.abc)
-    result = call_dunder(fr, v, "__iter__", [])
-    if result is not NO_DUNDER:
-        return unpack(fr, result)
+    it = user_iter(fr, v)
+    if it is not NO_DUNDER:
+        return it.drain()
     return UNPACK.refusal(fr, v)
 
 
