@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import itertools
 import math
 import warnings
 
@@ -1185,3 +1186,74 @@ def test_user_iterator_raising_midway():
     fn, stats = _captured(f)
     assert_same(fn(torch.ones(2), Bad(3, [])), f(torch.ones(2), Bad(3, [])))
     assert not stats.breaks, stats.breaks
+
+
+# -- Note [lazy iterators]: consumers that stop early ----------------------------------------------
+def _counted(n, log):
+    for i in range(n):
+        log.append(i)
+        yield i
+
+
+def test_consumers_that_stop_early_take_only_what_they_use():
+    """`itertools.islice(gen, k)`, `v in gen` and `zip(...)` over a user iterator drained the
+    whole iterator at trace time: the generator's side effects ran for every item, and a later
+    `next(gen, default)` found it exhausted. They now take items one at a time as Python does
+    (islice as CPython's islice_next; `in` stops at the first match; zip stops at the first
+    exhausted argument, after asking the ones before it)."""
+    def f(x, n):
+        log = []
+        a = list(itertools.islice(_counted(n, log), 2))
+        b = list(itertools.islice(_counted(n, log), 1, 6, 2))
+        c = 2 in _counted(n, log)
+        g = _counted(n, log)
+        d = list(itertools.islice(g, 3))
+        e = next(g, "end")
+        pairs = list(zip(_Steps(n, log), _Steps(1, log)))
+        first = any(v > 0 for v in _Steps(n, log))
+        return x + len(a), a, b, c, d, e, pairs, first, log
+
+    fn, stats = _captured(f)
+    for n in (0, 3, 4, 8):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks
+
+
+def test_in_calls_a_user_contains_of_an_input():
+    """`k in s` with `s` a user object from the inputs iterated over `__iter__` and never called
+    its `__contains__` (the rule for objects read from the inputs went straight to iteration)."""
+    class Evens:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(0, self.n, 2))
+
+        def __contains__(self, k):
+            return k % 2 == 0
+
+    def f(x, s, k):
+        return x + (k in s), k in s, k not in s
+
+    fn, _ = _captured(f)
+    for k in (4, 100, 3):
+        assert_same(fn(torch.ones(1), Evens(6), k), f(torch.ones(1), Evens(6), k))
+
+
+def test_out_argument_result_is_the_out_tensor():
+    """`r = torch.add(a, b, out=buf)` returned a new tensor in the trace: `r is buf` was False
+    (the identity of an in-place result was kept for the first argument only). A result that is
+    one of the arguments (`out=`, an `out=(a, b)` tuple) keeps that argument's identity."""
+    def f(x, y, buf, a, b):
+        r = torch.add(x, y, out=buf)
+        m = torch.max(x.view(1, -1), 1, out=(a, b))
+        return r is buf, m[0] is a, m.indices is b, id(r) == id(buf), buf * 1, a * 1, b * 1
+
+    fn, _ = _captured(f)
+
+    def inputs():
+        return torch.randn(3), torch.randn(3), torch.zeros(3), torch.zeros(1), torch.zeros(1, dtype=torch.long)
+    torch.manual_seed(0)
+    actual = fn(*inputs())
+    torch.manual_seed(0)
+    assert_same(actual, f(*inputs()))

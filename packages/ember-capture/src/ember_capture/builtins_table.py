@@ -155,10 +155,23 @@ def _range(fr, args, kwargs):
     return ConstVar(range(*_consts(args)))
 
 
+def _user_iters(fr, args) -> list:
+    """The arguments, a user object among them replaced by its iterator (its ``__iter__`` is
+    called once, when the builtin is called, as in Python), so that a user iterator is
+    consumed lazily like a generator (Note [User iterators])."""
+    return [S.iterate(fr, a) if isinstance(a, (ObjVar, NewObjVar)) and S.user_iter_class(a) else a
+            for a in args]
+
+
+def _is_lazy(v) -> bool:
+    return isinstance(v, IterVar) and v.pull is not None
+
+
 @builtin(enumerate)
 def _enumerate(fr, args, kwargs):
     start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
-    if not (isinstance(args[0], IterVar) and args[0].pull is not None):
+    args = _user_iters(fr, args[:1]) + list(args[1:])
+    if not _is_lazy(args[0]):
         return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
                        py_type=enumerate)
     count = iter(range(start, 1 << 62))
@@ -171,7 +184,8 @@ def _zip(fr, args, kwargs):
         lists = [S.unpack(fr, a) for a in args]
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("trace_error", "zip(strict=True) of different lengths")
-    if not any(isinstance(a, IterVar) and a.pull is not None for a in args):
+    args = _user_iters(fr, args)
+    if not any(_is_lazy(a) for a in args):
         return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
     return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
 
@@ -291,7 +305,29 @@ def _accumulate(fr, args, kwargs):
 
 @builtin(itertools.islice)
 def _islice(fr, args, kwargs):
-    return IterVar(S.unpack(fr, args[0])[slice(*_consts(args[1:]))])
+    it, = _user_iters(fr, args[:1])
+    window = slice(*_consts(args[1:]))
+    if not _is_lazy(it):
+        return IterVar(S.unpack(fr, it)[window])
+    # A generator or a user iterator: its items are made when asked for, and only as many as
+    # CPython's islice_next takes (it skips to the next index, then checks the stop).
+    stop, step = window.stop, window.step or 1
+    count = {"taken": 0, "next": window.start or 0}
+
+    def pull(out):
+        while count["taken"] < count["next"]:
+            if not it.more():
+                return False
+            it.take()
+            count["taken"] += 1
+        if (stop is not None and count["taken"] >= stop) or not it.more():
+            return False
+        out.items.append(it.take())
+        count["taken"] += 1
+        count["next"] = count["next"] + step if stop is None else min(count["next"] + step, stop)
+        return True
+
+    return IterVar([], live=True, pull=pull, py_type=itertools.islice)
 
 
 @builtin(itertools.starmap)
@@ -465,8 +501,10 @@ def _short_circuit(fn, stop: bool):
     fold = _symbolic_or_fold(fn, None)
 
     def handler(fr, args, kwargs):
+        if len(args) == 1 and not kwargs:
+            args = _user_iters(fr, args)
         it = args[0] if len(args) == 1 and not kwargs else None
-        if not (isinstance(it, IterVar) and it.pull is not None):
+        if not _is_lazy(it):
             return fold(fr, args, kwargs)
         while it.more():
             if S.truthy(fr, it.take()) is stop:

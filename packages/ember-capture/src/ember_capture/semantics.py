@@ -822,6 +822,11 @@ def user_iter(fr, v: Var, keep_object: bool = False):
     return iterate(fr, result)
 
 
+def user_iter_class(v: Var) -> bool:
+    """Whether ``v`` is an instance of a user class with a Python ``__iter__``."""
+    return _python_method(class_dunder(v, "__iter__"))
+
+
 def _python_method(raw) -> bool:
     return isinstance(raw, types.FunctionType) and inlinable_file(raw.__code__.co_filename)
 
