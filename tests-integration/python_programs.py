@@ -7517,3 +7517,154 @@ def p_training_flag_and_requires_grad_flips():
             net.train()
             net[0].weight.requires_grad_(True)
     return P(f, lambda i: (t(4, 3),), mutate)
+
+
+def p_reversed_and_dict_protocols_of_input_objects():
+    class Trail:
+        def __init__(self, items):
+            self.items = items
+
+        def __iter__(self):
+            return iter(self.items)
+
+        def __reversed__(self):
+            return iter(["rev"] + self.items[::-1])
+
+        def __len__(self):
+            return len(self.items)
+
+    class Table:  # a mapping by keys() and __getitem__, not a dict
+        def __init__(self, n):
+            self.n = n
+
+        def keys(self):
+            return [f"k{i}" for i in range(self.n)]
+
+        def __getitem__(self, k):
+            return int(k[1:]) * 10
+
+        def __iter__(self):
+            return iter(["not", "these"])
+
+    def f(x, trail, table):
+        back = list(reversed(trail))
+        d = dict(table)
+        merged = {**table}
+        return x * len(back), back, d, merged
+    return P(f, lambda i: (t(2), Trail(list(range([2, 3, 0, 2][i]))), Table([2, 1, 3, 2][i])))
+
+
+def p_dataclass_asdict_copies_tensors():
+    @dataclasses.dataclass
+    class State:
+        w: torch.Tensor
+        hist: list
+
+    st = State(torch.zeros(3), [1])
+
+    def f(x):
+        d = dataclasses.asdict(st)  # deep copies: the tensor and the list are new objects
+        d["w"].add_(x)
+        d["hist"].append(2)
+        tup = dataclasses.astuple(st)
+        tup[0].mul_(0)
+        return d["w"] * 1, st.w * 1, list(st.hist), d["hist"], d["w"] is st.w
+    return P(f, lambda i: (t(3),), state=lambda: (st.w.clone(), list(st.hist)))
+
+
+def p_copy_protocols_user_copy_and_deepcopy():
+    import copy as _copy
+
+    class Cfg:
+        def __init__(self, scale, tags):
+            self.scale, self.tags = scale, tags
+            self.copies = 0
+
+        def __copy__(self):
+            new = Cfg(self.scale * 10, self.tags)
+            new.copies = self.copies + 1
+            return new
+
+        def __deepcopy__(self, memo):
+            return Cfg(-self.scale, list(self.tags) + ["deep"])
+
+    def f(x, cfg):
+        a = _copy.copy(cfg)
+        b = _copy.deepcopy(cfg)
+        a.tags.append("shared")
+        return x * a.scale + b.scale, a.copies, list(a.tags), list(b.tags), a.tags is cfg.tags
+    return P(f, lambda i: (t(2), Cfg([1.0, 2.0, 0.5, 1.0][i], ["t"])))
+
+
+def p_reflected_operators_with_tensor_on_left():
+    class Offset:
+        def __init__(self, v):
+            self.v = v
+
+        def __radd__(self, other):
+            return other + self.v
+
+        def __rmul__(self, other):
+            return other * (self.v + 1)
+
+        def __rmatmul__(self, other):
+            return other.sum() * self.v
+
+    def f(x, k):
+        o = Offset(k)
+        return x + o, x * o, x @ o, 3 + o
+    return P(f, lambda i: (t(3), [1, 2, -1, 0][i]))
+
+
+def p_torch_size_comparisons_and_types():
+    def f(x):
+        s = x.shape
+        checks = (s == (2, 3), s == [2, 3], s[1:] == (3,), type(s[1:]).__name__, type(s + (1,)).__name__,
+                  s + (1,), list(reversed(s)), s.numel(), x.size()[::-1], tuple(s) == s, s.index(3) if 3 in s else -1)
+        return x.sum(), checks
+    return P(f, lambda i: (t(*[(2, 3), (3, 2), (2, 3), (1, 3)][i]),))
+
+
+def p_except_name_unbound_after_block():
+    def f(x, k):
+        try:
+            if k:
+                raise KeyError(k)
+        except KeyError as err:
+            msg = repr(err)
+        try:
+            return x, msg, err  # `err` is deleted at the end of the except block
+        except NameError as e:
+            return x * 2, msg if k else "", str(e)
+    return P(f, lambda i: (t(2), [1, 0, 2, 1][i]))
+
+
+def p_eval_and_exec_inside():
+    scale = 3
+
+    def f(x, expr):
+        y = eval(expr, {"x": x, "scale": scale})
+        ns = {}
+        exec("z = x.sum() * 2", {"x": y}, ns)
+        return y, ns["z"]
+    return P(f, lambda i: (t(2), ["x * scale", "x + 1", "x * scale", "-x"][i]))
+
+
+def p_old_sequence_protocol_iteration_and_in():
+    class Squares:
+        def __init__(self, n):
+            self.n = n
+            self.reads = []
+
+        def __getitem__(self, i):
+            self.reads.append(i)
+            if i >= self.n:
+                raise IndexError(i)
+            return i * i
+
+    def f(x, sq):
+        found = 4 in sq
+        reads_after_in = list(sq.reads)
+        vals = list(sq)
+        return x + sum(vals), found, reads_after_in, vals, list(sq.reads)
+    return P(f, lambda i: (t(2), Squares([3, 1, 5, 0][i])))

@@ -1257,3 +1257,67 @@ def test_out_argument_result_is_the_out_tensor():
     actual = fn(*inputs())
     torch.manual_seed(0)
     assert_same(actual, f(*inputs()))
+
+
+class _Trail:
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __reversed__(self):
+        return iter(["rev"] + self.items[::-1])
+
+    def __len__(self):
+        return len(self.items)
+
+
+class _Tens:
+    """A sequence by __len__ and __getitem__, whose __iter__ says something else."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i * 10
+
+    def __iter__(self):
+        return iter(["x"])
+
+
+class _Table:
+    """A mapping by keys() and __getitem__ (not a dict), whose __iter__ says something else."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def keys(self):
+        return [f"k{i}" for i in range(self.n)]
+
+    def __getitem__(self, k):
+        return int(k[1:]) * 10
+
+    def __iter__(self):
+        return iter(["not", "these"])
+
+
+def test_reversed_and_dict_use_the_protocols_python_uses():
+    """`reversed(obj)` iterated `obj.__iter__` and reversed it: a user `__reversed__`, or the
+    sequence protocol (`__len__`, `__getitem__`) that Python's reversed() uses, was ignored.
+    `dict(obj)` of an object with `keys()` unpacked its iteration as pairs (an internal error).
+    Both now ask what Python asks."""
+    def f(x, trail, seq, table):
+        return (x + 1, list(reversed(trail)), list(reversed(seq)), dict(table), list(reversed(_Tens(2))),
+                dict(_Table(2)))
+
+    fn, stats = _captured(f)
+    for n in (2, 3, 0):
+        assert_same(fn(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)),
+                    f(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)))
+    assert not stats.breaks, stats.breaks

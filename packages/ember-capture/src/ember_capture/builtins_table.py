@@ -192,7 +192,17 @@ def _zip(fr, args, kwargs):
 
 @builtin(reversed)
 def _reversed(fr, args, kwargs):
-    return IterVar(list(reversed(S.unpack(fr, args[0]))), py_type=type(reversed([])))
+    seq = args[0]
+    if isinstance(seq, (ObjVar, NewObjVar)) and S.class_dunder(seq, "__reversed__") is not None:
+        result = S.call_dunder(fr, seq, "__reversed__", [])  # a user class's own, traced
+        if result is S.NO_DUNDER:
+            raise Unsupported("unsupported_call", f"reversed() of {describe(seq)}: its __reversed__ is not Python")
+        return S.iterate(fr, result)
+    if isinstance(seq, (ObjVar, NewObjVar)) and S.class_dunder(seq, "__getitem__") is not None:
+        # the sequence protocol, as Python's reversed() uses it: len(), then seq[n-1] .. seq[0]
+        n = S.const_value(BUILTINS[len](fr, [seq], {}))
+        return IterVar([S.getitem(fr, seq, ConstVar(i)) for i in reversed(range(n))], py_type=reversed)
+    return IterVar(list(reversed(S.unpack(fr, seq))), py_type=type(reversed([])))
 
 
 @builtin(iter)
@@ -248,6 +258,10 @@ def _dict(fr, args, kwargs):
         src = args[0]
         if isinstance(src, DictVar):
             items.update(src.items)
+        elif isinstance(src, (ObjVar, NewObjVar)) and S.class_dunder(src, "keys") is not None:
+            # a mapping by its keys() and [] (what dict() asks of any object with keys())
+            for k in S.unpack(fr, call(fr, S.getattr_var(fr, src, "keys"), [], {})):
+                items[S.const_key(k)] = S.getitem(fr, src, k)
         else:
             for pair in S.unpack(fr, src):
                 k, v = S.unpack(fr, pair)
