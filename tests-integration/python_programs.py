@@ -7668,3 +7668,23 @@ def p_old_sequence_protocol_iteration_and_in():
         vals = list(sq)
         return x + sum(vals), found, reads_after_in, vals, list(sq.reads)
     return P(f, lambda i: (t(2), Squares([3, 1, 5, 0][i])))
+
+
+def p_itertools_lazy_over_generators_and_user_iterators():
+    log = []
+
+    def gen(n, tag):
+        for i in range(n):
+            log.append(f"{tag}{i}")
+            yield i
+
+    def f(x, n):
+        c = itertools.chain(gen(n, "a"), _Ticker(n, log))
+        head = list(itertools.islice(c, 2))
+        pw = next(itertools.pairwise(gen(n, "p")), None)
+        zl = list(itertools.zip_longest(gen(n, "z"), _Ticker(1, log), fillvalue=-1))
+        acc = list(itertools.islice(itertools.accumulate(gen(n, "s")), 2))
+        sm = next(itertools.starmap(operator.mul, zip(gen(n, "m"), gen(n, "k"))), None)
+        found = 1 in gen(n, "in")
+        return x * len(head), head, pw, zl, acc, sm, found, next(c, "end")
+    return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))

@@ -1321,3 +1321,28 @@ def test_reversed_and_dict_use_the_protocols_python_uses():
         assert_same(fn(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)),
                     f(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)))
     assert not stats.breaks, stats.breaks
+
+
+def test_itertools_over_generators_make_items_when_asked():
+    """`itertools.chain`, `chain.from_iterable`, `starmap`, `pairwise`, `zip_longest` and
+    `accumulate` drained their input generators when made: `next(chain(g1, g2))` ran every
+    item's side effects of both. Over a generator or user iterator they now make one item per
+    `next()`, as their C implementations do."""
+    def f(x, n):
+        log = []
+
+        def gen(tag):
+            for i in range(n):
+                log.append((tag, i))
+                yield i
+        c = itertools.chain(gen("c1"), gen("c2"))
+        out = [next(c, None), next(itertools.chain.from_iterable([gen("f1"), gen("f2")]), None),
+               next(itertools.starmap(lambda a, b: a + b, zip(gen("s1"), gen("s2"))), None),
+               next(itertools.pairwise(gen("pw")), None), next(itertools.zip_longest(gen("zl"), [1]), None),
+               next(itertools.accumulate(gen("ac")), None), list(itertools.zip_longest(gen("z2"), _Steps(1, log)))]
+        return x + 1, out, log
+
+    fn, stats = _captured(f)
+    for n in (0, 1, 3):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks

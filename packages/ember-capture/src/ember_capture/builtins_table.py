@@ -285,36 +285,97 @@ def _product(fr, args, kwargs):
     return IterVar([TupleVar(list(t)) for t in itertools.product(*[S.unpack(fr, a) for a in args], repeat=repeat)])
 
 
+def _items(it):
+    """A symbolic iterator's items, one per step."""
+    while it.more():
+        yield it.take()
+
+
+def _made(py_type, steps, lazy: bool) -> IterVar:
+    """An iterator whose items the Python generator ``steps`` (over symbolic iterators) yields.
+    Over a generator or a user iterator (``lazy``) one item is made per ``next()``, as the C
+    implementation does, so the inputs' side effects happen only for what is consumed (Note
+    [lazy iterators]); over containers, all at once (such an iterator is rebuilt at a break)."""
+    if not lazy:
+        return IterVar(list(steps), py_type=py_type)
+
+    def pull(out):
+        item = next(steps, _DONE)
+        if item is _DONE:
+            return False
+        out.items.append(item)
+        return True
+    return IterVar([], live=True, pull=pull, py_type=py_type)
+
+
+_DONE = object()
+
+
+def _any_lazy(fr, its) -> bool:
+    return any(_is_lazy(a) or (isinstance(a, (ObjVar, NewObjVar)) and S.user_iter_class(a)) for a in its)
+
+
 @builtin(itertools.chain)
 def _chain(fr, args, kwargs):
-    return IterVar([v for a in args for v in S.unpack(fr, a)])
+    def steps():  # chain calls iter() on each argument when it reaches it
+        for a in args:
+            yield from _items(S.iterate(fr, a))
+    return _made(itertools.chain, steps(), _any_lazy(fr, args))
 
 
 @builtin(itertools.chain.from_iterable)
 def _chain_from_iterable(fr, args, kwargs):
-    return IterVar([v for a in S.unpack(fr, args[0]) for v in S.unpack(fr, a)])
+    outer = args[0]
+    inner = outer.items if isinstance(outer, (ListVar, TupleVar)) else []
+
+    def steps():
+        for a in _items(S.iterate(fr, outer)):
+            yield from _items(S.iterate(fr, a))
+    return _made(itertools.chain, steps(), _any_lazy(fr, [outer, *inner]) or not isinstance(outer, (ListVar, TupleVar, ConstVar)))
 
 
 @builtin(itertools.zip_longest)
 def _zip_longest(fr, args, kwargs):
     fill = kwargs.get("fillvalue", ConstVar(None))
-    return IterVar([TupleVar(list(t)) for t in itertools.zip_longest(*[S.unpack(fr, a) for a in args], fillvalue=fill)])
+    iters = [S.iterate(fr, a) for a in args]
+
+    def steps():  # as CPython's zip_longest_next: stop as soon as the last active input ends
+        active = [True] * len(iters)
+        while iters:
+            values = []
+            for k, it in enumerate(iters):
+                if active[k] and it.more():
+                    values.append(it.take())
+                    continue
+                if active[k]:
+                    active[k] = False
+                    if not any(active):
+                        return
+                values.append(fill)
+            yield TupleVar(values)
+    return _made(itertools.zip_longest, steps(), _any_lazy(fr, iters))
 
 
 @builtin(itertools.accumulate)
 def _accumulate(fr, args, kwargs):
-    items = S.unpack(fr, args[0])
+    it = S.iterate(fr, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
     initial = kwargs.get("initial")
-    out = [] if initial is None or S.is_same(initial, ConstVar(None)) else [initial]
-    for v in items:
-        if not out:
-            out.append(v)
-        elif func is None or S.is_same(func, ConstVar(None)):
-            out.append(S.binary(fr, operator.add, out[-1], v))
-        else:
-            out.append(call(fr, func, [out[-1], v], {}))
-    return IterVar(out)
+    plain = func is None or S.is_same(func, ConstVar(None))
+
+    def steps():
+        total = None if initial is None or S.is_same(initial, ConstVar(None)) else initial
+        if total is not None:
+            yield total
+        for v in _items(it):
+            if total is None:
+                total = v
+            elif plain:
+                total = S.binary(fr, operator.add, total, v)
+            else:
+                total = call(fr, func, [total, v], {})
+            yield total
+    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]))
 
 
 @builtin(itertools.islice)
@@ -346,7 +407,9 @@ def _islice(fr, args, kwargs):
 
 @builtin(itertools.starmap)
 def _starmap(fr, args, kwargs):
-    return IterVar([call(fr, args[0], S.unpack(fr, t), {}) for t in S.unpack(fr, args[1])])
+    it = S.iterate(fr, args[1])
+    steps = (call(fr, args[0], S.unpack(fr, t), {}) for t in _items(it))
+    return _made(itertools.starmap, steps, _any_lazy(fr, [it]))
 
 
 @builtin(itertools.repeat)
@@ -358,8 +421,18 @@ def _repeat(fr, args, kwargs):
 
 
 if hasattr(itertools, "pairwise"):
-    builtin(itertools.pairwise)(lambda fr, args, kwargs: IterVar(
-        [TupleVar(list(p)) for p in itertools.pairwise(S.unpack(fr, args[0]))]))
+    @builtin(itertools.pairwise)
+    def _pairwise(fr, args, kwargs):
+        it = S.iterate(fr, args[0])
+
+        def steps():  # the first item made takes two from the input
+            if not it.more():
+                return
+            prev = it.take()
+            for v in _items(it):
+                yield TupleVar([prev, v])
+                prev = v
+        return _made(itertools.pairwise, steps(), _any_lazy(fr, [it]))
 
 
 def _lazy(fr, its, step, py_type):
