@@ -7006,3 +7006,685 @@ def p_generator_passed_in_around_a_break():
     def inputs(i):
         return (t(2), torch.Generator().manual_seed([1, 2, 1, 3][i]))
     return P(f, inputs)
+
+
+# -- fifth round: user iterators in every consumer, out= arguments, tensor subclasses, number
+# -- protocols, hooks with kwargs/prepend/always_call, notes on exceptions, stdout redirection -----
+class _Ticker:
+    """An iterator whose __iter__ returns self; each __next__ logs its step."""
+
+    def __init__(self, n, log):
+        self.n, self.i, self.log = n, 0, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(f"next{self.i}")
+        return self.i
+
+
+def p_user_iterator_self_in_consumers():
+    log = []
+
+    def f(x, n):
+        a = list(_Ticker(n, log))
+        b = sum(_Ticker(n, log))
+        c = dict(zip("abc", _Ticker(n, log)))
+        d = [x * v for i, v in enumerate(_Ticker(n, log), start=10) if i % 2 == 0]
+        e = sorted(_Ticker(n, log), reverse=True)
+        g = max(_Ticker(n, log), default=-1)
+        h = 2 in _Ticker(n, log)
+        return x + b, a, c, d, e, g, h
+    return P(f, lambda i: (t(2), [3, 0, 4, 3][i]), state=lambda: list(log))
+
+
+def p_user_iterator_self_zip_pulls_one_more():
+    log = []
+
+    def f(x, n, m):
+        # zip asks its first iterator before it finds the second exhausted: one extra __next__
+        pairs = list(zip(_Ticker(n, log), _Ticker(m, log)))
+        mapped = list(map(lambda a, b: a * b, _Ticker(n, log), _Ticker(m, log)))
+        return x * len(pairs), pairs, mapped
+    return P(f, lambda i: (t(2), [3, 2, 4, 1][i], [2, 3, 4, 0][i]), state=lambda: list(log))
+
+
+def p_user_iterator_self_loop_break_and_resume():
+    def f(x, it, stop):
+        out = x
+        for v in it:
+            it.log.append(f"body{v}")
+            out = out * v
+            if v == stop:
+                break
+        rest = list(it)
+        return out, it.i, rest, list(it.log)
+    return P(f, lambda i: (t(2), _Ticker([4, 5, 3, 4][i], []), [2, 9, 1, 4][i]))
+
+
+def p_user_iterator_self_with_break_inside_loop():
+    def f(x, it):
+        out = x
+        for v in it:
+            out = out + v
+            if out.sum() > 3:  # data-dependent: a graph break inside the loop over a user iterator
+                out = out - 1
+        return out, it.i, list(it.log)
+    return P(f, lambda i: (torch.full((2,), [0.5, 3.0, -2.0, 1.0][i]), _Ticker([3, 2, 4, 3][i], [])))
+
+
+def p_user_iterator_next_raises_midway():
+    class Flaky(_Ticker):
+        def __next__(self):
+            if self.i == self.fail_at:
+                raise ValueError(f"step {self.i} failed")
+            return super().__next__()
+
+    def f(x, n, fail_at):
+        it = Flaky(n, [])
+        it.fail_at = fail_at
+        got = []
+        try:
+            for v in it:
+                got.append(v)
+        except ValueError as e:
+            return x - 1, got, str(e), it.i
+        return x + 1, got, "", it.i
+    return P(f, lambda i: (t(2), 4, [2, 9, 0, 2][i]))
+
+
+def p_iter_returns_other_user_iterator():
+    class Box:
+        def __init__(self, items):
+            self.items = items
+            self.iters = 0
+
+        def __iter__(self):
+            self.iters += 1
+            return _Ticker(len(self.items), self.items)  # logs into the box's own list
+
+    def f(x, box):
+        total = x
+        for v in box:
+            total = total + v
+        again = [v for v in box]
+        return total, again, box.iters, list(box.items)
+    return P(f, lambda i: (t(2), Box(list(range([2, 3, 0, 2][i])))))
+
+
+def p_out_argument_inputs():
+    def f(x, y, buf):
+        r = torch.add(x, y, out=buf)
+        s = torch.mul(x, 2, out=buf[:1])
+        return r is buf, buf.clone(), s.shape, buf.sum()
+    return P(f, lambda i: (t(3), t(3), torch.zeros(3)), aot=True)
+
+
+def p_out_argument_aliases_input():
+    def f(x, y):
+        torch.add(x, y, out=x)  # x is written with x + y
+        torch.sin(y, out=y)
+        return x * 2, y
+    return P(f, lambda i: (t(4), t(4)), aot=True)
+
+
+def p_tensor_subclass_torch_function_input():
+    calls = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", str(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def f(x, y):
+        z = x * 2 + y
+        return z.sum(), type(z).__name__
+    return P(f, lambda i: (t(3).as_subclass(Logged) if i % 2 == 0 else t(3), t(3)),
+             state=lambda: len(calls) > 0)
+
+
+def p_number_protocols_round_floor_trunc():
+    class Money:
+        def __init__(self, v):
+            self.v = v
+
+        def __round__(self, ndigits=None):
+            return Money(round(self.v, ndigits)) if ndigits is not None else round(self.v)
+
+        def __floor__(self):
+            return math.floor(self.v) - 100
+
+        def __trunc__(self):
+            return int(self.v) + 100
+
+        def __int__(self):
+            return int(self.v)
+
+        def __float__(self):
+            return float(self.v) * 2
+
+    def f(x, v):
+        m = Money(v)
+        r0 = round(m)
+        r2 = round(m, 1).v
+        fl = math.floor(m)
+        tr = math.trunc(m)
+        return x * r0 + fl + tr, r0, r2, fl, tr, int(m), float(m)
+    return P(f, lambda i: (t(2), [2.5, -3.55, 0.45, 7.25][i]))
+
+
+def p_total_ordering_sorted_min_max():
+    @functools.total_ordering
+    class Ver:
+        def __init__(self, major, minor):
+            self.major, self.minor = major, minor
+
+        def __eq__(self, other):
+            return (self.major, self.minor) == (other.major, other.minor)
+
+        def __lt__(self, other):
+            return (self.major, self.minor) < (other.major, other.minor)
+
+    def f(x, pairs):
+        vs = [Ver(*p) for p in pairs]
+        lo, hi = min(vs), max(vs)
+        ordered = [(v.major, v.minor) for v in sorted(vs)]
+        ge = [a >= b for a, b in zip(vs, vs[1:])]
+        return x * hi.major + lo.minor, ordered, ge
+    return P(f, lambda i: (t(2), [[(1, 2), (0, 9), (1, 0)], [(3, 1), (3, 1)], [(0, 0)], [(2, 2), (1, 5), (2, 1)]][i]))
+
+
+def p_hooks_prepend_always_call_kwargs():
+    log = []
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x, scale=1.0):
+            return self.lin(x) * scale
+
+    m = M()
+    handles = []
+
+    def pre_a(mod, args, kwargs):
+        log.append("a")
+        return args, {**kwargs, "scale": kwargs.get("scale", 1.0) * 2}
+
+    def pre_b(mod, args):
+        log.append("b")
+        return (args[0] + 1,)
+
+    def post(mod, args, kwargs, out):
+        log.append(f"post{sorted(kwargs)}")
+        return out - 1
+
+    def f(x):
+        return m(x, scale=3.0)
+
+    def mutate(i):
+        if i == 0:
+            handles.append(m.register_forward_pre_hook(pre_a, with_kwargs=True))
+        elif i == 1:
+            handles.append(m.register_forward_pre_hook(pre_b, prepend=True))
+            handles.append(m.register_forward_hook(post, with_kwargs=True, always_call=True))
+        else:
+            handles.pop(0).remove()
+    return P(f, lambda i: (t(2, 3),), mutate, state=lambda: list(log), calls=4)
+
+
+def p_exception_notes_and_groups():
+    def f(x, k):
+        try:
+            try:
+                if k > 1:
+                    raise ValueError(f"k={k}")
+                y = x + k
+            except ValueError as e:
+                e.add_note("while scaling")
+                e.add_note(f"shape {tuple(x.shape)}")
+                raise
+        except ValueError as e:
+            return x - 1, list(e.__notes__), str(e)
+        return y, [], ""
+    return P(f, lambda i: (t(2), [0, 2, 5, 1][i]))
+
+
+def p_redirect_stdout_inside():
+    import io as _io
+
+    def f(x, n):
+        buf = _io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            print("n is", n)
+            y = x * n
+        print("after", buf.getvalue().strip())
+        return y, buf.getvalue()
+    return P(f, lambda i: (t(2), [1, 2, 2, 5][i]))
+
+
+def p_itertools_permutations_product_batched():
+    def f(x, n):
+        perms = list(itertools.permutations(range(n), 2))
+        prod = list(itertools.product("ab", repeat=2))
+        chunks = [list(c) for c in itertools.islice(itertools.cycle(range(n)), 5)]
+        grouped = {k: len(list(g)) for k, g in itertools.groupby(sorted([n, 1, n, 2, 1]))}
+        return x * len(perms), perms, prod, chunks, grouped
+    return P(f, lambda i: (t(2), [3, 2, 1, 3][i]))
+
+
+def p_length_hint_and_reversed_protocols():
+    import operator as _op
+
+    class Seq:
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            if i >= self.n:
+                raise IndexError(i)
+            return i * 10
+
+        def __reversed__(self):
+            return iter([-1] * self.n)
+
+    def f(x, n):
+        s = Seq(n)
+        fwd = list(s)
+        back = list(reversed(s))
+        hint = _op.length_hint(s)
+        return x + sum(fwd), fwd, back, hint, 20 in s
+    return P(f, lambda i: (t(2), [3, 0, 2, 4][i]))
+
+
+def p_simplenamespace_and_mappingproxy_config():
+    cfg = types.SimpleNamespace(scale=2.0, mode="add", extra={"bias": 1.0})
+    view = types.MappingProxyType(cfg.extra)
+
+    def f(x):
+        y = x * cfg.scale
+        if cfg.mode == "add":
+            y = y + view.get("bias", 0.0)
+        return y, dict(view), vars(cfg).get("new", None)
+
+    def mutate(i):
+        if i == 0:
+            cfg.scale = 3.0
+        elif i == 1:
+            cfg.extra["bias"] = -5.0
+            cfg.mode = "mul"
+        else:
+            cfg.new = "set"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_user_iterator_self_unpacking_and_yield_from():
+    log = []
+
+    def relay(n):
+        got = yield from _Ticker(n, log)
+        yield -1
+        return got
+
+    def f(x, n):
+        first, *rest = _Ticker(n + 1, log)
+        star = [*_Ticker(n, log)]
+        joined = "-".join(str(v) for v in _Ticker(n, log))
+        pairs = dict((v, v * v) for v in _Ticker(n, log))
+        relayed = list(relay(n))
+        return x * first + len(rest), rest, star, joined, pairs, relayed, set(_Ticker(n, log))
+    return P(f, lambda i: (t(2), [2, 0, 3, 2][i]), state=lambda: list(log))
+
+
+def p_user_iterator_self_partly_consumed_input():
+    def f(x, it, k):
+        head = [next(it) for _ in range(k)]
+        total = x
+        for i, v in enumerate(it):
+            total = total + v * i
+        return total, head, it.i, list(it.log)
+
+    def inputs(i):
+        it = _Ticker([5, 4, 6, 5][i], [])
+        for _ in range([1, 0, 2, 1][i]):
+            next(it)
+        return (t(2), it, [1, 2, 0, 1][i])
+    return P(f, inputs)
+
+
+def p_generator_stopiteration_becomes_runtimeerror():
+    def gen(n):
+        for i in range(n):
+            if i == 2:
+                raise StopIteration("inner")  # PEP 479: a RuntimeError for the consumer
+            yield i
+
+    def f(x, n):
+        try:
+            got = list(gen(n))
+        except RuntimeError as e:
+            return x - 1, str(e), type(e.__cause__).__name__
+        return x + sum(got), "", ""
+    return P(f, lambda i: (t(2), [2, 5, 0, 3][i]))
+
+
+def p_generator_nonlocal_and_closure_state():
+    def f(x, n):
+        count = 0
+
+        def gen():
+            nonlocal count
+            for i in range(n):
+                count += 1
+                yield x * i
+
+        g = gen()
+        first = next(g)
+        after_first = count
+        rest = list(g)
+        return first, rest, after_first, count
+    return P(f, lambda i: (t(2), [3, 1, 4, 2][i]))
+
+
+def p_min_max_sorted_keys_on_tensors_and_dicts():
+    def f(xs, d):
+        widest = max(xs, key=lambda t: t.shape[0])
+        narrow = min(xs, key=lambda t: (t.shape[0], -t.ndim))
+        by_value = sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+        top = max(d, key=d.get)
+        return widest * 2, narrow.shape, by_value, top, min(d.values(), default=None)
+    return P(f, lambda i: ([t(2), t([3, 1, 4, 2][i]), t(1)], {"a": [1, 3, 2, 2][i], "b": 2, "c": [0, 3, 5, 1][i]}))
+
+
+def p_min_max_with_data_dependent_key():
+    def f(xs):
+        best = max(xs, key=lambda t: float(t.sum()))  # the key reads tensor data
+        order = sorted(range(len(xs)), key=lambda i: xs[i].abs().sum().item())
+        return best * 1, order
+    return P(f, lambda i: ([t(3), t(3), t(3)],))
+
+
+def p_int_division_semantics_python_vs_tensor():
+    def f(x, a, b):
+        py = (a // b, a % b, divmod(a, b), -a // b, math.floor(a / b), int(a / b), round(a / b),
+              math.fmod(a, b), a ** 2 // b)
+        ta, tb = torch.tensor(a), torch.tensor(b)
+        tens = ((ta // tb).item(), (ta % tb).item(), torch.fmod(ta, tb).item(), torch.remainder(ta, tb).item(),
+                torch.div(ta, tb, rounding_mode="trunc").item(), torch.div(ta, tb, rounding_mode="floor").item())
+        return x * py[0] + tens[1], py, tens
+    return P(f, lambda i: (t(2), [-7, 7, -9, 13][i], [2, -3, 4, -5][i]))
+
+
+def p_round_half_even_floats_and_tensors():
+    def f(x, v):
+        py = [round(v), round(v, 1), round(-v), round(v + 1)]
+        ten = torch.round(torch.tensor([v, -v, v + 1], dtype=torch.float64)).tolist()
+        s = x.sum().item() * 0 + v  # a float that passed through a tensor
+        return x * round(s), py, ten, round(s)
+    return P(f, lambda i: (t(2), [0.5, 2.5, 1.25, -3.5][i]))
+
+
+def p_zero_dim_tensor_python_scalar_mixing():
+    def f(x, k, flag):
+        a = torch.tensor(3) + k          # int tensor + python float/int
+        b = torch.tensor(2.0) * x        # 0-d float with a 1-d
+        c = torch.tensor([1, 2], dtype=torch.int32) + torch.tensor(1.5)  # 0-d float promotes
+        d = torch.tensor(True) + 1
+        e = torch.tensor(flag)
+        taken = "yes" if e else "no"
+        return a, a.dtype, b, c, c.dtype, d, d.dtype, taken, (x > 0).all().item() is True
+    return P(f, lambda i: (t(2), [1, 2.5, -1, 0.0][i], [True, False, True, False][i]))
+
+
+def p_item_tolist_in_control_flow_nested():
+    def f(x, idx):
+        rows = idx.tolist()
+        out = []
+        for r in rows:
+            if r[0] > r[1]:
+                out.append(x[r[0] % x.shape[0]])
+            else:
+                out.append(-x[r[1] % x.shape[0]])
+        total = sum(v for row in rows for v in row)
+        return torch.stack(out), rows, total, type(rows[0][0]).__name__
+    return P(f, lambda i: (t(4), torch.randint(0, 6, (3, 2))))
+
+
+def p_inplace_on_aliasing_inputs_views():
+    def f(x, row, col):
+        row.mul_(2)        # a view of x: x changes too
+        col.add_(x.sum())  # reads x after the write, then writes another view
+        x[0, 0] = -1.0
+        return x.clone(), row.clone(), col.clone()
+
+    def inputs(i):
+        x = t(3, 3)
+        return (x, x[[0, 1, 2][i % 3]], x[:, 1])
+    return P(f, inputs)
+
+
+def p_hooks_on_submodule_added_between_calls_with_kwargs_return():
+    log = []
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    handles = []
+
+    def pre(mod, args, kwargs):
+        log.append(("pre", len(args), sorted(kwargs)))
+        return (args[0] * 2,), kwargs
+
+    def post(mod, args, out):
+        log.append(("post", tuple(out.shape)))
+        return out + 1 if len(log) % 2 else None
+
+    def f(x):
+        return net(x)
+
+    def mutate(i):
+        if i == 0:
+            handles.append(net[0].register_forward_pre_hook(pre, with_kwargs=True))
+        elif i == 1:
+            handles.append(net[2].register_forward_hook(post))
+        else:
+            while handles:
+                handles.pop().remove()
+    return P(f, lambda i: (t(2, 3),), mutate, state=lambda: list(log), aot=True)
+
+
+def p_training_flag_and_requires_grad_flips():
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.0), torch.nn.BatchNorm1d(3))
+
+    def f(x):
+        y = net(x)
+        mode = "train" if net.training else "eval"
+        grads = [p.requires_grad for p in net.parameters()]
+        return y, mode, grads, y.requires_grad
+
+    def mutate(i):
+        if i == 0:
+            net.eval()
+        elif i == 1:
+            net[0].weight.requires_grad_(False)
+        else:
+            net.train()
+            net[0].weight.requires_grad_(True)
+    return P(f, lambda i: (t(4, 3),), mutate)
+
+
+def p_reversed_and_dict_protocols_of_input_objects():
+    class Trail:
+        def __init__(self, items):
+            self.items = items
+
+        def __iter__(self):
+            return iter(self.items)
+
+        def __reversed__(self):
+            return iter(["rev"] + self.items[::-1])
+
+        def __len__(self):
+            return len(self.items)
+
+    class Table:  # a mapping by keys() and __getitem__, not a dict
+        def __init__(self, n):
+            self.n = n
+
+        def keys(self):
+            return [f"k{i}" for i in range(self.n)]
+
+        def __getitem__(self, k):
+            return int(k[1:]) * 10
+
+        def __iter__(self):
+            return iter(["not", "these"])
+
+    def f(x, trail, table):
+        back = list(reversed(trail))
+        d = dict(table)
+        merged = {**table}
+        return x * len(back), back, d, merged
+    return P(f, lambda i: (t(2), Trail(list(range([2, 3, 0, 2][i]))), Table([2, 1, 3, 2][i])))
+
+
+def p_dataclass_asdict_copies_tensors():
+    @dataclasses.dataclass
+    class State:
+        w: torch.Tensor
+        hist: list
+
+    st = State(torch.zeros(3), [1])
+
+    def f(x):
+        d = dataclasses.asdict(st)  # deep copies: the tensor and the list are new objects
+        d["w"].add_(x)
+        d["hist"].append(2)
+        tup = dataclasses.astuple(st)
+        tup[0].mul_(0)
+        return d["w"] * 1, st.w * 1, list(st.hist), d["hist"], d["w"] is st.w
+    return P(f, lambda i: (t(3),), state=lambda: (st.w.clone(), list(st.hist)))
+
+
+def p_copy_protocols_user_copy_and_deepcopy():
+    import copy as _copy
+
+    class Cfg:
+        def __init__(self, scale, tags):
+            self.scale, self.tags = scale, tags
+            self.copies = 0
+
+        def __copy__(self):
+            new = Cfg(self.scale * 10, self.tags)
+            new.copies = self.copies + 1
+            return new
+
+        def __deepcopy__(self, memo):
+            return Cfg(-self.scale, list(self.tags) + ["deep"])
+
+    def f(x, cfg):
+        a = _copy.copy(cfg)
+        b = _copy.deepcopy(cfg)
+        a.tags.append("shared")
+        return x * a.scale + b.scale, a.copies, list(a.tags), list(b.tags), a.tags is cfg.tags
+    return P(f, lambda i: (t(2), Cfg([1.0, 2.0, 0.5, 1.0][i], ["t"])))
+
+
+def p_reflected_operators_with_tensor_on_left():
+    class Offset:
+        def __init__(self, v):
+            self.v = v
+
+        def __radd__(self, other):
+            return other + self.v
+
+        def __rmul__(self, other):
+            return other * (self.v + 1)
+
+        def __rmatmul__(self, other):
+            return other.sum() * self.v
+
+    def f(x, k):
+        o = Offset(k)
+        return x + o, x * o, x @ o, 3 + o
+    return P(f, lambda i: (t(3), [1, 2, -1, 0][i]))
+
+
+def p_torch_size_comparisons_and_types():
+    def f(x):
+        s = x.shape
+        checks = (s == (2, 3), s == [2, 3], s[1:] == (3,), type(s[1:]).__name__, type(s + (1,)).__name__,
+                  s + (1,), list(reversed(s)), s.numel(), x.size()[::-1], tuple(s) == s, s.index(3) if 3 in s else -1)
+        return x.sum(), checks
+    return P(f, lambda i: (t(*[(2, 3), (3, 2), (2, 3), (1, 3)][i]),))
+
+
+def p_except_name_unbound_after_block():
+    def f(x, k):
+        try:
+            if k:
+                raise KeyError(k)
+        except KeyError as err:
+            msg = repr(err)
+        try:
+            return x, msg, err  # `err` is deleted at the end of the except block
+        except NameError as e:
+            return x * 2, msg if k else "", str(e)
+    return P(f, lambda i: (t(2), [1, 0, 2, 1][i]))
+
+
+def p_eval_and_exec_inside():
+    scale = 3
+
+    def f(x, expr):
+        y = eval(expr, {"x": x, "scale": scale})
+        ns = {}
+        exec("z = x.sum() * 2", {"x": y}, ns)
+        return y, ns["z"]
+    return P(f, lambda i: (t(2), ["x * scale", "x + 1", "x * scale", "-x"][i]))
+
+
+def p_old_sequence_protocol_iteration_and_in():
+    class Squares:
+        def __init__(self, n):
+            self.n = n
+            self.reads = []
+
+        def __getitem__(self, i):
+            self.reads.append(i)
+            if i >= self.n:
+                raise IndexError(i)
+            return i * i
+
+    def f(x, sq):
+        found = 4 in sq
+        reads_after_in = list(sq.reads)
+        vals = list(sq)
+        return x + sum(vals), found, reads_after_in, vals, list(sq.reads)
+    return P(f, lambda i: (t(2), Squares([3, 1, 5, 0][i])))
+
+
+def p_itertools_lazy_over_generators_and_user_iterators():
+    log = []
+
+    def gen(n, tag):
+        for i in range(n):
+            log.append(f"{tag}{i}")
+            yield i
+
+    def f(x, n):
+        c = itertools.chain(gen(n, "a"), _Ticker(n, log))
+        head = list(itertools.islice(c, 2))
+        pw = next(itertools.pairwise(gen(n, "p")), None)
+        zl = list(itertools.zip_longest(gen(n, "z"), _Ticker(1, log), fillvalue=-1))
+        acc = list(itertools.islice(itertools.accumulate(gen(n, "s")), 2))
+        sm = next(itertools.starmap(operator.mul, zip(gen(n, "m"), gen(n, "k"))), None)
+        found = 1 in gen(n, "in")
+        return x * len(head), head, pw, zl, acc, sm, found, next(c, "end")
+    return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))

@@ -1,5 +1,6 @@
 """Bad input to the facade: a clear error naming what is valid, and the user's module untouched."""
 import copy
+import warnings
 
 import pytest
 import torch
@@ -97,3 +98,74 @@ def test_backend_failure_falls_back_with_warning_or_raises_under_fullgraph():
     torch.testing.assert_close(out, f(x))
     with pytest.raises(Exception, match="always fails"):
         ember.compile(f, backend=broken, fullgraph=True)(x)
+
+
+# Note [Introspecting user objects]: a user's __getattr__ may raise anything, or answer for any name.
+class _RaisingLookup:
+    """Answers every attribute it lacks with a ValueError (not AttributeError)."""
+
+    def __init__(self, fn=None):
+        self.fn = fn
+
+    def __getattr__(self, name):
+        raise ValueError(f"no attribute {name}")
+
+    def __call__(self, *args):
+        return self.fn(*args) if self.fn is not None else args[0] * 2 + 1
+
+
+class _KeyErrorModule(torch.nn.Module):
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise KeyError(name)
+        return super().__getattr__(name)
+
+    def forward(self, x):
+        return torch.relu(x) * 3
+
+
+class _AnswersEverything:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: "surprise"
+
+    def __call__(self, x):
+        return x - 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("make", [_RaisingLookup, _KeyErrorModule, _AnswersEverything])
+def test_model_whose_getattr_raises_anything_compiles(make, backend):
+    """ember.compile read `getattr(model, "__qualname__", None)`, and capture its markers
+    (`_ember_state`, `_ember_disabled`) the same way: a `__getattr__` raising KeyError or
+    ValueError crashed the compile, and one answering every name was taken for a captured
+    function. The model's name and ember's markers are read without the user's lookup."""
+    model = make()
+    compiled = ember.compile(model, backend=backend)
+    x = torch.randn(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback either: it compiles
+        torch.testing.assert_close(compiled(x), model(x))
+    assert ember.compile_report(compiled).function == type(model).__qualname__
+    with pytest.raises(ember.InvalidArgument, match="was not made by ember.compile"):
+        ember.compile_record(model)
+
+
+def test_callable_with_raising_getattr_called_inside_and_returned_by_a_backend():
+    """The same lookups of a user object that the compiled function calls (capture describes it
+    in a break reason; a break runs it), and of the callable a user backend returns (the facade
+    asks it for `__self__`, `_boxed_call`, `compiled_graph`)."""
+    def f(x, helper):
+        y = helper(x)
+        print("between")
+        return helper(y) - 1
+
+    def backend(gm, example_inputs):
+        return _RaisingLookup(lambda *args: gm.forward(*args))
+
+    for be in ("eager", "aot_eager", backend):
+        compiled = ember.compile(f, backend=be)
+        for _ in range(2):
+            x = torch.randn(3)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no fallback either
+                torch.testing.assert_close(compiled(x, _RaisingLookup()), f(x, _RaisingLookup()))

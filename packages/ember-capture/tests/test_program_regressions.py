@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import itertools
 import math
 import warnings
 
@@ -1105,3 +1106,243 @@ def test_view_and_storage_identity_queries_of_inputs():
         fn, _ = _captured(f)
         for args in inputs:
             assert_same(fn(*args), f(*args))
+
+
+# -- Note [User iterators] -------------------------------------------------------------------------
+class _Steps:
+    """An iterator whose `__iter__` returns self and whose `__next__` logs each step."""
+
+    def __init__(self, n, log):
+        self.n, self.i, self.log = n, 0, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(("next", self.i))
+        return self.i
+
+
+class _StepsBox:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return _Steps(self.n, [])
+
+
+def test_user_iterator_returning_self_is_traced_item_by_item():
+    """`list(it)` of a user class whose `__iter__` returns self recursed until Python's limit
+    (`unpack` of `__iter__`'s result asked `__iter__` again), and the frame ran eagerly with the
+    reason "recursion too deep". `__next__` is now traced until StopIteration, lazily: a loop's
+    body and `__next__` interleave their side effects, and a `break` leaves the object as eager
+    does."""
+    def listed(x, it):
+        return x + sum(list(it)), it.i, tuple(_StepsBox(2)), [v * 2 for v in _StepsBox(3)]
+
+    def loop(x, it):
+        out = []
+        for v in it:
+            it.log.append(("body", v))
+            out.append(x * v)
+            if v == 2:
+                break
+        j = iter(it)
+        return out, it.i, next(it), j is it, list(it)
+
+    def unpacked(x, n):
+        log = []
+        a, b, c = _Steps(n, log)
+        return x * a + b * c, log
+
+    for f, inputs in ((listed, lambda n: (torch.ones(2), _Steps(n, []))),
+                      (loop, lambda n: (torch.ones(2), _Steps(n, []))),
+                      (unpacked, lambda n: (torch.ones(2), 3))):
+        fn, stats = _captured(f)
+        for n in (3, 4, 3):
+            args, expected_args = inputs(n), inputs(n)
+            assert_same(fn(*args), f(*expected_args))
+            assert_same(args, expected_args)
+        assert not stats.breaks, stats.breaks
+
+
+def test_user_iterator_raising_midway():
+    """An exception from a user `__next__` is the user's, caught by the traced `except`."""
+    class Bad(_Steps):
+        def __next__(self):
+            if self.i == 1:
+                raise ValueError("bad step")
+            return super().__next__()
+
+    def f(x, it):
+        try:
+            return x + sum(it)
+        except ValueError as e:
+            return x - 1, str(e), it.i
+
+    fn, stats = _captured(f)
+    assert_same(fn(torch.ones(2), Bad(3, [])), f(torch.ones(2), Bad(3, [])))
+    assert not stats.breaks, stats.breaks
+
+
+# -- Note [lazy iterators]: consumers that stop early ----------------------------------------------
+def _counted(n, log):
+    for i in range(n):
+        log.append(i)
+        yield i
+
+
+def test_consumers_that_stop_early_take_only_what_they_use():
+    """`itertools.islice(gen, k)`, `v in gen` and `zip(...)` over a user iterator drained the
+    whole iterator at trace time: the generator's side effects ran for every item, and a later
+    `next(gen, default)` found it exhausted. They now take items one at a time as Python does
+    (islice as CPython's islice_next; `in` stops at the first match; zip stops at the first
+    exhausted argument, after asking the ones before it)."""
+    def f(x, n):
+        log = []
+        a = list(itertools.islice(_counted(n, log), 2))
+        b = list(itertools.islice(_counted(n, log), 1, 6, 2))
+        c = 2 in _counted(n, log)
+        g = _counted(n, log)
+        d = list(itertools.islice(g, 3))
+        e = next(g, "end")
+        pairs = list(zip(_Steps(n, log), _Steps(1, log)))
+        first = any(v > 0 for v in _Steps(n, log))
+        return x + len(a), a, b, c, d, e, pairs, first, log
+
+    fn, stats = _captured(f)
+    for n in (0, 3, 4, 8):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks
+
+
+def test_in_calls_a_user_contains_of_an_input():
+    """`k in s` with `s` a user object from the inputs iterated over `__iter__` and never called
+    its `__contains__` (the rule for objects read from the inputs went straight to iteration)."""
+    class Evens:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(0, self.n, 2))
+
+        def __contains__(self, k):
+            return k % 2 == 0
+
+    def f(x, s, k):
+        return x + (k in s), k in s, k not in s
+
+    fn, _ = _captured(f)
+    for k in (4, 100, 3):
+        assert_same(fn(torch.ones(1), Evens(6), k), f(torch.ones(1), Evens(6), k))
+
+
+def test_out_argument_result_is_the_out_tensor():
+    """`r = torch.add(a, b, out=buf)` returned a new tensor in the trace: `r is buf` was False
+    (the identity of an in-place result was kept for the first argument only). A result that is
+    one of the arguments (`out=`, an `out=(a, b)` tuple) keeps that argument's identity."""
+    def f(x, y, buf, a, b):
+        r = torch.add(x, y, out=buf)
+        m = torch.max(x.view(1, -1), 1, out=(a, b))
+        return r is buf, m[0] is a, m.indices is b, id(r) == id(buf), buf * 1, a * 1, b * 1
+
+    fn, _ = _captured(f)
+
+    def inputs():
+        return torch.randn(3), torch.randn(3), torch.zeros(3), torch.zeros(1), torch.zeros(1, dtype=torch.long)
+    torch.manual_seed(0)
+    actual = fn(*inputs())
+    torch.manual_seed(0)
+    assert_same(actual, f(*inputs()))
+
+
+class _Trail:
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __reversed__(self):
+        return iter(["rev"] + self.items[::-1])
+
+    def __len__(self):
+        return len(self.items)
+
+
+class _Tens:
+    """A sequence by __len__ and __getitem__, whose __iter__ says something else."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i * 10
+
+    def __iter__(self):
+        return iter(["x"])
+
+
+class _Table:
+    """A mapping by keys() and __getitem__ (not a dict), whose __iter__ says something else."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def keys(self):
+        return [f"k{i}" for i in range(self.n)]
+
+    def __getitem__(self, k):
+        return int(k[1:]) * 10
+
+    def __iter__(self):
+        return iter(["not", "these"])
+
+
+def test_reversed_and_dict_use_the_protocols_python_uses():
+    """`reversed(obj)` iterated `obj.__iter__` and reversed it: a user `__reversed__`, or the
+    sequence protocol (`__len__`, `__getitem__`) that Python's reversed() uses, was ignored.
+    `dict(obj)` of an object with `keys()` unpacked its iteration as pairs (an internal error).
+    Both now ask what Python asks."""
+    def f(x, trail, seq, table):
+        return (x + 1, list(reversed(trail)), list(reversed(seq)), dict(table), list(reversed(_Tens(2))),
+                dict(_Table(2)))
+
+    fn, stats = _captured(f)
+    for n in (2, 3, 0):
+        assert_same(fn(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)),
+                    f(torch.ones(1), _Trail(list(range(n))), _Tens(n), _Table(n)))
+    assert not stats.breaks, stats.breaks
+
+
+def test_itertools_over_generators_make_items_when_asked():
+    """`itertools.chain`, `chain.from_iterable`, `starmap`, `pairwise`, `zip_longest` and
+    `accumulate` drained their input generators when made: `next(chain(g1, g2))` ran every
+    item's side effects of both. Over a generator or user iterator they now make one item per
+    `next()`, as their C implementations do."""
+    def f(x, n):
+        log = []
+
+        def gen(tag):
+            for i in range(n):
+                log.append((tag, i))
+                yield i
+        c = itertools.chain(gen("c1"), gen("c2"))
+        out = [next(c, None), next(itertools.chain.from_iterable([gen("f1"), gen("f2")]), None),
+               next(itertools.starmap(lambda a, b: a + b, zip(gen("s1"), gen("s2"))), None),
+               next(itertools.pairwise(gen("pw")), None), next(itertools.zip_longest(gen("zl"), [1]), None),
+               next(itertools.accumulate(gen("ac")), None), list(itertools.zip_longest(gen("z2"), _Steps(1, log)))]
+        return x + 1, out, log
+
+    fn, stats = _captured(f)
+    for n in (0, 1, 3):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks

@@ -10,7 +10,7 @@ import torch
 
 from . import frame
 from .config import CaptureConfig, CaptureStats, Unsupported
-from .disable import disable, run_shallow
+from .disable import disable, own_attr, run_shallow
 from .runtime import FrameState, Session, reset_all
 
 
@@ -60,10 +60,10 @@ def _eager_on_unknown_python(fn, config: CaptureConfig):
 
 
 def _capture_in(session: Session, fn):
-    inner = getattr(fn, "_ember_state", None)
+    inner = own_attr(fn, "_ember_state")
     if inner is not None:  # capturing a captured function: capture what it wraps
         fn = inner.eager
-    disabled = getattr(fn, "_ember_disabled", None)
+    disabled = own_attr(fn, "_ember_disabled")
     if disabled == "recursive":
         return fn
     if disabled == "shallow":

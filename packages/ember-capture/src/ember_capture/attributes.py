@@ -27,7 +27,7 @@ import types
 
 import torch
 
-from .builder import wrap
+from .builder import instance_dict, wrap  # noqa: F401  (instance_dict: used through this module)
 from .config import Unsupported
 from .variables import BoundVar, ConstVar, DictVar, NewObjVar, ObjVar
 
@@ -77,14 +77,6 @@ def guard_mro(tr, cls) -> None:
 def class_lookup(tr, cls, name):
     guard_mro(tr, cls)
     return mro_lookup(tr, cls.__mro__, name)
-
-
-def instance_dict(value):
-    try:
-        d = object.__getattribute__(value, "__dict__")
-    except AttributeError:
-        return None
-    return d if type(d) is dict else None
 
 
 def _not_in_instance(tr, source, name):

@@ -134,13 +134,23 @@ def _wrap_dict(tr, value, source, name):
     if source is not None:
         kind = "dict" if cls is dict else tr.ns.ref(cls)
         tr.guards.add(source, f"type(X) is {kind} and list(X) == {list(value)!r}")
-        if cls not in _DICT_CLASSES and hasattr(value, "__dict__"):
+        if cls not in _DICT_CLASSES and instance_dict(value) is not None:
             tr.guards.add(source, "not X.__dict__", f"{source} has no instance attributes")
     items = {k: wrap(tr, v, _item(source, k), f"{name}_{k}") for k, v in value.items()}
     var = DictVar(items, source, cls=cls)
     if cls is collections.defaultdict:
         var.default_factory = wrap(tr, value.default_factory, f"{source}.default_factory", "default_factory")
     return var
+
+
+def instance_dict(value):
+    """``value``'s own ``__dict__``, or None: read without its class's ``__getattr__`` (a user's
+    may raise anything, or answer for every name)."""
+    try:
+        d = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return None
+    return d if type(d) is dict else None
 
 
 def _modelled_dict_class(tr, cls, value) -> bool:
@@ -150,7 +160,7 @@ def _modelled_dict_class(tr, cls, value) -> bool:
     if mro[-2:] != (dict, object) or type(cls) is not type:
         return False  # a subclass of OrderedDict or defaultdict, or with a metaclass: a real object
     own = mro[:-2]
-    if any(not _DICT_PROTOCOL.isdisjoint(k.__dict__) for k in own) or getattr(value, "__dict__", None):
+    if any(not _DICT_PROTOCOL.isdisjoint(k.__dict__) for k in own) or instance_dict(value):
         return False
     for k in own:  # a method added to the class later recompiles
         tr.guards.add(f"{tr.ns.ref(k)}.__dict__", f"X.keys().isdisjoint({tr.ns.ref(_DICT_PROTOCOL)})",

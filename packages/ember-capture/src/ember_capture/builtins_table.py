@@ -155,10 +155,23 @@ def _range(fr, args, kwargs):
     return ConstVar(range(*_consts(args)))
 
 
+def _user_iters(fr, args) -> list:
+    """The arguments, a user object among them replaced by its iterator (its ``__iter__`` is
+    called once, when the builtin is called, as in Python), so that a user iterator is
+    consumed lazily like a generator (Note [User iterators])."""
+    return [S.iterate(fr, a) if isinstance(a, (ObjVar, NewObjVar)) and S.user_iter_class(a) else a
+            for a in args]
+
+
+def _is_lazy(v) -> bool:
+    return isinstance(v, IterVar) and v.pull is not None
+
+
 @builtin(enumerate)
 def _enumerate(fr, args, kwargs):
     start = S.const_value(args[1]) if len(args) > 1 else S.const_value(kwargs.get("start", ConstVar(0)))
-    if not (isinstance(args[0], IterVar) and args[0].pull is not None):
+    args = _user_iters(fr, args[:1]) + list(args[1:])
+    if not _is_lazy(args[0]):
         return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
                        py_type=enumerate)
     count = iter(range(start, 1 << 62))
@@ -171,18 +184,33 @@ def _zip(fr, args, kwargs):
         lists = [S.unpack(fr, a) for a in args]
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("trace_error", "zip(strict=True) of different lengths")
-    if not any(isinstance(a, IterVar) and a.pull is not None for a in args):
+    args = _user_iters(fr, args)
+    if not any(_is_lazy(a) for a in args):
         return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
     return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
 
 
 @builtin(reversed)
 def _reversed(fr, args, kwargs):
-    return IterVar(list(reversed(S.unpack(fr, args[0]))), py_type=type(reversed([])))
+    seq = args[0]
+    if isinstance(seq, (ObjVar, NewObjVar)) and S.class_dunder(seq, "__reversed__") is not None:
+        result = S.call_dunder(fr, seq, "__reversed__", [])  # a user class's own, traced
+        if result is S.NO_DUNDER:
+            raise Unsupported("unsupported_call", f"reversed() of {describe(seq)}: its __reversed__ is not Python")
+        return S.iterate(fr, result)
+    if isinstance(seq, (ObjVar, NewObjVar)) and S.class_dunder(seq, "__getitem__") is not None:
+        # the sequence protocol, as Python's reversed() uses it: len(), then seq[n-1] .. seq[0]
+        n = S.const_value(BUILTINS[len](fr, [seq], {}))
+        return IterVar([S.getitem(fr, seq, ConstVar(i)) for i in reversed(range(n))], py_type=reversed)
+    return IterVar(list(reversed(S.unpack(fr, seq))), py_type=type(reversed([])))
 
 
 @builtin(iter)
 def _iter(fr, args, kwargs):
+    if len(args) == 1 and isinstance(args[0], (ObjVar, NewObjVar)):
+        it = S.user_iter(fr, args[0], keep_object=True)  # Note [User iterators]
+        if it is not S.NO_DUNDER:
+            return it
     return S.iterate(fr, args[0])
 
 
@@ -230,6 +258,10 @@ def _dict(fr, args, kwargs):
         src = args[0]
         if isinstance(src, DictVar):
             items.update(src.items)
+        elif isinstance(src, (ObjVar, NewObjVar)) and S.class_dunder(src, "keys") is not None:
+            # a mapping by its keys() and [] (what dict() asks of any object with keys())
+            for k in S.unpack(fr, call(fr, S.getattr_var(fr, src, "keys"), [], {})):
+                items[S.const_key(k)] = S.getitem(fr, src, k)
         else:
             for pair in S.unpack(fr, src):
                 k, v = S.unpack(fr, pair)
@@ -253,46 +285,131 @@ def _product(fr, args, kwargs):
     return IterVar([TupleVar(list(t)) for t in itertools.product(*[S.unpack(fr, a) for a in args], repeat=repeat)])
 
 
+def _items(it):
+    """A symbolic iterator's items, one per step."""
+    while it.more():
+        yield it.take()
+
+
+def _made(py_type, steps, lazy: bool) -> IterVar:
+    """An iterator whose items the Python generator ``steps`` (over symbolic iterators) yields.
+    Over a generator or a user iterator (``lazy``) one item is made per ``next()``, as the C
+    implementation does, so the inputs' side effects happen only for what is consumed (Note
+    [lazy iterators]); over containers, all at once (such an iterator is rebuilt at a break)."""
+    if not lazy:
+        return IterVar(list(steps), py_type=py_type)
+
+    def pull(out):
+        item = next(steps, _DONE)
+        if item is _DONE:
+            return False
+        out.items.append(item)
+        return True
+    return IterVar([], live=True, pull=pull, py_type=py_type)
+
+
+_DONE = object()
+
+
+def _any_lazy(fr, its) -> bool:
+    return any(_is_lazy(a) or (isinstance(a, (ObjVar, NewObjVar)) and S.user_iter_class(a)) for a in its)
+
+
 @builtin(itertools.chain)
 def _chain(fr, args, kwargs):
-    return IterVar([v for a in args for v in S.unpack(fr, a)])
+    def steps():  # chain calls iter() on each argument when it reaches it
+        for a in args:
+            yield from _items(S.iterate(fr, a))
+    return _made(itertools.chain, steps(), _any_lazy(fr, args))
 
 
 @builtin(itertools.chain.from_iterable)
 def _chain_from_iterable(fr, args, kwargs):
-    return IterVar([v for a in S.unpack(fr, args[0]) for v in S.unpack(fr, a)])
+    outer = args[0]
+    inner = outer.items if isinstance(outer, (ListVar, TupleVar)) else []
+
+    def steps():
+        for a in _items(S.iterate(fr, outer)):
+            yield from _items(S.iterate(fr, a))
+    return _made(itertools.chain, steps(), _any_lazy(fr, [outer, *inner]) or not isinstance(outer, (ListVar, TupleVar, ConstVar)))
 
 
 @builtin(itertools.zip_longest)
 def _zip_longest(fr, args, kwargs):
     fill = kwargs.get("fillvalue", ConstVar(None))
-    return IterVar([TupleVar(list(t)) for t in itertools.zip_longest(*[S.unpack(fr, a) for a in args], fillvalue=fill)])
+    iters = [S.iterate(fr, a) for a in args]
+
+    def steps():  # as CPython's zip_longest_next: stop as soon as the last active input ends
+        active = [True] * len(iters)
+        while iters:
+            values = []
+            for k, it in enumerate(iters):
+                if active[k] and it.more():
+                    values.append(it.take())
+                    continue
+                if active[k]:
+                    active[k] = False
+                    if not any(active):
+                        return
+                values.append(fill)
+            yield TupleVar(values)
+    return _made(itertools.zip_longest, steps(), _any_lazy(fr, iters))
 
 
 @builtin(itertools.accumulate)
 def _accumulate(fr, args, kwargs):
-    items = S.unpack(fr, args[0])
+    it = S.iterate(fr, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
     initial = kwargs.get("initial")
-    out = [] if initial is None or S.is_same(initial, ConstVar(None)) else [initial]
-    for v in items:
-        if not out:
-            out.append(v)
-        elif func is None or S.is_same(func, ConstVar(None)):
-            out.append(S.binary(fr, operator.add, out[-1], v))
-        else:
-            out.append(call(fr, func, [out[-1], v], {}))
-    return IterVar(out)
+    plain = func is None or S.is_same(func, ConstVar(None))
+
+    def steps():
+        total = None if initial is None or S.is_same(initial, ConstVar(None)) else initial
+        if total is not None:
+            yield total
+        for v in _items(it):
+            if total is None:
+                total = v
+            elif plain:
+                total = S.binary(fr, operator.add, total, v)
+            else:
+                total = call(fr, func, [total, v], {})
+            yield total
+    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]))
 
 
 @builtin(itertools.islice)
 def _islice(fr, args, kwargs):
-    return IterVar(S.unpack(fr, args[0])[slice(*_consts(args[1:]))])
+    it, = _user_iters(fr, args[:1])
+    window = slice(*_consts(args[1:]))
+    if not _is_lazy(it):
+        return IterVar(S.unpack(fr, it)[window])
+    # A generator or a user iterator: its items are made when asked for, and only as many as
+    # CPython's islice_next takes (it skips to the next index, then checks the stop).
+    stop, step = window.stop, window.step or 1
+    count = {"taken": 0, "next": window.start or 0}
+
+    def pull(out):
+        while count["taken"] < count["next"]:
+            if not it.more():
+                return False
+            it.take()
+            count["taken"] += 1
+        if (stop is not None and count["taken"] >= stop) or not it.more():
+            return False
+        out.items.append(it.take())
+        count["taken"] += 1
+        count["next"] = count["next"] + step if stop is None else min(count["next"] + step, stop)
+        return True
+
+    return IterVar([], live=True, pull=pull, py_type=itertools.islice)
 
 
 @builtin(itertools.starmap)
 def _starmap(fr, args, kwargs):
-    return IterVar([call(fr, args[0], S.unpack(fr, t), {}) for t in S.unpack(fr, args[1])])
+    it = S.iterate(fr, args[1])
+    steps = (call(fr, args[0], S.unpack(fr, t), {}) for t in _items(it))
+    return _made(itertools.starmap, steps, _any_lazy(fr, [it]))
 
 
 @builtin(itertools.repeat)
@@ -304,8 +421,18 @@ def _repeat(fr, args, kwargs):
 
 
 if hasattr(itertools, "pairwise"):
-    builtin(itertools.pairwise)(lambda fr, args, kwargs: IterVar(
-        [TupleVar(list(p)) for p in itertools.pairwise(S.unpack(fr, args[0]))]))
+    @builtin(itertools.pairwise)
+    def _pairwise(fr, args, kwargs):
+        it = S.iterate(fr, args[0])
+
+        def steps():  # the first item made takes two from the input
+            if not it.more():
+                return
+            prev = it.take()
+            for v in _items(it):
+                yield TupleVar([prev, v])
+                prev = v
+        return _made(itertools.pairwise, steps(), _any_lazy(fr, [it]))
 
 
 def _lazy(fr, its, step, py_type):
@@ -461,8 +588,10 @@ def _short_circuit(fn, stop: bool):
     fold = _symbolic_or_fold(fn, None)
 
     def handler(fr, args, kwargs):
+        if len(args) == 1 and not kwargs:
+            args = _user_iters(fr, args)
         it = args[0] if len(args) == 1 and not kwargs else None
-        if not (isinstance(it, IterVar) and it.pull is not None):
+        if not _is_lazy(it):
             return fold(fr, args, kwargs)
         while it.more():
             if S.truthy(fr, it.take()) is stop:

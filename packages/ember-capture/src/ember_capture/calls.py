@@ -17,6 +17,7 @@ from .attributes import CONTAINER_TYPES, MODULE_CALLS, bind_class_attr, class_lo
 from .builder import stateless_module, wrap
 from .config import Unsupported
 from .frame import Frame
+from .disable import own_attr
 from .library import inlinable_file
 from .amp import model_for as amp_model_for
 from .optim import function_model_for as optim_function_model_for, model_for as optim_model_for
@@ -110,10 +111,10 @@ def _call_obj(fr, fn, args, kwargs):
     """A call of a real Python object: first the rules that recognise a callable by what it is
     (marked, a builtin with a model, a torch op...), then by its Python type (OBJECT_CALLS)."""
     value = fn.value
-    disabled = getattr(value, "_ember_disabled", None)
+    disabled = own_attr(value, "_ember_disabled")
     if disabled is not None:
         raise Unsupported("disabled", f"{getattr(value, '__qualname__', value)} is marked ember.disable")
-    inner = getattr(value, "_ember_state", None)
+    inner = own_attr(value, "_ember_state")
     if inner is not None:  # a captured function called from traced code: trace what it wraps
         return call(fr, wrap(fr.tr, inner.eager, None), args, kwargs)
     special = fr.tr.builtins.get(_key(value))
@@ -125,7 +126,7 @@ def _call_obj(fr, fn, args, kwargs):
     scheduled_step = optim_function_model_for(fn)
     if scheduled_step is not None:  # Note [optimizer steps]
         return scheduled_step(fr, args, kwargs)
-    if isinstance(getattr(value, "_opoverload", None), torch._ops.OpOverload):  # torch.library.custom_op
+    if isinstance(own_attr(value, "_opoverload"), torch._ops.OpOverload):  # torch.library.custom_op
         return torch_call(fr, value._opoverload, args, kwargs)
     if is_torch_op(value):
         return torch_call(fr, value, args, kwargs)
@@ -302,7 +303,7 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
         freevars = dict(zip(code.co_freevars, fn.closure or ()))
     else:
         f = fn.value
-        if getattr(f, "_ember_disabled", None) is not None:
+        if own_attr(f, "_ember_disabled") is not None:
             raise Unsupported("disabled", f"{f.__qualname__} is marked ember.disable")
         code, globals_ = f.__code__, f.__globals__
         if not inlinable_file(code.co_filename):

@@ -11,7 +11,21 @@ import dis
 import functools
 import types
 
+from .builder import instance_dict
 from .library import inlinable_file
+
+
+def own_attr(obj, name: str):
+    """The attribute ``name`` from ``obj``'s own ``__dict__`` (a bound method's: its function's),
+    or None. For what ember and torch set on the objects they make (``_ember_disabled``,
+    ``_ember_original``, ``_ember_state``, a custom op's ``_opoverload``): read without the
+    object's attribute protocol, since a user's ``__getattr__`` may raise anything (a KeyError,
+    a ValueError) or answer for every name, and looking for a marker must neither fail nor find
+    one that is not there."""
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    own = instance_dict(obj)
+    return None if own is None else own.get(name)
 
 
 def disable(fn=None, recursive: bool = True):
@@ -51,7 +65,7 @@ class _CapturingGlobals(dict):
 
 def _captured(value, session):
     """The capture wrapper of a user function (the value itself for anything else)."""
-    if getattr(value, "_ember_disabled", None) is None and isinstance(value, types.FunctionType) \
+    if own_attr(value, "_ember_disabled") is None and isinstance(value, types.FunctionType) \
             and inlinable_file(value.__code__.co_filename):
         return session.callee(value)
     return value
@@ -78,7 +92,7 @@ def _closure(fn, session):
 
 def run_shallow(disabled_fn, session, args, kwargs):
     """Run a ``disable(recursive=False)`` function natively; its callees go through capture."""
-    fn = getattr(disabled_fn, "_ember_original", disabled_fn)
+    fn = own_attr(disabled_fn, "_ember_original") or disabled_fn
     copy = types.FunctionType(fn.__code__, _CapturingGlobals(fn.__globals__, session), fn.__name__,
                               fn.__defaults__, _closure(fn, session))
     copy.__kwdefaults__ = fn.__kwdefaults__

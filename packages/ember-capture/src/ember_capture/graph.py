@@ -207,9 +207,13 @@ class OutputGraph:
         self._annotate(node, out)
         self.n_ops += 1
         result = self._wrap_output(node, out)
-        first = args[0] if args else None
-        if isinstance(first, TensorVar) and out is first.fake:  # in-place: the same tensor object
-            result.ident = first.ident
+        # In place (`x.add_(1)`) or into `out=` (`torch.add(a, b, out=buf)`): the result is the
+        # same tensor object as that argument, for `is` and `id()` as in eager.
+        written = {id(v.fake): v for a in _flat(args, kwargs)
+                   for v in (a.items if isinstance(a, (TupleVar, ListVar)) else [a]) if isinstance(v, TensorVar)}
+        for r in (result.items if isinstance(result, (TupleVar, ListVar)) else [result]):
+            if isinstance(r, TensorVar) and id(r.fake) in written:
+                r.ident = written[id(r.fake)].ident
         return result
 
     def _run_fake(self, kind, target, args, kwargs):

@@ -17,7 +17,7 @@ from .protocol import CONTAINS, DELITEM, GETITEM, SETITEM, UNPACK, contains, des
 from .tables import TypeTable
 from .semantics import (
     NO_DUNDER, call_dunder, const_key, const_value, getattr_var, is_same, item_equals, module_entry, mutable_dict,
-    mutable_items, truthy,
+    iterate, mutable_items, truthy, user_iter,
 )
 from .variables import (
     AutocastVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExitVar, FunctionVar, GradModeVar, IterVar,
@@ -68,9 +68,9 @@ def _unpack_obj(fr, v: ObjVar):
 
 @UNPACK.rule(NewObjVar)
 def _unpack_user(fr, v):  # a user class's __iter__ (a Sequence's, from collections.abc)
-    result = call_dunder(fr, v, "__iter__", [])
-    if result is not NO_DUNDER:
-        return unpack(fr, result)
+    it = user_iter(fr, v)
+    if it is not NO_DUNDER:
+        return it.drain()
     return UNPACK.refusal(fr, v)
 
 
@@ -112,12 +112,15 @@ MODULE_CHILDREN.register(torch.nn.ParameterList)(
 # -- membership --------------------------------------------------------------------------
 @CONTAINS.rule(ListVar, TupleVar, SetVar, IterVar, TensorVar)
 def _contains_by_iteration(fr, container, item) -> bool:
-    items = unpack(fr, container)
     if isinstance(item, TensorVar):
-        if any(isinstance(i, TensorVar) and i.node is item.node for i in items):
+        if any(isinstance(i, TensorVar) and i.node is item.node for i in unpack(fr, container)):
             return True
         raise Unsupported("data_dependent", "`in` on tensors compares their values")
-    return any(item_equals(fr, i, item) for i in items)
+    it = iterate(fr, container)  # as Python does: stop at the first match (a generator's or a
+    while it.more():             # user iterator's later items are never made: Note [lazy iterators])
+        if item_equals(fr, it.take(), item):
+            return True
+    return False
 
 
 CONTAINS.refuse(*_ITEMLESS)
@@ -153,12 +156,16 @@ def _obj_contains(fr, container: ObjVar, item) -> bool:
         return _registry_contains(fr, container, item)
     if isinstance(container.value, torch.nn.ModuleDict):
         return const_key(item) in container.value._modules
-    return _contains_by_iteration(fr, container, item)
+    return _newobj_contains(fr, container, item)
 
 
 @CONTAINS.rule(NewObjVar)
-def _newobj_contains(fr, container: NewObjVar, item) -> bool:
-    return truthy(fr, _user_protocol(fr, container, "__contains__", [item]))
+def _newobj_contains(fr, container, item) -> bool:
+    """A user class's ``__contains__``, traced; without one, Python iterates (``__iter__``)."""
+    result = call_dunder(fr, container, "__contains__", [item])
+    if result is NO_DUNDER:
+        return _contains_by_iteration(fr, container, item)
+    return truthy(fr, result)
 
 
 def _registry(v: ObjVar, key) -> bool:

@@ -31,8 +31,18 @@ from .variables import ConstVar, ObjVar, Var
 def describe(v: Var) -> str:
     """How a graph-break reason names a value: ``list``, ``tensor``, ``function my_fn``."""
     if isinstance(v, (ObjVar, ConstVar)):
-        return f"{type(v.value).__name__} {getattr(v.value, '__qualname__', '')}".strip()
+        return f"{type(v.value).__name__} {_qualname(v.value)}".strip()
     return type(v).__name__.replace("Var", "").lower()
+
+
+def _qualname(value) -> str:
+    """A function's or class's ``__qualname__``; "" for other objects, whose class's
+    ``__getattr__`` (the user's) may raise anything or answer for every name."""
+    try:
+        name = getattr(value, "__qualname__", "")
+    except Exception:  # noqa: BLE001 -- the user's __getattr__, not capture's
+        return ""
+    return name if isinstance(name, str) else ""
 
 
 class Operation:

@@ -24,7 +24,7 @@ from .library import inlinable_file
 from .ops_flow import in_except_block
 from .codegen import GLOBAL_STATE, MISS, RUNTIME_NULL, CannotRebuild, Rebuilder, collect_tensors, generate_entry
 from .config import CaptureConfig, CaptureStats, FrameEvent, Unsupported
-from .disable import run_shallow
+from .disable import own_attr, run_shallow
 from .frame import CodeInfo
 from .guards import MODULE_HOOKS, NO_GLOBAL_HOOKS, NO_MODULE_HOOKS, global_module_hooks
 from .resume import CannotResume, resume_code
@@ -398,7 +398,7 @@ class FrameState:
     def call_native(self, fn, args, kwargs):
         """Call ``fn`` for a graph break: user code still goes through capture."""
         session = self.session
-        disabled = getattr(fn, "_ember_disabled", None)
+        disabled = own_attr(fn, "_ember_disabled")
         if disabled == "shallow":
             return run_shallow(fn, session, args, kwargs)
         if disabled is None:

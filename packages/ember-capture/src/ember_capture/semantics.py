@@ -793,6 +793,59 @@ ITER.rule(Var)(lambda fr, v: IterVar(unpack(fr, v)))  # other kinds: over their 
 ITER.rule(IterVar)(lambda fr, v: v)
 
 
+@ITER.rule(ObjVar, NewObjVar)
+def _user_iter(fr, v):
+    result = user_iter(fr, v)
+    if result is NO_DUNDER:  # a module, or no Python __iter__: over its items (UNPACK's rules)
+        return IterVar(unpack(fr, v))
+    return result
+
+
+def user_iter(fr, v: Var, keep_object: bool = False):
+    """Note [User iterators]: ``iter(v)`` of a user-class instance whose class defines
+    ``__iter__`` in Python, or ``NO_DUNDER``. ``__iter__`` is traced; what it returns is an
+    iterator of its own kind (a generator, ``iter(self.items)``) or a user object with a Python
+    ``__next__`` (often ``self``), whose items are made by tracing ``__next__`` when asked for,
+    one at a time, until it raises StopIteration: a loop over it interleaves ``__next__``'s side
+    effects with the body's, and a ``break`` leaves the object where eager leaves it, as Python
+    does. Such an iterator cannot be rebuilt at a graph break inside its loop (the frame then
+    runs eagerly). With ``keep_object`` (the builtin ``iter()``) such an object is returned as
+    it is: ``iter(it) is it``, and a loop over it calls its ``__iter__`` again, as Python does."""
+    result = call_dunder(fr, v, "__iter__", [])
+    if result is NO_DUNDER or isinstance(result, IterVar):
+        return result
+    if isinstance(result, (ObjVar, NewObjVar)) and _USER_CLASS[type(result)](result) is not None:
+        if not _python_method(class_dunder(result, "__next__")):
+            raise Unsupported("unsupported_iter", f"{describe(v)}.__iter__ returned {describe(result)}, whose "
+                              "__next__ is not Python")
+        return result if keep_object else user_iterator(fr, result)
+    return iterate(fr, result)
+
+
+def user_iter_class(v: Var) -> bool:
+    """Whether ``v`` is an instance of a user class with a Python ``__iter__``."""
+    return _python_method(class_dunder(v, "__iter__"))
+
+
+def _python_method(raw) -> bool:
+    return isinstance(raw, types.FunctionType) and inlinable_file(raw.__code__.co_filename)
+
+
+def user_iterator(fr, it: Var) -> IterVar:
+    """The items of ``it``, a user object with a Python ``__next__``, traced lazily (Note [User
+    iterators])."""
+    def pull(out):
+        try:
+            out.items.append(call_dunder(fr, it, "__next__", []))
+        except TracedRaise as e:
+            if isinstance(e.exc, StopIteration):
+                return False
+            raise
+        return True
+
+    return IterVar([], live=True, pull=pull, py_type=_USER_CLASS[type(it)](it))
+
+
 @ITER.rule(DictVar, DictViewVar)
 def _dict_iter(fr, v):
     """An iterator over a dict or a view of it: its items when made; like Python's, each next()

@@ -15,6 +15,7 @@ from ember.backends import build_compiler
 from ember.ddp import compile_ddp, is_ddp, split_at_ddp_buckets
 from ember.errors import InvalidArgument
 from ember.fsdp import compile_fsdp, has_fsdp_units
+from ember.introspect import attr_or
 from ember.module import OptimizedModule
 from ember import trace
 from ember.progress import Progress
@@ -55,7 +56,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not callable(model):
         raise InvalidArgument(f"ember.compile: expected a function, method or nn.Module, "
                               f"got {type(model).__name__}")
-    record = CompileRecord(function=getattr(model, "__qualname__", None) or type(model).__qualname__)
+    record = CompileRecord(function=_model_name(model))
     prepared = _prepare(backend, fullgraph, dynamic, mode, options, disable, record)
     if prepared is None:
         return model
@@ -81,6 +82,12 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     return compiled
 
 
+def _model_name(model: Any) -> str:
+    """The name reports give the model: its `__qualname__`, else its class's. A user object's
+    `__getattr__` may raise anything or return anything (Note [Introspecting user objects])."""
+    return attr_or(model, "__qualname__", kind=str) or type(model).__qualname__
+
+
 def compile_record(compiled: Any) -> CompileRecord:
     """What compiling did so far (Note [compile record]): each layer's passes per graph, with
     seconds and artifacts. `compiled` is what `ember.compile` returned::
@@ -90,7 +97,7 @@ def compile_record(compiled: Any) -> CompileRecord:
         f(torch.randn(8))
         print(ember.compile_record(f))  # capture, autograd and inductor passes of graph 0
     """
-    record = getattr(compiled, "_ember_record", None)
+    record = attr_or(compiled, "_ember_record")
     if not isinstance(record, CompileRecord):
         raise InvalidArgument(f"ember.compile_record: {type(compiled).__name__} was not made by ember.compile")
     return record

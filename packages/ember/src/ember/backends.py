@@ -30,6 +30,7 @@ from ember.cudagraphs import CUDAGraphs, Logger
 from ember.checks import check_captured, check_outputs
 from ember.errors import BackendUnavailable, InvalidArgument
 from ember.fallback import Fallback, Site, site_of
+from ember.introspect import attr_or
 from ember.record import CompileRecord
 from ember.settings import INDUCTOR_LOGS, INDUCTOR_TRACE, Settings, make_settings
 
@@ -214,8 +215,8 @@ class AotComposition:
             if self.config is not None and self.config.verify:  # Note [checked boundaries]
                 compiled = check_outputs(g, compiled)
             record.add(graph, "autograd", f"{stage}_compile", time.perf_counter() - start, g)
-            inner = getattr(compiled, "compiled_graph", None)  # the inductor's, with its passes
-            if isinstance(getattr(inner, "timings", None), dict):
+            inner = attr_or(compiled, "compiled_graph")  # the inductor's, with its passes
+            if isinstance(attr_or(inner, "timings"), dict):
                 record.add_timings(graph, "inductor", inner.timings, inner)
             return compiled
 

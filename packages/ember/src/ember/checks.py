@@ -28,6 +28,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ember.errors import SpecError
+from ember.introspect import attr_or
 
 LAYER_SPEC_ERRORS: dict[type, str] = {
     ember_capture.SpecError: "capture",
@@ -69,7 +70,7 @@ def check_outputs(gm: torch.fx.GraphModule, compiled: Callable) -> Callable:
     compiler's choice). Keeps `compiled`'s calling convention."""
     outputs = pytree.tree_leaves(gm.graph.output_node().args[0])
     promised = [_spec_of(o.meta.get("val")) if isinstance(o, torch.fx.Node) else None for o in outputs]
-    boxed = getattr(compiled, "_boxed_call", False)
+    boxed = attr_or(compiled, "_boxed_call", False)
     checked = [False]
 
     def check(outs: Any) -> Any:
@@ -91,5 +92,5 @@ def check_outputs(gm: torch.fx.GraphModule, compiled: Callable) -> Callable:
     else:
         def run(*args: Any) -> Any:
             return check(compiled(*args))
-    run.compiled_graph = getattr(compiled, "compiled_graph", None)
+    run.compiled_graph = attr_or(compiled, "compiled_graph")
     return run

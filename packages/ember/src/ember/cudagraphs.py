@@ -68,6 +68,7 @@ from typing import Any
 import torch
 
 from ember.errors import UsageError
+from ember.introspect import attr_or
 
 # torch's C++ helpers where this build has them (CUDA builds do); pure-Python fallbacks else.
 _PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
@@ -105,7 +106,7 @@ def _held_message(label: str, k: int) -> str:
 
 
 def _boxed(fn: Callable) -> Callable[[list], Any]:
-    if getattr(fn, "_boxed_call", False):
+    if attr_or(fn, "_boxed_call", False):
         return fn
     return lambda args: fn(*args)
 
@@ -668,7 +669,7 @@ def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: fro
                              pool=Pool(), static_hint=static_hint,
                              handed=meta.get("ember_saved_outputs"),
                              mutations=meta.get("ember_mutations", ()), log=log)
-        runner.compiled_graph = getattr(compiled, "compiled_graph", None)
+        runner.compiled_graph = attr_or(compiled, "compiled_graph")
         return runner
 
     def bw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -681,7 +682,7 @@ def cudagraph_compilers(fw_inner: Callable, bw_inner: Callable, static_hint: fro
             log(f"the backward of {where} runs without CUDA graphs: {reason}")
             return compiled
         runner = BackwardRunner(compiled, forward, label=f"the backward of {where}", log=log)
-        runner.compiled_graph = getattr(compiled, "compiled_graph", None)
+        runner.compiled_graph = attr_or(compiled, "compiled_graph")
         return runner
 
     return fw_compiler, bw_compiler

@@ -30,6 +30,7 @@ import torch
 
 from ember.checks import as_spec_error
 from ember.errors import BackendCompilerFailed, UsageError
+from ember.introspect import attr_or
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 
@@ -106,7 +107,7 @@ class Fallback:
         except Exception as exc:  # noqa: BLE001 - reported by fail(), never hidden
             self.fail(f"{stage} compile", exc)
             return gm.forward
-        if getattr(compiled, "__self__", None) is gm or getattr(compiled, "ember_guarded", False):
+        if attr_or(compiled, "__self__") is gm or attr_or(compiled, "ember_guarded", False):
             return compiled  # the graph itself, or guarded already (AotComposition)
         # Note [compiled mutations] (ember_autograd): inputs the compiled graph may write itself
         mutated = sorted({i for _, i in gm.graph.output_node().meta.get("ember_mutations", ())})
@@ -127,7 +128,7 @@ class Fallback:
         `eager` runs. Only the first call pays for the copies, and only up to SNAPSHOT_BYTES in
         all (a compiled optimizer step of a large model mutates every parameter and its state:
         copying them could exhaust memory; such a graph keeps the earlier behaviour)."""
-        inner_boxed = getattr(compiled, "_boxed_call", False)
+        inner_boxed = attr_or(compiled, "_boxed_call", False)
         direct = compiled if inner_boxed else (lambda a: compiled(*a))
         state: list[Any] = [None]
 
@@ -160,7 +161,7 @@ class Fallback:
         else:
             def run(*args: Any) -> Any:
                 return state[0](args)
-        run.compiled_graph = getattr(compiled, "compiled_graph", None)  # inspection, see backends
+        run.compiled_graph = attr_or(compiled, "compiled_graph")  # inspection, see backends
         run.wrapped = compiled
         return run
 
