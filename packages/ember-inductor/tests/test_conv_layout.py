@@ -223,6 +223,34 @@ def test_attention_on_views_of_a_channels_last_buffer_gets_eager_layouts(backend
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
 
 
+def _attention_on_slices(b, proj):
+    qkv = [b.call(P.slice.default, proj, [0, 0, 0, 16 * i], [2, 2, 17, 16 * (i + 1)], [1, 1, 1, 1])
+           for i in range(3)]
+    out = b.call(aten._scaled_dot_product_flash_attention_for_cpu.default, *qkv, scale=0.25)
+    attn = b.graph.call_function(operator.getitem, (out, 0))
+    attn.meta["val"] = out.meta["val"][0]
+    return (b.call(P.clone.default, attn),)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_attention_on_slices_of_a_channels_last_input_gets_a_dense_last_dimension(backend, tmp_path):
+    """Note [attention operands with a dense last dimension]: a backward graph receives the
+    forward's saved in-projection channels-last (Note [saved outputs]) and slices q, k, v from
+    it; the CPU flash attention (here its forward, the same reads) got them with a last-dimension
+    stride of 2 and read past them (torchvision ViT's gradients were off by ~1)."""
+    def inputs():
+        return [torch.randn(2, 2, 17, 48).contiguous(memory_format=torch.channels_last)]
+    b = GraphBuilder()
+    b.output(*_attention_on_slices(b, b.input(inputs()[0])))
+    cg = compile_graph(b.build(), b.examples, _options(backend, tmp_path))
+    for call in range(2):
+        fresh = b.examples if call == 0 else inputs()
+        rb = GraphBuilder()
+        want = [n.meta["val"] for n in _attention_on_slices(rb, rb.input(fresh[0]))]
+        for g, e in zip(cg(fresh), want):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
 def test_the_layout_plan_is_one_pass_that_reads_the_saved_outputs_contract():
     """plan_layouts decides a graph's layouts before lowering (Note [saved outputs]: autograd's
     meta["ember_saved_outputs"] is read there, and only there)."""

@@ -173,8 +173,12 @@ class LoweringContext:
                 return dataclasses.replace(base, sizes=tuple(a.sizes), is_view=True,
                                            strides=tuple(base.strides[d] for d in a.permutation))
             if isinstance(a, IRNode) and recorded_operands:
-                return self.as_recorded(a, recorded.get(id(a)), node.name)
-            return self.realize(a, node.name) if isinstance(a, IRNode) else a
+                a = self.as_recorded(a, recorded.get(id(a)), node.name)
+            elif isinstance(a, IRNode):
+                a = self.realize(a, node.name)
+            if isinstance(a, Buffer) and self.layout.dense_last_dim(op, a) and not _dense_last(a):
+                a = self.realize_as(a, recorded.get(id(a)) or contiguous_strides(a.sizes), node.name)
+            return a
         recorded = _recorded_strides(node, args, kwargs)
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
@@ -247,6 +251,11 @@ def same_layout(sizes, a, b) -> bool:
 
 def _at_most_one(n) -> bool:
     return is_static(n) and int(n) <= 1
+
+
+def _dense_last(buf: Buffer) -> bool:
+    # Note [attention operands with a dense last dimension]
+    return _at_most_one(buf.sizes[-1]) or known_equal(buf.strides[-1], 1)
 
 
 def _negative(st) -> bool:
