@@ -20,15 +20,18 @@ from test_zoo_hf import _asked_for_slow  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# Training steps where ember's default backend (C++ on the CPU) is further from eager float64 than
-# eager float32 is (zoo_broad.py prints the numbers; capture alone and aot_eager are right, so the
-# difference is in the inductor's path). Found when the suite was added (2026-11-27); mobilenet_v3
-# and regnet_y were batch norm's float32 sums (Note [batch-norm sums in double on the CPU] in
-# ember_prims/decomps/norms.py) and pass now. Not strict: shufflenet's remaining difference sits in
-# gradients near zero, and ViT's passed in one run after that change, unexplained.
+# Training steps whose check is ill-conditioned at the tiny size, not wrong (non-strict xfail).
+# shufflenet_v2 (2026-11-28): ember 9.1e-3 from float64 at its first batch, eager 3.0e-4, all
+# of it one ReLU input (stage3.5.branch2.2) at 8.5e-7 of its tensor's largest value that
+# float32 rounding puts on the other side of 0 in ember's run only: against a float64 run with
+# that one mask element flipped, ember is 2.2e-4 and eager 9.2e-3. Over six batches ember is
+# within 2x of eager on the other five, and on one of them eager is the one 0.25 away (a flip
+# of its own). Batch norm over 8 values per channel in the last stages amplifies such a flip.
+# ViT's 3.2 was a real bug, fixed: q, k, v sliced from a channels-last buffer reached the CPU
+# flash attention with a last-dimension stride of 2 (Note [attention operands with a dense last
+# dimension] in ember_inductor/layout.py); now 2.2e-6 against eager's 1.9e-6 from float64.
 WRONG_TRAINING = {
-    "shufflenet_v2_x1_0_b128": "9.2e-3 / 3.0e-4 after batch norm's double sums (2.7e-2 before)",
-    "vit_b_16_b32": "3.2 / 1.9e-6 once (inference right: 1.2e-6; torchvision's nn.MultiheadAttention blocks)",
+    "shufflenet_v2_x1_0_b128": "one ReLU input near 0 rounds to the other side in ember's float32 run (see above)",
 }
 
 

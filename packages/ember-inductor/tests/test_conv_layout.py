@@ -217,6 +217,72 @@ def test_attention_in_a_conv_graph_gets_eager_layouts(backend, tmp_path):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
 
 
+def _conv_then_attention_on_views(b, x, w, h, bias):
+    """torchvision's ViT block after its patch convolution, as a training forward: one
+    in-projection `h + bias` of q, k and v together, a 4-D value (2, 2, 17, 48) saved for the
+    backward (so realized, in the plan's layout) and read by the attention as three slices of
+    its last dimension (views of that one buffer)."""
+    conv = b.call(aten.convolution.default, x, w, *CONV)
+    proj = b.call(P.clone.default, b.call(P.permute.default, b.call(P.reshape.default, b.call(
+        P.add.default, h, bias), [2, 17, 2, 48]), [0, 2, 1, 3]))
+    qkv = [b.call(P.slice.default, proj, [0, 0, 0, 16 * i], [2, 2, 17, 16 * (i + 1)], [1, 1, 1, 1])
+           for i in range(3)]
+    out = b.call(aten._scaled_dot_product_flash_attention_for_cpu.default, *qkv, scale=0.25)
+    attn = b.graph.call_function(operator.getitem, (out, 0))
+    attn.meta["val"] = out.meta["val"][0]
+    return conv, b.call(P.clone.default, attn), proj
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_attention_on_views_of_a_channels_last_buffer_gets_eager_layouts(backend, tmp_path):
+    """Note [externs see eager's layouts], for views: q, k and v sliced from one 4-D buffer
+    that the plan realized channels-last are views of that buffer, and reached the CPU flash
+    attention with a last dimension of stride 2; it read past them (torchvision's ViT training
+    step: NaN or garbage loss, intermittently, on the C++ backend)."""
+    def inputs():
+        return [torch.randn(2, 4, 6, 5), torch.randn(8, 4, 3, 3), torch.randn(2, 17, 96), torch.randn(2, 17, 96)]
+    b = GraphBuilder()
+    nodes = [b.input(t) for t in inputs()]
+    b.output(*_conv_then_attention_on_views(b, *nodes))
+    gm = b.build()
+    gm.graph.output_node().meta["ember_saved_outputs"] = 2  # Note [saved outputs]
+    cg = compile_graph(gm, b.examples, _options(backend, tmp_path))
+    for call in range(2):
+        fresh = b.examples if call == 0 else inputs()
+        rb = GraphBuilder()
+        want = [n.meta["val"] for n in _conv_then_attention_on_views(rb, *[rb.input(t) for t in fresh])]
+        for g, e in zip(cg(fresh), want):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+def _attention_on_slices(b, proj):
+    qkv = [b.call(P.slice.default, proj, [0, 0, 0, 16 * i], [2, 2, 17, 16 * (i + 1)], [1, 1, 1, 1])
+           for i in range(3)]
+    out = b.call(aten._scaled_dot_product_flash_attention_for_cpu.default, *qkv, scale=0.25)
+    attn = b.graph.call_function(operator.getitem, (out, 0))
+    attn.meta["val"] = out.meta["val"][0]
+    return (b.call(P.clone.default, attn),)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_attention_on_slices_of_a_channels_last_input_gets_a_dense_last_dimension(backend, tmp_path):
+    """Note [attention operands with a dense last dimension]: a backward graph receives the
+    forward's saved in-projection channels-last (Note [saved outputs]) and slices q, k, v from
+    it; the CPU flash attention (here its forward, the same reads) got them with a last-dimension
+    stride of 2 and read past them (torchvision ViT's gradients were off by ~1)."""
+    def inputs():
+        return [torch.randn(2, 2, 17, 48).contiguous(memory_format=torch.channels_last)]
+    b = GraphBuilder()
+    b.output(*_attention_on_slices(b, b.input(inputs()[0])))
+    cg = compile_graph(b.build(), b.examples, _options(backend, tmp_path))
+    for call in range(2):
+        fresh = b.examples if call == 0 else inputs()
+        rb = GraphBuilder()
+        want = [n.meta["val"] for n in _attention_on_slices(rb, rb.input(fresh[0]))]
+        for g, e in zip(cg(fresh), want):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
 def test_the_layout_plan_is_one_pass_that_reads_the_saved_outputs_contract():
     """plan_layouts decides a graph's layouts before lowering (Note [saved outputs]: autograd's
     meta["ember_saved_outputs"] is read there, and only there)."""

@@ -78,6 +78,22 @@ CONV_WEIGHT_ARG = {  # Note [channels-last weights]
 # recorded strides would not describe.
 LAYOUT_FREE_EXTERNS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.bmm.default})
 
+# Note [attention operands with a dense last dimension]
+#     ATen's attention kernels (flash, memory-efficient, the CPU flash) read q, k, v, the output
+#     and its gradient as if their last dimension had stride 1: the dispatcher checks it before
+#     choosing them, the kernels do not, and a trace chose them for eager's layouts. A buffer the
+#     inductor lays out otherwise (a value saved channels-last by the forward, read by the
+#     backward as an input: torchvision's ViT's q, k, v) is copied to the recorded layout first.
+_aten = torch.ops.aten
+DENSE_LAST_DIM_EXTERNS = frozenset({
+    _aten._scaled_dot_product_efficient_attention.default,
+    _aten._scaled_dot_product_efficient_attention_backward.default,
+    _aten._scaled_dot_product_flash_attention.default,
+    _aten._scaled_dot_product_flash_attention_backward.default,
+    _aten._scaled_dot_product_flash_attention_for_cpu.default,
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+})
+
 SAVED_OUTPUTS = "ember_saved_outputs"  # the output node's meta key (Note [saved outputs])
 
 
@@ -137,6 +153,12 @@ class LayoutPlan:
     def strided_operands(op) -> bool:
         """Whether `op` may read a permuted operand as a strided view (BLAS reads either)."""
         return op in LAYOUT_FREE_EXTERNS
+
+    @staticmethod
+    def dense_last_dim(op, value) -> bool:
+        """Whether `op` needs operand `value` (4-D) with a last dimension of stride 1 (Note
+        [attention operands with a dense last dimension])."""
+        return op in DENSE_LAST_DIM_EXTERNS and len(value.sizes) == 4
 
     def leaves_as_planned(self, position: int) -> bool:
         """Whether output `position` may leave in the plan's layout (saved for the backward)."""

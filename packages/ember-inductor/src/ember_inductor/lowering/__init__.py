@@ -75,6 +75,7 @@ class LoweringContext:
         self._count = 0
         self._realized: dict[int, tuple] = {}  # id(lazy value) -> (lazy value, its buffer)
         self.relaid: set[int] = set()  # ids of buffers laid out as the plan says, not as recorded
+        self.relaid_storage: set[str] = set()  # their names: a view of one keeps its base's name
         self._laid_out: dict[tuple, tuple] = {}  # (id(value), strides) -> (value, buffer): realize_as
         self.split_reductions = False  # set by lower_graph: see Note [split reductions]
         self.hints: dict = {}  # size symbol -> its value in this call (heuristics only)
@@ -117,10 +118,14 @@ class LoweringContext:
         if hit is not None and id(hit[1]) in self.relaid:
             return hit[1]
         buf = self.realize_as(value, strides, origin)
-        self.relaid.add(id(buf))
+        self.mark_relaid(buf)
         if not isinstance(value, Buffer):
             self._realized[id(value)] = (value, buf)
         return buf
+
+    def mark_relaid(self, buf: Buffer) -> None:
+        self.relaid.add(id(buf))
+        self.relaid_storage.add(buf.name)
 
     def realize_as(self, value: IRNode, strides: tuple, origin: str) -> Buffer:
         """`value` as a buffer with `strides`, a dense layout (a permutation of the contiguous
@@ -171,8 +176,12 @@ class LoweringContext:
                 return dataclasses.replace(base, sizes=tuple(a.sizes), is_view=True,
                                            strides=tuple(base.strides[d] for d in a.permutation))
             if isinstance(a, IRNode) and recorded_operands:
-                return self.as_recorded(a, recorded.get(id(a)), node.name)
-            return self.realize(a, node.name) if isinstance(a, IRNode) else a
+                a = self.as_recorded(a, recorded.get(id(a)), node.name)
+            elif isinstance(a, IRNode):
+                a = self.realize(a, node.name)
+            if isinstance(a, Buffer) and self.layout.dense_last_dim(op, a) and not _dense_last(a):
+                a = self.realize_as(a, recorded.get(id(a)) or contiguous_strides(a.sizes), node.name)
+            return a
         recorded = _recorded_strides(node, args, kwargs)
         args = torch.utils._pytree.tree_map(realize_arg, tuple(args))
         kwargs = torch.utils._pytree.tree_map(realize_arg, dict(kwargs))
@@ -187,7 +196,7 @@ class LoweringContext:
                 out = ExternBuffer(self.new_name(), as_sizes(v.shape), strides, v.dtype, v.device,
                                    0, call=call, item=i if isinstance(val, (tuple, list)) else None)
                 if relaid and i == 0:
-                    self.relaid.add(id(out))
+                    self.mark_relaid(out)
             else:
                 out = None
             call.outputs.append(out)
@@ -204,11 +213,14 @@ class LoweringContext:
         checks before choosing it, and a ViT (patch convolution, then attention over q, k, v
         realized channels-last) came out silently wrong. So such an extern's tensor operands
         get the layout the graph recorded for them (eager's), and a channels-last buffer is
-        copied back first."""
+        copied back first. So is a view of such a buffer (a slice, a permutation: a strided
+        `Buffer` over the same storage, which keeps the base's name): torchvision's ViT saves its
+        in-projection for the backward as one 4-D value, written channels-last, and q, k and v
+        are slices of it (its training step's loss was NaN or garbage)."""
         if strides is None:
             strides = contiguous_strides(value.sizes)
-        if isinstance(value, Buffer) and id(value) not in self.relaid:
-            return value  # an input, an extern's result, a contiguous buffer: as eager had it
+        if isinstance(value, Buffer) and value.name not in self.relaid_storage:
+            return value  # an input, an extern's result, a contiguous buffer, views of them: as eager had it
         return self.realize_as(value, tuple(strides), origin)
 
 
@@ -242,6 +254,11 @@ def same_layout(sizes, a, b) -> bool:
 
 def _at_most_one(n) -> bool:
     return is_static(n) and int(n) <= 1
+
+
+def _dense_last(buf: Buffer) -> bool:
+    # Note [attention operands with a dense last dimension]
+    return _at_most_one(buf.sizes[-1]) or known_equal(buf.strides[-1], 1)
 
 
 def _negative(st) -> bool:
