@@ -6,6 +6,7 @@ the second records the graph, the third and later replay it.
 float32 tolerances: rtol=1e-4, atol=1e-5.
 """
 import copy
+import os
 import gc
 
 import pytest
@@ -220,7 +221,9 @@ def test_training_pair_reserves_about_what_eager_does():
     _, eager = _peaks(lambda: model(x).sum().backward())
     f = ember.compile(model, mode="reduce-overhead")
     compiled, _ = _peaks(lambda: f(x).sum().backward())
-    assert eager > 200 * 2**20 and compiled <= 1.5 * eager, (compiled / 2**20, eager / 2**20)
+    # eager > 100 MiB: a measurement, not cached leftovers (a cuBLAS workspace an earlier test made
+    # moves it by ~30 MiB)
+    assert eager > 100 * 2**20 and compiled <= 1.5 * eager, (compiled / 2**20, eager / 2**20)
     model.zero_grad()
     f(x).sum().backward()
     got = [p.grad.clone() for p in model.parameters()]
@@ -312,3 +315,48 @@ def test_a_graph_that_cannot_be_captured_runs_without_one(capsys):
         torch.testing.assert_close(runner([x])[0], x * 2)
     assert runner.disabled and "capture failed" in runner.disabled
     assert "syncs runs without CUDA graphs: capture failed" in capsys.readouterr().err
+
+
+_AFTER_A_FAILED_RECORDING = """
+import gc, torch
+from ember.cudagraphs import GraphRunner, Logger, Pool
+
+def syncs(args):   # a host sync is not allowed while a CUDA graph records
+    torch.cuda.synchronize()
+    return [args[0] * 2]
+
+syncs._boxed_call = True
+runner = GraphRunner(syncs, label="syncs", pool=Pool(), log=Logger(False))
+for _ in range(4):
+    x = torch.randn(8, device="cuda")
+    assert torch.equal(runner([x])[0], x * 2)
+assert runner.disabled
+del runner
+gc.collect()
+torch.cuda.empty_cache()   # aborted the process while the failed capture was still 'underway'
+
+class Cycle:
+    pass
+
+dead = Cycle(); dead.self = dead; dead.pool = Pool(); dead.pool.handle   # a MemPool, garbage in a cycle
+del dead
+live = Pool()
+live.handle
+with live.warm_up():
+    y = torch.randn(1024, device="cuda") * 2
+    gc.collect()           # collected the dead MemPool while allocations were routed to `live`
+print("ok", float(y.sum()) == float(y.sum()))
+"""
+
+
+def test_pools_are_released_only_at_a_safe_point():
+    """Note [pools released at a safe point]: after a recording that failed, and while a warm-up
+    routes allocations to a pool, releasing another pool aborted the process (the allocator's
+    'captures_underway.empty()' assertion). In a subprocess: an abort must fail the test, not
+    end the worker."""
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", _AFTER_A_FAILED_RECORDING], capture_output=True, text=True,
+                          env=env, timeout=240)
+    assert done.returncode == 0 and "ok True" in done.stdout, (done.returncode, done.stdout, done.stderr[-3000:])

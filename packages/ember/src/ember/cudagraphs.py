@@ -55,6 +55,7 @@ with and writes every intermediate and output at the same addresses on every rep
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import operator
@@ -170,6 +171,46 @@ def _capture_stream(device: int):
     return stream
 
 
+# Note [pools released at a safe point]
+#     CUDA's caching allocator asserts, and the process aborts, when it frees a pool's cached
+#     memory (a MemPool's destruction, `torch.cuda.empty_cache()`) while any allocation is being
+#     routed to a pool: during a recording, or during a warm-up in the pool (Note [warm-up in the
+#     pool]). Two ways that happened:
+#     - a dead compiled model's MemPool collected by the garbage collector in the middle of another
+#       model's warm-up (the collector runs wherever Python allocates), or from the autograd
+#       engine's thread during a backward's warm-up;
+#     - a recording that failed (a host sync inside it) ended without `capture_end` completing,
+#       which left the allocator believing the capture still underway: every later pool release
+#       or `empty_cache()` in the process aborted (a GPU test worker died this way, 2026-11-28).
+#     So a dropped Pool's MemPool is kept in `_RETIRED` and released at the next safe point (before
+#     a warm-up or a recording begins, and at exit), and a failed recording ends the allocator's
+#     routing to its pool itself (`_end_failed_capture`).
+_RETIRED: list = []
+
+
+def _release_retired() -> None:
+    while _RETIRED:
+        _RETIRED.pop()
+
+
+atexit.register(_release_retired)
+
+
+def _end_failed_capture(device: int, pool_id) -> None:
+    """What `capture_end` does for the allocator, for a recording whose capture_end did not
+    complete (Note [pools released at a safe point])."""
+    end = getattr(torch._C, "_cuda_endAllocateToPool", None) or \
+        getattr(torch._C, "_cuda_endAllocateCurrentStreamToPool", None)
+    release = getattr(torch._C, "_cuda_releasePool", None)
+    if end is None or release is None:
+        return
+    try:
+        end(device, pool_id)
+        release(device, pool_id)
+    except RuntimeError:  # this build's allocator already ended it
+        pass
+
+
 class Pool:
     """The private memory pool of one inference graph or one training pair, and the warm-up
     call's use of it (Note [warm-up in the pool]). `handle` is what `capture_begin` takes."""
@@ -178,6 +219,11 @@ class Pool:
         self._handle = handle  # made at first use (a CPU-only process never makes one)
         self._mempool = None
         self.recorded = False
+
+    def __del__(self) -> None:
+        if self._mempool is not None:  # Note [pools released at a safe point]
+            _RETIRED.append(self._mempool)
+            self._mempool = None
 
     @property
     def handle(self):
@@ -198,6 +244,7 @@ class Pool:
         if self.recorded or self.handle is None or self._mempool is None:
             yield
             return
+        _release_retired()  # Note [pools released at a safe point]
         stream = _capture_stream(torch.cuda.current_device())
         caller = torch.cuda.current_stream()
         stream.wait_stream(caller)
@@ -219,15 +266,21 @@ def _capture(pool: Pool, body: Callable[[], list]) -> tuple[Any, list]:
     before = generator.clone_state()
     stream = _capture_stream(device)
     pool.recorded = True  # from here on, nothing but recordings allocates from the pool
+    _release_retired()  # Note [pools released at a safe point]
     stream.wait_stream(torch.cuda.current_stream())
+    began = ended = False
     try:
         with torch.cuda.stream(stream):
             graph.capture_begin(pool=pool.handle)
+            began = True
             try:
                 outs = body()
             finally:
                 graph.capture_end()
+                ended = True
     except BaseException:
+        if began and not ended:
+            _end_failed_capture(device, pool.handle)
         generator.graphsafe_set_state(before)
         raise
     torch.cuda.current_stream().wait_stream(stream)
