@@ -263,3 +263,16 @@ def test_autotuned_conv1x1_with_epilogue_gpu(tmp_path, dtype):
         ref = torch.relu(torch.nn.functional.conv2d(xx, ww) * sc[:, None, None] + sh[:, None, None] + rr)
         tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.float16 else dict(rtol=1e-3, atol=1e-3)
         torch.testing.assert_close(compiled(inputs)[0], ref, **tol)
+
+
+def test_gemm_candidates_are_not_compiled_on_threads_without_a_thread_safe_ast(monkeypatch):
+    """CPython 3.11's `ast` is not thread-safe: there, max-autotune compiles no candidate ahead on
+    threads (each compiles when it is timed)."""
+    from ember_inductor.templates import choose
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"a candidate was compiled ahead (read {name})")
+
+    monkeypatch.setattr(choose, "THREADED_COMPILE", False)
+    choose._compile_all([Untouchable()], [])

@@ -27,6 +27,7 @@ from triton.runtime import _async_compile
 from triton.runtime._async_compile import AsyncCompileMode
 from triton.testing import do_bench, do_bench_cudagraph
 
+from ember_inductor.codegen.triton_launch import THREADED_COMPILE
 from ember_inductor.codegen.triton_runtime import triton_cache_dir
 from ember_inductor.templates import gemm
 from ember_inductor.templates.kernel import GemmCall
@@ -138,7 +139,11 @@ def _compile_all(calls: list[GemmCall], args: list) -> None:
     processes that compiled the candidates into Triton's disk cache were tried (H100, 2026-11-24):
     the main process then found every kernel in the cache, but the workers' start (importing
     torch and Triton) and their cold compiles (each builds its own launchers) cost more than
-    they saved: GPT-2's candidates 15 s -> 28 s, the MLP's 3.5 s -> 14 s."""
+    they saved: GPT-2's candidates 15 s -> 28 s, the MLP's 3.5 s -> 14 s. On CPython 3.11, whose
+    `ast` is not thread-safe, nothing is compiled ahead: each candidate compiles when it is timed
+    (Note [Triton compiled in worker processes] in codegen/triton_pool.py)."""
+    if not THREADED_COMPILE:
+        return
     try:
         with triton_cache_dir(calls[0].cache_dir), ThreadPoolExecutor(min(8, len(calls))) as pool, \
                 AsyncCompileMode(pool):
