@@ -270,9 +270,13 @@ def test_gemm_candidates_are_not_compiled_on_threads_without_a_thread_safe_ast(m
     threads (each compiles when it is timed)."""
     from ember_inductor.templates import choose
 
+    read = []
+
     class Untouchable:
         def __getattr__(self, name):
-            raise AssertionError(f"a candidate was compiled ahead (read {name})")
+            read.append(name)
+            raise AttributeError(name)
 
     monkeypatch.setattr(choose, "THREADED_COMPILE", False)
     choose._compile_all([Untouchable()], [])
+    assert read == [], f"a candidate was compiled ahead (read {read})"
