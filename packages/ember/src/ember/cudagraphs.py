@@ -221,9 +221,10 @@ class Pool:
         self.recorded = False
 
     def __del__(self) -> None:
-        if self._mempool is not None:  # Note [pools released at a safe point]
-            _RETIRED.append(self._mempool)
-            self._mempool = None
+        mempool = getattr(self, "_mempool", None)
+        if mempool is not None and _RETIRED is not None:  # Note [pools released at a safe point]
+            _RETIRED.append(mempool)  # (None: this module torn down at exit)
+        self._mempool = None
 
     @property
     def handle(self):
