@@ -24,7 +24,7 @@ import torch
 from ember_inductor.ir import Buffer, ExternCall, InputBuffer
 from ember_inductor.planner import in_place_externs
 from ember_inductor.scheduler import KernelGroup
-from ember_inductor.sizes import is_size_symbol, py_size, py_sizes, size_symbols
+from ember_inductor.sizes import all_static, is_size_symbol, py_size, py_sizes, size_symbols
 
 
 class WrapperWriter:
@@ -233,26 +233,25 @@ def _emit_allocs(w: WrapperWriter, allocs) -> None:
 def _allocated_as_read(lowered, planned) -> dict:
     """name -> the (sizes, strides, 0) layout every view of that buffer is read in, for the
     buffers read through exactly one layout other than their own."""
-    seen: dict = {}
     leaves = [o for o in lowered.outputs if isinstance(o, Buffer)]
     for ps in planned:
         if isinstance(ps.step, ExternCall):
             leaves += [b for b in torch.utils._pytree.tree_leaves((ps.step.args, ps.step.kwargs))
                        if isinstance(b, Buffer)]
+    seen: dict = {}
     for b in leaves:
         seen.setdefault(b.name, set()).add(b.layout if getattr(b, "is_view", False) else None)
-    return {name: next(iter(layouts)) for name, layouts in seen.items()
-            if len(layouts) == 1 and None not in layouts and next(iter(layouts))[2] == 0}
+    read_as = {name: layouts.pop() for name, layouts in seen.items() if len(layouts) == 1}
+    return {name: layout for name, layout in read_as.items() if layout is not None and layout[2] == 0}
 
 
 def _same_storage(sizes, strides, view_sizes, view_strides) -> bool:
-    """Static layouts that are permutations of each other over the same dense memory."""
-    values = (*sizes, *strides, *view_sizes, *view_strides)
-    if not all(isinstance(v, int) or (isinstance(v, sympy.Integer)) for v in values):
+    """Static layouts that are permutations of each other (the same dense memory)."""
+    if not all_static((*sizes, *strides, *view_sizes, *view_strides)):
         return False
-    pairs = sorted((int(n), int(st)) for n, st in zip(sizes, strides) if int(n) != 1)
-    view_pairs = sorted((int(n), int(st)) for n, st in zip(view_sizes, view_strides) if int(n) != 1)
-    return pairs == view_pairs and math.prod(int(n) for n in sizes) == math.prod(int(n) for n in view_sizes)
+    def dims(ns, sts):
+        return sorted((int(n), int(st)) for n, st in zip(ns, sts) if int(n) != 1)
+    return dims(sizes, strides) == dims(view_sizes, view_strides)
 
 
 def _emit_launch(w: WrapperWriter, name: str, launchers: dict, origins: dict) -> None:
@@ -429,8 +428,7 @@ def _cudnn_direct(call: ExternCall) -> bool:
             or out.dtype not in (torch.float32, torch.float16, torch.bfloat16)
             or not torch.backends.cudnn.is_available()):
         return False
-    sizes = (*x.sizes, *weight.sizes, *out.sizes)
-    if not all(isinstance(n, (int, sympy.Integer)) for n in sizes) or not isinstance(groups, int):
+    if not all_static((*x.sizes, *weight.sizes, *out.sizes)) or not isinstance(groups, int):
         return False
     if groups != 1 and int(weight.sizes[1]) == 1:  # depthwise: ATen may choose its own kernel
         return False

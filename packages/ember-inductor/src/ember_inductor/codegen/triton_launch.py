@@ -86,16 +86,11 @@ class BuildGroup:
         try:
             with triton_cache_dir(self.cache_dir):
                 self.stats = self.precompile(target, pool)
-                with _counting_compiles(self.stats):
-                    if THREADED_COMPILE:
-                        with ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
-                            with AsyncCompileMode(threads):
-                                kernels = [launcher.warmup() for launcher in self.launchers]
-                            build_launcher_stubs(kernels, threads)
-                    else:
+                with _counting_compiles(self.stats), \
+                        ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
+                    with AsyncCompileMode(threads) if THREADED_COMPILE else contextlib.nullcontext():
                         kernels = [launcher.warmup() for launcher in self.launchers]
-                        with ThreadPoolExecutor(min(self.workers, len(self.launchers))) as threads:
-                            build_launcher_stubs(kernels, threads)  # gcc, no Python parsing
+                    build_launcher_stubs(kernels, threads)  # gcc, no Python parsing: threads on 3.11 too
         except Exception as e:  # the compiler's message, with the kernel source to read it against
             # AsyncCompileMode.__exit__ (Triton 3.6) leaves itself active when a compile failed:
             # later compiles in this thread would go to its shut-down pool.
