@@ -1,4 +1,7 @@
 """Hand-built prims graphs through the C++ backend, compared with the prims' eager kernels."""
+import os
+import sys
+
 import pytest
 import torch
 import ember_prims
@@ -76,6 +79,12 @@ def layer_norm(b, x, w):
 
 def test_layer_norm_one_kernel(options):
     run(layer_norm, [torch.randn(16, 300), torch.randn(300)], options, n_kernels=1)
+
+
+def test_layer_norm_saving_its_statistics_is_one_kernel(options):
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_triton_graphs import layer_norm_saving_stats  # Note [statistics kept with keepdim]
+    run(layer_norm_saving_stats, [torch.randn(16, 300), torch.randn(300)], options, n_kernels=1)
 
 
 @pytest.mark.parametrize("kind", ["sum", "prod", "amax", "amin"])

@@ -92,6 +92,31 @@ def test_softmax_and_layer_norm_one_kernel(options, device):
         n_kernels=1)
 
 
+def layer_norm_saving_stats(b, x, w):
+    """Layer norm as a training forward has it: mean and rstd kept with keepdim (n, 1), saved as
+    outputs for the backward, each computed from the first reduction's result."""
+    n, d = x.meta["val"].shape
+    dev = x.meta["val"].device
+    full = lambda v: b.call(P.full.default, [n, 1], v, dtype=torch.float32, device=dev)  # noqa: E731
+    keep = lambda v: b.call(P.broadcast_in_dim.default, v, [n, 1], [0])  # noqa: E731
+    wide = lambda v: b.call(P.broadcast_in_dim.default, b.call(P.reshape.default, v, [n]), [n, d], [0])  # noqa: E731
+    mean = b.call(P.div.default, keep(b.call(P.sum.default, x, [1])), full(float(d)))
+    xc = b.call(P.sub.default, x, wide(mean))
+    var = b.call(P.div.default, keep(b.call(P.sum.default, b.call(P.mul.default, xc, xc), [1])), full(float(d)))
+    rstd = b.call(P.rsqrt.default, b.call(P.add.default, var, full(1e-5)))
+    y = b.call(P.mul.default, b.call(P.mul.default, xc, wide(rstd)),
+               b.call(P.broadcast_in_dim.default, w, [n, d], [1]))
+    return y, mean, rstd
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layer_norm_saving_its_statistics_is_one_kernel(options, device):
+    # Note [statistics kept with keepdim]: the (n, 1) statistics a training forward saves were
+    # each a kernel of their own (GPT-2's layer norms: 5 kernels each instead of 1).
+    run(layer_norm_saving_stats, [torch.randn(6, 300, device=device), torch.randn(300, device=device)],
+        options, n_kernels=1)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_relu_chain(options, device):
     def build(b, x, y):

@@ -10,6 +10,13 @@ Note [Fusion rules]
       * into a reduction kernel (S, D): pointwise over S (inner loop), pointwise over the
         kept dims (epilogue, outer stage), another reduction of S over D (softmax, layer_norm).
     Extern calls end the current kernel. Trying only the last kernel keeps fusion linear.
+
+Note [statistics kept with keepdim]
+    "Pointwise over the kept dims" includes the kept dims with each reduced dim as a size-1
+    dim: a training forward saves layer norm's mean and rstd as (rows, 1) buffers, and each
+    was a kernel of its own between the reductions (GPT-2: five kernels per layer norm where
+    inference had one, 48 of them a step). Such a buffer is stored at index 0 of the reduced
+    dims, in the epilogue, and read back by the kernel's later stages at that same index.
 """
 from __future__ import annotations
 
@@ -33,6 +40,11 @@ class KernelGroup:
     @property
     def kept_sizes(self) -> tuple:
         return tuple(s for i, s in enumerate(self.sizes) if i not in self.dims)
+
+    @property
+    def kept_sizes_keepdim(self) -> tuple:
+        """The kept sizes with each reduced dim as 1 (a statistic kept with keepdim=True)."""
+        return tuple(1 if i in self.dims else s for i, s in enumerate(self.sizes))
 
     # the kernel's variables: size-1 dims get index 0 and no variable
     def full_index(self) -> tuple:
@@ -69,8 +81,18 @@ class KernelGroup:
             value = kb.add("reduce", body.reduce_type, args, node.dtype)
             kb.store(node.name, node.offset_of(self.kept_index()), value)
         else:
-            index = self.full_index() if tuple(node.sizes) == self.sizes else self.kept_index()
+            index = self.index_for(tuple(node.sizes))
             kb.store(node.name, node.offset_of(index), kb.value(body, index))
+
+    def index_for(self, sizes: tuple) -> tuple:
+        """The index of a pointwise buffer over `sizes` in this kernel: the full space, the kept
+        dims, or the kept dims with the reduced ones as size-1 dims (index 0)."""
+        full = self.full_index()
+        if sizes == self.sizes:
+            return full
+        if sizes == self.kept_sizes:
+            return tuple(v for i, v in enumerate(full) if i not in self.dims)
+        return tuple(sympy.Integer(0) if i in self.dims else v for i, v in enumerate(full))
 
 
 def _fits(group: KernelGroup, node: ComputedBuffer) -> str | None:
@@ -84,8 +106,8 @@ def _fits(group: KernelGroup, node: ComputedBuffer) -> str | None:
         if group.kind == "reduction" and (group.sizes, group.dims) == (tuple(body.input_sizes), body.dims):
             return "join"
         return None
-    if sizes == group.sizes or (group.kind == "reduction" and sizes == group.kept_sizes):
-        return "join"
+    if sizes == group.sizes or (group.kind == "reduction" and sizes in (group.kept_sizes, group.kept_sizes_keepdim)):
+        return "join"  # Note [statistics kept with keepdim]
     return None
 
 
