@@ -135,6 +135,40 @@ def test_lru_cache_wrapped_functions(backend):
     run_twice(f, lambda: (torch.randn(5),), backend)
 
 
+class Notes:
+    """A logger in the style of transformers' `logger.warning_once`: an lru_cache'd function set
+    on the class, so `notes.warn_once(msg)` is the wrapper bound to the instance."""
+
+    def __init__(self):
+        self.said = []
+
+
+@functools.lru_cache(None)
+def _warn_once(self, msg):
+    self.said.append(msg)
+
+
+Notes.warn_once = _warn_once
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lru_cached_method_bound_to_an_object(backend):
+    # Hugging Face's loss_function property calls logger.warning_once(...): a graph break
+    # split GPT-2's loss from its model ("attribute 'warning_once' (_lru_cache_wrapper) of Logger").
+    notes = Notes()
+
+    def f(x):
+        notes.warn_once("unrecognized loss type")
+        return x * 2
+
+    compiled = run_twice(f, lambda: (torch.randn(5),), backend)
+    assert notes.said == ["unrecognized loss type"]  # once, as eager: the calls after are cache hits
+    other = Notes()  # another object is another cache key: the identity is guarded
+    notes = other
+    compiled(torch.randn(5))
+    assert other.said == ["unrecognized loss type"]
+
+
 class StraightThroughRound(torch.autograd.Function):
     """round() forward, identity backward: not the derivative of the forward's ops."""
 

@@ -23,6 +23,7 @@ checked against the instance dict.
 from __future__ import annotations
 
 import collections
+import functools
 import types
 
 import torch
@@ -229,6 +230,8 @@ def bind_class_attr(fr, obj, raw, name):
     owner = obj.cls if isinstance(obj, NewObjVar) else type(obj.value)
     if isinstance(raw, classmethod):
         return BoundVar(ObjVar(raw.__func__), ObjVar(owner))
+    if isinstance(raw, functools._lru_cache_wrapper):  # binds as the function it wraps: Note [lru_cache]
+        return BoundVar(ObjVar(raw), obj)
     get = getattr(type(raw), "__get__", None)
     if get is None:  # not a descriptor: the class attribute itself (pinned by its class-dict guard)
         return wrap(tr, raw, None, name)

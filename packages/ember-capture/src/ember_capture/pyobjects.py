@@ -26,7 +26,10 @@ That holds while the keys stay cached: the entry guards the cache's count of mis
 another key's miss it recompiles, and the call at trace time runs the function again where eager
 would. A mutable result (a list, a tensor) is the cached object itself, held by reference and
 guarded, so that mutating it is seen as eager sees it. `cache_info().hits` is not eager's (the
-trace's calls are counted). A call with other arguments (a tensor, an object)
+trace's calls are counted). An argument that is a real object hashed and compared by identity
+(not a tensor or a module) is a constant key too, its identity guarded: Hugging Face's
+`logger.warning_once(msg)`, an lru_cache wrapper set on `logging.Logger` and bound to the
+logger, split GPT-2's loss from its model. A call with other arguments (a tensor, an object)
 calls the wrapped function (``__wrapped__``, read through the wrapper and guarded), as
 torch.compile does: the cache would miss on a new tensor's identity anyway. A function
 marked constant (the ``_dynamo_marked_constant`` attribute of torch's assume-constant-result decorator, which
@@ -252,7 +255,7 @@ def is_marked_constant(value) -> bool:
 def call_lru_cached(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
     """A call through an lru_cache wrapper: Note [lru_cache]."""
     tr, wrapper = fr.tr, fn.value
-    keys = _constant_arguments(args, kwargs)
+    keys = _constant_arguments(args, kwargs, fr)
     if keys is not None:
         values, named = keys
         try:
@@ -286,15 +289,36 @@ def _immutable_constant(value) -> bool:
     return value is None or type(value) in (int, float, bool, str, bytes, complex, torch.dtype, torch.device)
 
 
-def _constant_arguments(args, kwargs):
-    """The Python values of a call's arguments when all are constants (a cache key), else None."""
+def _constant_arguments(args, kwargs, fr=None):
+    """The Python values of a call's arguments when all are constants (a cache key), else None.
+
+    With `fr`, a real object that hashes and compares by identity (a logger: Hugging Face's
+    `logger.warning_once(msg)` is an lru_cache wrapper bound to the logger) is a key too, its
+    identity guarded: the same object hits the same cached key in eager."""
     plain = (ConstVar, TupleVar)
-    if not all(isinstance(a, plain) for a in (*args, *kwargs.values())):
+    values = (*args, *kwargs.values())
+    if not all(isinstance(a, plain) or (fr is not None and _identity_key(a)) for a in values):
         return None
     try:
-        return ([S.concrete_value(a) for a in args], {k: S.concrete_value(v) for k, v in kwargs.items()})
+        keys = ([_key_value(fr, a) for a in args], {k: _key_value(fr, v) for k, v in kwargs.items()})
     except Unsupported:
         return None
+    return keys
+
+
+def _identity_key(v) -> bool:
+    if not isinstance(v, ObjVar) or isinstance(v.value, (torch.Tensor, torch.nn.Module)):
+        return False
+    cls = type(v.value)
+    return getattr(cls, "__hash__", None) is object.__hash__ and getattr(cls, "__eq__", None) is object.__eq__
+
+
+def _key_value(fr, v):
+    if isinstance(v, ObjVar):
+        source = v.source if v.source is not None else fr.tr.ns.ref(v.value)
+        fr.tr.guards.identity(source, v.value)
+        return v.value
+    return S.concrete_value(v)
 
 
 @call_rule(is_marked_constant)
