@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from ember_autograd import aot, default_partition, min_cut_partition
+from ember_autograd import AotConfig, aot, default_partition, min_cut_partition
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -46,6 +46,8 @@ def saved_bytes() -> dict[str, int]:
     for partition in (default_partition, min_cut_partition):
         fn = aot(gm, inputs, fw_compiler=lambda g, i: g, partition=partition)
         out[partition.__name__] = fn.training.saved_bytes
+    fn = aot(gm, inputs, fw_compiler=lambda g, i: g, config=AotConfig(recompute_pointwise=False))
+    out["default_partition, no recompute"] = fn.training.saved_bytes
     return out
 
 

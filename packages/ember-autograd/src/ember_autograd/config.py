@@ -18,6 +18,12 @@ class AotConfig:
     view_ops: qualified names of functional ops that only re-index their first input (a
         decomposition's permute, reshape, broadcast): the default partitioner saves their input
         and re-takes them in the backward, as it does for ops whose schema returns an alias.
+    pointwise_ops: qualified names of functional ops that compute each element from their
+        inputs' elements (the facade names ember_prims' elementwise prims), besides the ops
+        tagged ``pointwise``.
+    recompute_pointwise: the default partitioner recomputes a saved value made by a few
+        pointwise ops from values saved anyway (Note [pointwise values recomputed from saved
+        ones], partition.py).
     lowering_cache: None, or an object with `load(gm, args, mode, config)` and
         `store(gm, args, mode, config, value)` (mode "training": value (Signature, Partition);
         "inference": (Signature, forward graph)): a hit skips the trace and the partition (the
@@ -28,6 +34,8 @@ class AotConfig:
     stateful_ops: frozenset[str] = field(default_factory=lambda: frozenset({"ember_prims::random_seed"}))
     recompute_ops: frozenset[str] = field(default_factory=frozenset)
     view_ops: frozenset[str] = field(default_factory=frozenset)
+    pointwise_ops: frozenset[str] = field(default_factory=frozenset)
+    recompute_pointwise: bool = True
     lowering_cache: Any = None
 
     def __post_init__(self):

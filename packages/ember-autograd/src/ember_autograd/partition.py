@@ -186,7 +186,72 @@ def default_partition(joint: JointGraph) -> Partition:
     # weight's transpose) would otherwise be materialized by a compiler that returns fresh
     # buffers, and a broadcast would be saved at its full size.
     saved = list(dict.fromkeys(n if n in grads else view_base(n, joint.config) for n in needed))
+    if joint.config.recompute_pointwise:
+        saved = recompute_pointwise(joint, saved)
     return extract(joint, saved)
+
+
+# Note [pointwise values recomputed from saved ones]: saving what the backward reads kept every
+# intermediate of a pointwise chain whose input was saved anyway: GPT-2's tanh GELU saved four
+# (rows, 3072) tensors a layer besides its input (1.2 GB a step at batch 4 x 512, written by the
+# forward and read back by the backward), where the backward can recompute them from the input
+# inside the kernels that read them. So a saved value computed by a few pointwise ops
+# (`torch.Tag.pointwise` or named in `AotConfig.pointwise_ops`, not stateful) from values that
+# stay saved anyway is recomputed in the backward instead: its walk back through pointwise ops
+# and views (at most RECOMPUTE_OPS computing ops) must end
+# at values kept saved (not pointwise, a forward output, a gradient, or a saved value that could
+# not be recomputed itself). Nothing new is saved, so the saved bytes only shrink; reductions,
+# matrix products, views and random ops are never recomputed (the min-cut partitioner's model
+# recomputes more: `min_cut_partition`). Off with `AotConfig(recompute_pointwise=False)`.
+RECOMPUTE_OPS = 16
+
+
+def _pointwise(node: torch.fx.Node, config: AotConfig) -> bool:
+    op = node.target
+    return (node.op == "call_function" and isinstance(op, torch._ops.OpOverload)
+            and (torch.Tag.pointwise in op.tags or op._schema.name in config.pointwise_ops)
+            and not is_stateful(node, config) and isinstance(node.meta.get("val"), torch.Tensor))
+
+
+def _pointwise_or_view(node: torch.fx.Node, config: AotConfig) -> bool:
+    """What a recomputation may pass through: pointwise ops and views (re-indexing is free)."""
+    if _pointwise(node, config):
+        return True
+    op = node.target
+    return (node.op == "call_function" and isinstance(op, torch._ops.OpOverload) and not is_stateful(node, config)
+            and (is_view(op) or op._schema.name in config.view_ops))
+
+
+def recompute_pointwise(joint: JointGraph, saved: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """`saved` less the values the backward can recompute from the rest (Note [pointwise values
+    recomputed from saved ones])."""
+    config = joint.config
+    outputs = set(joint.outputs)
+    anchors = {n for n in saved if n in outputs or not _pointwise(n, config)}
+    order = {n: i for i, n in enumerate(joint.gm.graph.nodes)}
+    for n in sorted(saved, key=order.__getitem__):
+        if n in anchors or not _recomputable_from(n, anchors, config):
+            anchors.add(n)
+    return [n for n in saved if n in anchors]
+
+
+def _recomputable_from(node: torch.fx.Node, anchors: set, config: AotConfig) -> bool:
+    seen, todo, ops = set(), [node], 0
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        ops += bool(n.all_input_nodes) and _pointwise(n, config)  # views and constants are free
+        if ops > RECOMPUTE_OPS or len(seen) > 4 * RECOMPUTE_OPS:
+            return False
+        for a in n.all_input_nodes:
+            if a in anchors or is_size(a) or not isinstance(a.meta.get("val"), torch.Tensor):
+                continue
+            if not _pointwise_or_view(a, config):
+                return False
+            todo.append(a)
+    return True
 
 
 def view_base(node: torch.fx.Node, config: AotConfig) -> torch.fx.Node:

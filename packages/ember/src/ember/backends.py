@@ -340,7 +340,12 @@ def _cudagraphs(settings: Settings, wanted: bool) -> CUDAGraphs | None:
 # The prims that only re-index one input: saved as their input, re-taken in the backward.
 _AOT_CONFIG = ember_autograd.AotConfig(view_ops=frozenset(
     f"ember_prims::{name}" for name, info in ember_prims.PRIMS.items()
-    if info.category == "view" and name not in ("cat", "pad")))
+    if info.category == "view" and name not in ("cat", "pad")), pointwise_ops=frozenset(
+    # recomputable in the backward from saved values (Note [pointwise values recomputed from
+    # saved ones], ember_autograd/partition.py): elementwise prims, dtype conversions, constants
+    f"ember_prims::{name}" for name, info in ember_prims.PRIMS.items()
+    if info.category.startswith("elementwise_") and name not in ("clone", "device_put")
+    or name in ("full", "iota")))
 
 
 def _missing(module: Any, *names: str) -> str | None:
