@@ -27,6 +27,7 @@ or load failure means the Python checks for the rest of the process, with one de
 """
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
 import hashlib
@@ -92,6 +93,20 @@ def wait(timeout: float = 300.0) -> bool:
     if thread is not None:
         thread.join(timeout)
     return _STATE.module is not None
+
+
+def address_check(indices, ptrs):
+    """`check(tensors) -> bool`: `tensors[indices[k]].data_ptr() == ptrs[k]` for every k, in one
+    C call (Note [Native address check] in native_guards.cpp); None when the extension is not
+    loaded (yet, or here at all): the caller checks in Python."""
+    ext = None if _STATE.forced_python else extension()
+    if ext is None:
+        return None
+    idx = array.array("q", indices)
+    addresses = array.array("q", (p - (1 << 64) if p >= 1 << 63 else p for p in ptrs))  # as C's int64
+    if len(idx) != len(addresses):
+        raise ValueError("address_check: one address per index")
+    return functools.partial(ext.same_addresses, idx.tobytes(), addresses.tobytes())
 
 
 @contextlib.contextmanager
