@@ -265,6 +265,29 @@ bool all_distinct(const int64_t* list, int64_t n, const std::vector<PyObject*>& 
 PyObject* dict_name = nullptr;  // "__dict__"
 PyObject* get_name = nullptr;   // "get"
 
+// Note [instance attribute fast path]: most of a program's reads are a module's attributes that
+// live in its instance dict (`_modules`, `_parameters`, `stride`, `training`): through
+// PyObject_GetAttr, a torch module (its class defines `__getattr__`) pays two type lookups for
+// the getattr hook, then the generic lookup. When the class keeps object's `__getattribute__`
+// (so no C base overrides the slot either: each one that does has its own wrapper in its dict)
+// and no class in its MRO defines the name at all (no descriptor, data or not), the generic
+// lookup answers the instance dict's value, and `__getattr__` is never consulted: that value
+// is read directly. Anything else (not in the dict, no dict, a class attribute) takes
+// PyObject_GetAttr. Answers a new reference, or nullptr with no error set.
+PyObject* instance_attr(PyObject* obj, PyObject* name) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!PyUnicode_CheckExact(name) || tp->tp_dictoffset == 0
+      || _PyType_Lookup(tp, getattribute_name) != object_getattribute || _PyType_Lookup(tp, name) != nullptr)
+    return nullptr;
+  PyObject* d = PyObject_GenericGetDict(obj, nullptr);
+  if (d == nullptr) { PyErr_Clear(); return nullptr; }
+  PyObject* v = PyDict_CheckExact(d) ? PyDict_GetItemWithError(d, name) : nullptr;  // borrowed
+  Py_XINCREF(v);
+  Py_DECREF(d);
+  if (v == nullptr) PyErr_Clear();
+  return v;
+}
+
 // 1: passed, 0: a check is false, -1: undecided (an exception is cleared)
 int run_ops(const int64_t* code, Py_ssize_t n, PyObject* consts, const int64_t* spec, Py_ssize_t spec_len,
             std::vector<PyObject*>& regs) {
@@ -297,7 +320,8 @@ int run_ops(const int64_t* code, Py_ssize_t n, PyObject* consts, const int64_t* 
           PyObject* src = regs[b];
           PyObject* key = C(c);
           if (op == OP_GETATTR) {
-            v = PyObject_GetAttr(src, key);
+            v = instance_attr(src, key);  // Note [instance attribute fast path]
+            if (v == nullptr) v = PyObject_GetAttr(src, key);
           } else if (PyDict_CheckExact(src) && PyUnicode_CheckExact(key)) {
             v = PyDict_GetItemWithError(src, key);  // borrowed
             if (v == nullptr) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key); }
