@@ -17,6 +17,8 @@ Python 3.12+ a passing hook batch is armed (Note [Hook witness] in native_guards
 watchers on the modules' instance dicts and hook dicts, and type watchers on their classes,
 bump an epoch on any change that could add a hook, and while the epoch and the module objects
 (with their dicts and classes) are those armed, the batch passes without reading a hook dict.
+The extension also checks many tensors' addresses in one call for ember's CUDA graph runner
+(`address_check`, Note [Native address check] in native_guards.cpp).
 
 The build (`c++` against torch's headers, ~20 s) runs in a daemon thread, never on a call's
 path; the library is cached on disk by a hash of the source, torch's version, Python's and

@@ -8,9 +8,10 @@ with and writes every intermediate and output at the same addresses on every rep
   (the facade knows them: capture lifts them to placeholders whose source is a module's
   `_parameters` / `_buffers`), and any input found at the same address on the warm-up call and
   the recording call. The others (the batch) are copied into input buffers before each replay.
-  Each replay first checks that every static input is where it was recorded (one C++ call when
-  torch has it); one that moved (`model.to()`, `load_state_dict(assign=True)`, `p.data = ...`)
-  makes the graph re-record; a non-parameter that moved becomes a copied input.
+  Each replay first checks that every static input is where it was recorded (one C++ call:
+  ember_capture's native extension, Note [Native address check], else torch's helper); one
+  that moved (`model.to()`, `load_state_dict(assign=True)`, `p.data = ...`) makes the graph
+  re-record; a non-parameter that moved becomes a copied input.
 - Memory: one private pool per training pair (the forward and its backward graph) and one per
   inference graph. Note [warm-up in the pool]: the call before the recording (the warm-up, and
   a training pair's first backward) allocates from the pool too, on the capture stream, as
