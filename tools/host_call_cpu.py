@@ -8,7 +8,7 @@ device-agnostic Python and is timed here on CPU tensors, with compiled graphs th
 (the first call runs the graph, later calls hand back the same outputs as fresh aliases; see
 packages/ember/benchmarks/host_overhead.py), so a call costs only the compiler's own host work.
 
-Columns (median µs per call, the thread's CPU time):
+Columns (median µs per call, the thread's CPU time; ember, +cudagraphs and tc alternate in rounds):
   ember        ember.compile(model, backend=aot + memoized graphs): the whole call
   guards       capture's guards of the entry alone (its source up to the graph call)
   aot          of `ember`, the time inside ember_autograd's AotFunction (runner, autograd.Function)
@@ -103,41 +103,42 @@ def per_call(fn, x, calls: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def measure(model, x, train: bool, calls: int, tc: bool) -> dict[str, float]:
+def measure(model, x, train: bool, calls: int, tc: bool, rounds: int = 10) -> dict[str, float]:
+    """The totals (ember, +cudagraphs, tc) alternate in `rounds` rounds of calls/rounds calls
+    each, so that the machine's load moves them alike; the splits are timed after."""
     model.train(train)
     for p in model.parameters():
         p.requires_grad_(train)
     row: dict[str, float] = {}
+    saved = cudagraphs._capture, cudagraphs._is_cuda
     with torch.enable_grad() if train else torch.no_grad():
-        fast = ember.compile(model, backend=plain_backend)
-        per_call(fast, x, 3)
-        timer = Timer(aot_api.AotFunction, clock)
-        row["ember"] = per_call(fast, x, calls)
-        row["aot"] = timer.median_us()
-        timer.stop()
-        row["guards"] = guards_us(fast, x, calls, clock)
-        ember.reset()
-
-        saved = cudagraphs._capture, cudagraphs._is_cuda
+        variants = {"ember": ember.compile(model, backend=plain_backend)}
         cudagraphs._capture, cudagraphs._is_cuda = _cpu_capture, lambda v: isinstance(v, torch.Tensor)
         try:
-            fast = ember.compile(model, backend=cudagraph_backend)
-            per_call(fast, x, 3)  # warm-up, recording, first replay
+            variants["+cudagraphs"] = ember.compile(model, backend=cudagraph_backend)
+            if tc:
+                variants["tc"] = torch.compile(model, backend=torch_backend())
+            for fn in variants.values():
+                per_call(fn, x, 3)  # compile; the runner's warm-up, recording and first replay
+            times: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(rounds):
+                for name, fn in variants.items():
+                    times[name].append(per_call(fn, x, max(calls // rounds, 1)))
+            row.update({name: statistics.median(ts) for name, ts in times.items()})
             timer = Timer(cudagraphs.GraphRunner, clock)
-            row["+cudagraphs"] = per_call(fast, x, calls)
+            per_call(variants["+cudagraphs"], x, calls)
             row["runner"] = timer.median_us()
             timer.stop()
         finally:
             cudagraphs._capture, cudagraphs._is_cuda = saved
-            ember.reset()
-
-        row["tc"] = float("nan")
-        if tc:
-            torch._dynamo.reset()
-            ref = torch.compile(model, backend=torch_backend())
-            per_call(ref, x, 3)
-            row["tc"] = per_call(ref, x, calls)
-            torch._dynamo.reset()
+        timer = Timer(aot_api.AotFunction, clock)
+        per_call(variants["ember"], x, calls)
+        row["aot"] = timer.median_us()
+        timer.stop()
+        row["guards"] = guards_us(variants["ember"], x, calls, clock)
+        row.setdefault("tc", float("nan"))
+        ember.reset()
+        torch._dynamo.reset()
     return row
 
 
