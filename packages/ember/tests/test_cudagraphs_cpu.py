@@ -147,6 +147,22 @@ def test_address_check_sees_every_move(address_checks):
         assert check(args) is False
 
 
+
+def test_address_check_made_before_the_extension_loads_uses_it_once_loaded(monkeypatch):
+    """A graph recorded while the extension still builds (a fresh machine) checks in Python, and
+    in one native call from the first replay after it is loaded, with the same answers."""
+    if not native.wait():
+        pytest.skip("the native extension could not be built on this machine")
+    args = [torch.randn(2, 3), *(torch.nn.Parameter(torch.randn(4, 3)) for _ in range(3))]
+    monkeypatch.setattr(native._STATE, "forced_python", True)
+    check = address_check(args, range(1, 4))
+    assert isinstance(check, AddressCheck) and check(args) is True and check._native is None
+    monkeypatch.setattr(native._STATE, "forced_python", False)
+    assert check(args) is True and check._native is not None
+    with torch.no_grad():
+        args[2].data = torch.randn(4, 3)
+    assert check(args) is False
+
 class _ReplayOnCpu:
     """What a CUDA graph does on replay, on the CPU: the recorded body runs again on the recorded
     inputs and writes the recorded outputs in place (ember's `_capture` is what is replaced)."""

@@ -97,6 +97,11 @@ def wait(timeout: float = 300.0) -> bool:
     return _STATE.module is not None
 
 
+def loaded() -> bool:
+    """Whether the extension is loaded and in use (a cheap test for a call's path)."""
+    return _STATE.module is not None and not _STATE.forced_python
+
+
 def address_check(indices, ptrs):
     """`check(tensors) -> bool`: `tensors[indices[k]].data_ptr() == ptrs[k]` for every k, in one
     C call (Note [Native address check] in native_guards.cpp); None when the extension is not

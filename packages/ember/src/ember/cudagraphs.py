@@ -150,8 +150,14 @@ class AddressCheck:
             self.gather = lambda a, idx=tuple(self.indices): tuple(a[i] for i in idx)
         self.ptrs = list(map(_data_ptr, self.gather(args)))
         self.by_position = _data_ptrs(args, self.indices)  # the helper's layout
+        self._native: Callable | None = None
 
     def __call__(self, args: Sequence) -> bool:
+        fast = self._native
+        if fast is None and native.loaded():  # built in the background after this recording
+            fast = self._native = native.address_check(self.indices, self.ptrs)
+        if fast is not None:
+            return fast(args)
         try:
             if _PTRS_EQUAL is not None:
                 return _PTRS_EQUAL(args, self.by_position, self.indices)
