@@ -471,3 +471,43 @@ def test_guard_program_takes_only_checks_it_reproduces():
     assert run((nn.Linear(2, 2),)) is False  # another object
     del obj._parameters["weight"]
     assert run((obj,)) is None  # a KeyError: undecided, the Python guards decide
+
+
+def _shadow_with_property(cls):
+    cls.scale = property(lambda self: 3.0)  # a data descriptor: wins over the instance dict
+
+
+def _shadow_with_getattribute(cls):
+    def __getattribute__(self, name):
+        return 5.0 if name == "scale" else nn.Module.__getattribute__(self, name)
+    cls.__getattribute__ = __getattribute__
+
+
+def _shadow_with_class_value(cls):
+    cls.scale = 7.0  # not a descriptor: the instance dict's value still wins
+
+
+@pytest.mark.parametrize("shadow", [_shadow_with_property, _shadow_with_getattribute, _shadow_with_class_value])
+def test_instance_attribute_read_follows_its_class(shadow, checks):
+    """Note [instance attribute fast path]: the program reads `self.scale` from the instance
+    dict only while no class in the MRO defines `scale` and the class keeps object's
+    `__getattribute__`; a property or a `__getattribute__` added to the class after the trace
+    takes over the read, as in Python."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    m, x = Scaled(), torch.randn(3, 4)
+    fn = _compiled(m)
+    for _ in range(2):
+        _call(fn, m, x)
+    shadow(Scaled)
+    for _ in range(2):
+        _call(fn, m, x)
+    m.__dict__["scale"] = 11.0
+    _call(fn, m, x)

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 import ember
-from ember.cudagraphs import CopyOut, GraphRunner, graph_label, static_positions
+import ember.cudagraphs as cudagraphs
+from ember.cudagraphs import AddressCheck, CopyOut, GraphRunner, address_check, graph_label, static_positions
+from ember_capture import native
 from ember.settings import make_settings
 
 pytestmark = pytest.mark.usefixtures("fresh_ember")
@@ -109,3 +111,96 @@ def test_backward_outputs_are_copied_out_of_the_pool():
         assert got.shape == src.shape and got.stride() == src.stride() and got.dtype == src.dtype
         torch.testing.assert_close(got, old)    # kept its values
         torch.testing.assert_close(fresh, src)  # a later copy sees the new ones
+
+
+@pytest.fixture(params=["native", "python"])
+def address_checks(request, monkeypatch):
+    """Both address checks of Note [Native address check]: the extension's, and the Python one
+    used until it is loaded or where it cannot be built."""
+    if request.param == "native":
+        if not native.wait():
+            pytest.skip("the native extension could not be built on this machine")
+    else:
+        monkeypatch.setattr(native._STATE, "forced_python", True)
+    return request.param
+
+
+def test_address_check_sees_every_move(address_checks):
+    moves = [
+        lambda a: a.__setitem__(3, torch.nn.Parameter(a[3].detach().clone())),  # replaced
+        lambda a: setattr(a[2], "data", torch.randn(4, 3)),                     # .data swapped
+        lambda a: a[4].set_(torch.randn(4, 3)),                                  # set_()
+        lambda a: a.__setitem__(5, a[5].detach()[1:]),                          # an offset view
+        lambda a: a.__setitem__(1, None),                                       # not a tensor
+        lambda a: a.pop(),                                                      # too few
+    ]
+    for move in moves:
+        args = [torch.randn(2, 3), *(torch.nn.Parameter(torch.randn(4, 3)) for _ in range(5))]
+        check = address_check(args, range(1, 6))
+        assert isinstance(check, AddressCheck) is (address_checks == "python")
+        assert check(args) is True and check(tuple(args)) is True
+        assert check([args[0].clone(), *args[1:]]) is True  # the batch is not checked
+        same_memory = [args[0], *(torch.nn.Parameter(p.detach()) for p in args[1:])]
+        assert check(same_memory) is True  # other objects, same addresses
+        with torch.no_grad():
+            move(args)
+        assert check(args) is False
+
+
+
+def test_address_check_made_before_the_extension_loads_uses_it_once_loaded(monkeypatch):
+    """A graph recorded while the extension still builds (a fresh machine) checks in Python, and
+    in one native call from the first replay after it is loaded, with the same answers."""
+    if not native.wait():
+        pytest.skip("the native extension could not be built on this machine")
+    args = [torch.randn(2, 3), *(torch.nn.Parameter(torch.randn(4, 3)) for _ in range(3))]
+    monkeypatch.setattr(native._STATE, "forced_python", True)
+    check = address_check(args, range(1, 4))
+    assert isinstance(check, AddressCheck) and check(args) is True and check._native is None
+    monkeypatch.setattr(native._STATE, "forced_python", False)
+    assert check(args) is True and check._native is not None
+    with torch.no_grad():
+        args[2].data = torch.randn(4, 3)
+    assert check(args) is False
+
+class _ReplayOnCpu:
+    """What a CUDA graph does on replay, on the CPU: the recorded body runs again on the recorded
+    inputs and writes the recorded outputs in place (ember's `_capture` is what is replaced)."""
+
+    def __init__(self, body):
+        self.body, self.outs = body, body()
+
+    def replay(self):
+        for out, new in zip(self.outs, self.body()):
+            out.copy_(new)
+
+
+def _cpu_capture(pool, body):
+    graph = _ReplayOnCpu(body)
+    return graph, graph.outs
+
+
+def test_graph_runner_rerecords_when_a_parameter_moves(address_checks, monkeypatch):
+    """A replay reads a static input at its recorded address: a parameter swapped through
+    `.data`, replaced, or `set_()` must make the runner record again, never replay stale
+    weights."""
+    monkeypatch.setattr(cudagraphs, "_capture", _cpu_capture)
+    monkeypatch.setattr(cudagraphs, "_is_cuda", lambda v: isinstance(v, torch.Tensor))
+
+    def fn(args):
+        return [args[0] @ args[1] + args[2]]
+
+    fn._boxed_call = True
+    w, b = torch.nn.Parameter(torch.randn(3, 3)), torch.nn.Parameter(torch.randn(3))
+    runner = GraphRunner(fn, label="a graph", pool=cudagraphs.Pool((0, 0)), static_hint=frozenset({1, 2}))
+    changes = [lambda: None, lambda: setattr(w, "data", torch.randn(3, 3)),
+               lambda: b.set_(torch.randn(3)), lambda: None]
+    with torch.no_grad():
+        for change in changes:
+            change()
+            for _ in range(3):
+                x = torch.randn(2, 3)
+                out = runner([x, w, b])[0]
+                torch.testing.assert_close(out, x @ w + b)
+                del out
+    assert runner.recordings == 3 and runner.replays >= 6

@@ -17,6 +17,8 @@ Python 3.12+ a passing hook batch is armed (Note [Hook witness] in native_guards
 watchers on the modules' instance dicts and hook dicts, and type watchers on their classes,
 bump an epoch on any change that could add a hook, and while the epoch and the module objects
 (with their dicts and classes) are those armed, the batch passes without reading a hook dict.
+The extension also checks many tensors' addresses in one call for ember's CUDA graph runner
+(`address_check`, Note [Native address check] in native_guards.cpp).
 
 The build (`c++` against torch's headers, ~20 s) runs in a daemon thread, never on a call's
 path; the library is cached on disk by a hash of the source, torch's version, Python's and
@@ -27,6 +29,7 @@ or load failure means the Python checks for the rest of the process, with one de
 """
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
 import hashlib
@@ -92,6 +95,25 @@ def wait(timeout: float = 300.0) -> bool:
     if thread is not None:
         thread.join(timeout)
     return _STATE.module is not None
+
+
+def loaded() -> bool:
+    """Whether the extension is loaded and in use (a cheap test for a call's path)."""
+    return _STATE.module is not None and not _STATE.forced_python
+
+
+def address_check(indices, ptrs):
+    """`check(tensors) -> bool`: `tensors[indices[k]].data_ptr() == ptrs[k]` for every k, in one
+    C call (Note [Native address check] in native_guards.cpp); None when the extension is not
+    loaded (yet, or here at all): the caller checks in Python."""
+    ext = None if _STATE.forced_python else extension()
+    if ext is None:
+        return None
+    idx = array.array("q", indices)
+    addresses = array.array("q", (p - (1 << 64) if p >= 1 << 63 else p for p in ptrs))  # as C's int64
+    if len(idx) != len(addresses):
+        raise ValueError("address_check: one address per index")
+    return functools.partial(ext.same_addresses, idx.tobytes(), addresses.tobytes())
 
 
 @contextlib.contextmanager

@@ -72,8 +72,12 @@ class WrapperWriter:
 
     def tensor_expr(self, b: Buffer) -> str:
         """The tensor a Buffer denotes: its base variable, or a strided view of it."""
-        if self.base_layout.get(b.name) == b.layout:
+        base = self.base_layout.get(b.name)
+        if base == b.layout:
             return b.name
+        dims = _permutation(base, b.layout)
+        if dims is not None:  # Note [permuted views]
+            return f"{b.name}.t()" if dims == (1, 0) else f"{b.name}.permute({dims})"
         return (f"{b.name}.as_strided({self.sizes(b.sizes)}, {self.sizes(b.strides)}, "
                 f"{b.name}.storage_offset() + {self.size(b.offset)})")
 
@@ -95,6 +99,33 @@ class WrapperWriter:
                 not isinstance(v, (int, float, bool, str, type(None))):
             return self.const("c", v)
         return repr(v)
+
+
+# Note [permuted views]: an extern op often reads a variable through a permutation of its own
+# layout (every Linear's weight, transposed, in the forward and the backward). `x.t()` /
+# `x.permute(dims)` is that view exactly (same storage offset, the sizes and strides permuted)
+# and costs the host less than `x.as_strided(sizes, strides, x.storage_offset() + 0)` (0.95 /
+# 1.1 against 1.4 µs on this project's CPU). The variable's layout is its base layout: an
+# input's is checked on every call, or the input copied to it (Note [layout check in one
+# pass]); an allocation's and an extern result's are made so (`fit`).
+def _permutation(base: tuple | None, view: tuple) -> tuple[int, ...] | None:
+    """dims such that the view is `base` permuted by dims, at the same offset (0), or None."""
+    if base is None or len(base[0]) != len(view[0]) or len(view[0]) < 2:
+        return None
+    if not (_is_zero(base[2]) and _is_zero(view[2])):
+        return None
+    pairs = list(zip(base[0], base[1]))
+    dims: list[int] = []
+    for pair in zip(view[0], view[1]):
+        k = next((k for k, p in enumerate(pairs) if k not in dims and p == pair), None)
+        if k is None:
+            return None
+        dims.append(k)
+    return tuple(dims)
+
+
+def _is_zero(v) -> bool:
+    return type(v) is int and v == 0
 
 
 def generate_wrapper(lowered, planned, kernel_names: dict, launchers: dict, origins: dict,
