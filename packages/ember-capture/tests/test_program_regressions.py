@@ -8,6 +8,7 @@ import enum
 import functools
 import itertools
 import math
+import operator
 import warnings
 
 import torch
@@ -1346,3 +1347,81 @@ def test_itertools_over_generators_make_items_when_asked():
     for n in (0, 1, 3):
         assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
     assert not stats.breaks, stats.breaks
+
+
+# -- sixth round ----------------------------------------------------------------------------------
+def test_staticmethod_and_classmethod_read_from_a_class_are_guarded():
+    """`Ops.act(x)` with `act` a staticmethod (or a classmethod) of a class read from a global
+    was bound at trace time with no guard: `Ops.act = staticmethod(...)` between calls reused
+    the old function. The class dicts that decided the lookup are guarded now."""
+    class Ops:
+        @staticmethod
+        def act(x):
+            return x + 1
+
+        @classmethod
+        def scale(cls, x):
+            return x * 2
+
+    def f(x):
+        return Ops.act(x), Ops.scale(x)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    Ops.act = staticmethod(lambda x: x * 0)
+    assert_same(fn(x), f(x))
+    Ops.scale = classmethod(lambda cls, x: x - 5)
+    assert_same(fn(x), f(x))
+
+
+def test_operator_getters_read_their_argument_on_every_call():
+    """`operator.attrgetter("inner.v")(o)` ran at trace time (a function of a pure module) and
+    its answer was a constant with no guard: after `o.inner.v = 5` the first call's value came
+    back. attrgetter, itemgetter and methodcaller are modelled as the reads they make (Note
+    [operator getters]); made in the trace with constant arguments they are no graph break."""
+    class Inner:
+        v = 2
+
+    class Outer:
+        def __init__(self):
+            self.inner = Inner()
+
+    o, table = Outer(), {"k": 1, "j": 2}
+    get = operator.attrgetter("inner.v")
+
+    def f(x):
+        pair = operator.itemgetter("k", "j")(table)
+        return x * get(o), pair, operator.methodcaller("get", "j", 0)(table), operator.attrgetter("inner")(o).v
+
+    fn, stats = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    o.inner.v = 5
+    table["j"] = 7
+    assert_same(fn(x), f(x))
+    o.inner = Inner()
+    assert_same(fn(x), f(x))
+    assert not stats.breaks, stats.breaks
+
+
+def test_pure_module_functions_refuse_user_objects():
+    """A function of a pure module (`operator`, `math`, `typing`) without a model was computed at
+    trace time on its arguments' values: on a user object it may read state no guard checks. Such
+    a call is a graph break now, which runs it on each call."""
+    class Hint:
+        n = 3
+
+        def __length_hint__(self):
+            return self.n
+
+    h = Hint()
+
+    def f(x):
+        return x * operator.length_hint(h, 1)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    h.n = 8
+    assert_same(fn(x), f(x))

@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from .attributes import attr_source, bind_class_attr, instance_dict, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
+from .attributes import attr_source, bind_class_attr, class_lookup, instance_dict, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .frame import TracedRaise
@@ -363,6 +363,9 @@ def _type_attr(fr, o: ObjVar, name):
         if name in klass.__dict__:
             raw = klass.__dict__[name]
             if isinstance(raw, (staticmethod, classmethod)):
+                # bound here, not read through a source: guard the class dicts that decided it
+                # (`Ops.act = staticmethod(...)` between calls)
+                class_lookup(fr.tr, value, name)
                 return constant_like(getattr(value, name))
             break
     return wrap(fr.tr, getattr(value, name), attr_source(source, name), name)
