@@ -8565,3 +8565,56 @@ def p_tolist_values_in_python_control():
         pos = [v for v in vals if v > 0]
         return x * len(pos), len(pos), sorted(vals)[0] > -1
     return P(f, lambda i: (t(4),), calls=5)
+
+
+def p_break_inside_loop_over_user_iterator_made_inside_then_reused():
+    log = []
+
+    def f(x, n, stop):
+        it = _Ticker(n, log)
+        out = x * 2
+        for v in it:
+            out = out + v
+            print("step", v)  # a graph break inside the loop over a user iterator
+            if v == stop:
+                break
+        rest = list(it)  # the same object, where the loop left it
+        return out, it.i, rest
+    return P(f, lambda i: (t(2), [3, 4, 0, 3][i], [2, 9, 1, 3][i]), state=lambda: list(log))
+
+
+def p_break_inside_loop_over_input_user_iterator_with_enumerate_body():
+    def f(x, it):
+        out = x
+        for v in it:
+            out = out * v
+            if out.abs().max() > 4:  # data-dependent
+                out = out / 4
+            it.log.append(f"body{v}")
+        return out, it.i, list(it.log)
+    return P(f, lambda i: (torch.full((2,), [0.5, 3.0, -2.0, 1.0][i]), _Ticker([3, 2, 4, 0][i], [])))
+
+
+def p_itertools_takewhile_dropwhile_compress_tee_over_generators():
+    log = []
+
+    def gen(n, tag):
+        for i in range(n):
+            log.append(f"{tag}{i}")
+            yield i
+
+    def pred(v):
+        log.append(f"p{v}")
+        return v < 2
+
+    def f(x, n):
+        tw = itertools.takewhile(pred, gen(n, "t"))
+        head = next(tw, None)
+        dw = itertools.dropwhile(pred, gen(n, "d"))
+        d1 = next(dw, "none")
+        cp = list(itertools.compress(gen(n, "c"), _Ticker(n - 1, log)))
+        a, b = itertools.tee(gen(n, "e"), 2)
+        ta = [next(a, None), next(a, None)]
+        tb = list(b)
+        return x * len(cp), head, d1, cp, ta, tb, list(tw), list(dw)
+    return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))

@@ -1425,3 +1425,74 @@ def test_pure_module_functions_refuse_user_objects():
     assert_same(fn(x), f(x))
     h.n = 8
     assert_same(fn(x), f(x))
+
+
+class _Ticks:
+    """A user iterator whose __iter__ returns self; each __next__ logs its step."""
+
+    def __init__(self, n, log):
+        self.n, self.i, self.log = n, 0, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(self.i)
+        return self.i
+
+
+def test_break_inside_a_loop_over_a_user_iterator_keeps_the_graphs():
+    """A graph break inside `for v in it:` over a user iterator (a Python `__next__`) ran the
+    whole frame eagerly: the iterator could not be rebuilt at the break. It is the object
+    itself, in the state the trace left it (Note [User iterators]): the graph before the loop
+    and the loop body's graphs are kept, `__next__` runs once per item as in eager."""
+    def f(x, it, n):
+        x = x * 2
+        for v in it:
+            x = x + v
+            if x.sum() > 3:  # data-dependent: a break inside the loop
+                x = x - 1
+        for w in _Ticks(n, it.log):  # made in the frame
+            x = x * w
+            print("w", w)
+        return x.cos(), it.i, list(it.log)
+
+    stats = ember_capture.CaptureStats()
+    fn = ember_capture.capture(f, Recorder(), stats=stats)
+    for v, n in [(0.5, 3), (3.0, 2), (-2.0, 4), (1.0, 0)]:
+        assert_same(fn(torch.full((2,), v), _Ticks(n, []), n), f(torch.full((2,), v), _Ticks(n, []), n))
+    assert not stats.fallbacks, stats.fallbacks
+    assert stats.graphs and not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks
+
+
+def test_takewhile_dropwhile_compress_tee_consume_as_eager():
+    """`itertools.takewhile`, `dropwhile`, `compress` and `tee` over a generator were graph
+    breaks. They make one item per `next()` over a generator, a user iterator or with a Python
+    predicate, so the input's and the predicate's side effects happen as eager's do."""
+    def f(x, n):
+        log = []
+
+        def gen(tag):
+            for i in range(n):
+                log.append((tag, i))
+                yield i
+
+        def small(v):
+            log.append(("p", v))
+            return v < 2
+        tw = itertools.takewhile(small, gen("t"))
+        first = next(tw, None)
+        dropped = list(itertools.dropwhile(lambda v: v < 1, gen("d")))
+        picked = next(itertools.compress(gen("c"), _Ticks(n, log)), None)
+        t1, t2 = itertools.tee(gen("e"))
+        teed = [next(t1, None), next(t1, None), next(t2, None), list(t2)]
+        on_list = next(itertools.takewhile(small, [0, 1, 2]))
+        return x + 1, first, dropped, picked, teed, on_list, list(tw), log
+
+    fn, stats = _captured(f)
+    for n in (0, 1, 3, 4):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks

@@ -375,7 +375,7 @@ def _accumulate(fr, args, kwargs):
             else:
                 total = call(fr, func, [total, v], {})
             yield total
-    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]))
+    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]) or (not plain and _calls_python(func)))
 
 
 @builtin(itertools.islice)
@@ -409,7 +409,7 @@ def _islice(fr, args, kwargs):
 def _starmap(fr, args, kwargs):
     it = S.iterate(fr, args[1])
     steps = (call(fr, args[0], S.unpack(fr, t), {}) for t in _items(it))
-    return _made(itertools.starmap, steps, _any_lazy(fr, [it]))
+    return _made(itertools.starmap, steps, _any_lazy(fr, [it]) or _calls_python(args[0]))
 
 
 @builtin(itertools.repeat)
@@ -433,6 +433,87 @@ if hasattr(itertools, "pairwise"):
                 yield TupleVar([prev, v])
                 prev = v
         return _made(itertools.pairwise, steps(), _any_lazy(fr, [it]))
+
+
+def _calls_python(fn: Var) -> bool:
+    """Whether calling ``fn`` may run Python with side effects (a lambda, a user function): an
+    iterator that calls it per item makes its items one per ``next()``, as CPython does."""
+    if isinstance(fn, ConstVar):
+        return False
+    return not (isinstance(fn, ObjVar) and isinstance(fn.value, types.BuiltinFunctionType))
+
+
+@builtin(itertools.takewhile)
+def _takewhile(fr, args, kwargs):
+    pred, it = args[0], S.iterate(fr, args[1])
+
+    def steps():  # once the predicate fails, the iterator stays exhausted
+        for v in _items(it):
+            if not S.truthy(fr, call(fr, pred, [v], {})):
+                return
+            yield v
+    return _made(itertools.takewhile, steps(), _any_lazy(fr, [it]) or _calls_python(pred))
+
+
+@builtin(itertools.dropwhile)
+def _dropwhile(fr, args, kwargs):
+    pred, it = args[0], S.iterate(fr, args[1])
+
+    def steps():  # the predicate runs until it first fails, never after
+        dropping = True
+        for v in _items(it):
+            if dropping and S.truthy(fr, call(fr, pred, [v], {})):
+                continue
+            dropping = False
+            yield v
+    return _made(itertools.dropwhile, steps(), _any_lazy(fr, [it]) or _calls_python(pred))
+
+
+@builtin(itertools.compress)
+def _compress(fr, args, kwargs):
+    data = S.iterate(fr, args[0] if args else kwargs["data"])
+    selectors = S.iterate(fr, args[1] if len(args) > 1 else kwargs["selectors"])
+
+    def steps():  # as CPython's compress_next: a datum, then its selector; stop at either's end
+        while data.more():
+            datum = data.take()
+            if not selectors.more():
+                return
+            if S.truthy(fr, selectors.take()):
+                yield datum
+    return _made(itertools.compress, steps(), _any_lazy(fr, [data, selectors]))
+
+
+_TEE = type(itertools.tee(())[0]) if itertools.tee(()) else None
+
+
+@builtin(itertools.tee)
+def _tee(fr, args, kwargs):
+    n = S.const_value(args[1]) if len(args) > 1 else 2
+    source = S.iterate(fr, args[0])
+    if getattr(source, "tee_buffers", None) is not None:  # tee of a tee copies it (not modelled)
+        raise Unsupported("unsupported_call", "itertools.tee of a tee iterator")
+    if not _any_lazy(fr, [source]):
+        items = S.unpack(fr, source)
+        return TupleVar([IterVar(items, py_type=_TEE) for _ in range(n)])
+    # Over a generator or a user iterator: the copies share one buffer; an item is made from
+    # the source when the copy furthest ahead asks for it (Note [lazy iterators]).
+    buffers = [[] for _ in range(n)]
+
+    def copy(k):
+        def pull(out):
+            if not buffers[k]:
+                if not source.more():
+                    return False
+                v = source.take()
+                for b in buffers:
+                    b.append(v)
+            out.items.append(buffers[k].pop(0))
+            return True
+        it = IterVar([], live=True, pull=pull, py_type=_TEE)
+        it.tee_buffers = buffers
+        return it
+    return TupleVar([copy(k) for k in range(n)])
 
 
 def _lazy(fr, its, step, py_type):

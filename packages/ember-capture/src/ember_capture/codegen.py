@@ -221,6 +221,12 @@ class Rebuilder:
         if isinstance(v, ExitVar):  # Note [Breaks in autocast blocks]
             return f"{self.ns.ref(AutocastExit)}({self.ns.ref(v.node.args)})"
         if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
+            over_object = getattr(v, "over_object", None)
+            if over_object is not None and v.pos == len(v.items) and (
+                    not isinstance(over_object, ObjVar) or over_object.source is not None):
+                # Note [User iterators]: the object whose __next__ makes the items, in the state
+                # the trace left it (its attribute writes are replayed): next() natively goes on
+                return self.expr(over_object)
             if v.pull is not None:
                 raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
             if v.check is not None and v.check() is not None:  # its next() raises: run the frame eagerly

@@ -811,8 +811,9 @@ def user_iter(fr, v: Var, keep_object: bool = False):
     ``__next__`` (often ``self``), whose items are made by tracing ``__next__`` when asked for,
     one at a time, until it raises StopIteration: a loop over it interleaves ``__next__``'s side
     effects with the body's, and a ``break`` leaves the object where eager leaves it, as Python
-    does. Such an iterator cannot be rebuilt at a graph break inside its loop (the frame then
-    runs eagerly). With ``keep_object`` (the builtin ``iter()``) such an object is returned as
+    does. At a graph break inside its loop the iterator is the object itself, its state written
+    back as every attribute write is, and the rest of the loop calls its ``__next__`` natively,
+    once per item, as eager does (Note [Breaks in loops]). With ``keep_object`` (the builtin ``iter()``) such an object is returned as
     it is: ``iter(it) is it``, and a loop over it calls its ``__iter__`` again, as Python does."""
     result = call_dunder(fr, v, "__iter__", [])
     if result is NO_DUNDER or isinstance(result, IterVar):
@@ -846,7 +847,9 @@ def user_iterator(fr, it: Var) -> IterVar:
             raise
         return True
 
-    return IterVar([], live=True, pull=pull, py_type=_USER_CLASS[type(it)](it))
+    iv = IterVar([], live=True, pull=pull, py_type=_USER_CLASS[type(it)](it))
+    iv.over_object = it  # rebuilt at a break as the object itself, in its state then (Note [Breaks in loops])
+    return iv
 
 
 @ITER.rule(DictVar, DictViewVar)
