@@ -8618,3 +8618,27 @@ def p_itertools_takewhile_dropwhile_compress_tee_over_generators():
         tb = list(b)
         return x * len(cp), head, d1, cp, ta, tb, list(tw), list(dw)
     return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))
+
+
+def p_break_inside_loops_over_enumerate_zip_map_of_user_iterators():
+    log = []
+
+    def f(x, n):
+        it = _Ticker(n, log)
+        y = x * 1.5
+        for k, v in enumerate(it, 2):
+            y = y + k * v
+            print("kv", k, v)
+            if v == 2:
+                break
+        rest = list(it)
+        for a, b in zip(_Ticker(n, log), ["p", "q", "r"]):
+            y = y + a
+            print("ab", a, b)
+        total = 0
+        for m in map(lambda q: q * 3, _Ticker(n, log)):
+            total += m
+            if y.sum() > 5:  # data-dependent
+                y = y / 2
+        return y, rest, total, it.i
+    return P(f, lambda i: (t(2), [3, 0, 4, 1][i]), state=lambda: list(log))

@@ -1496,3 +1496,33 @@ def test_takewhile_dropwhile_compress_tee_consume_as_eager():
     for n in (0, 1, 3, 4):
         assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
     assert not stats.breaks, stats.breaks
+
+
+def test_break_inside_loops_over_enumerate_zip_map_filter_of_user_iterators():
+    """`for k, v in enumerate(it)` (zip, map, filter) over a user iterator, with a graph break in
+    the body, ran the frame eagerly: the lazy builtin could not be rebuilt. It is the same
+    builtin again over the rebuilt inputs (enumerate from its next count), which only
+    `next()` advances: no second `__iter__`, each `__next__` once, as eager."""
+    def f(x, n):
+        log = []
+        y = x.sin()
+        for k, v in enumerate(_Ticks(n, log), 5):
+            y = y + k * v
+            print("kv", k, v)
+        for a, b in zip(_Ticks(n, log), [10, 20, 30]):
+            y = y + a * b
+            print("ab", a, b)
+        for m in map(lambda q: q * 3, _Ticks(n, log)):
+            y = y - m
+            print("m", m)
+        for m in filter(lambda q: q % 2, _Ticks(n, log)):
+            y = y - m
+            print("f", m)
+        return y, log
+
+    stats = ember_capture.CaptureStats()
+    fn = ember_capture.capture(f, Recorder(), stats=stats)
+    for n in (3, 0, 4):
+        assert_same(fn(torch.ones(2), n), f(torch.ones(2), n))
+    assert not stats.fallbacks, stats.fallbacks
+    assert not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks

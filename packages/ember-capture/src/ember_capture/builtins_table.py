@@ -174,8 +174,12 @@ def _enumerate(fr, args, kwargs):
     if not _is_lazy(args[0]):
         return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
                        py_type=enumerate)
-    count = iter(range(start, 1 << 62))
-    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])], enumerate)
+    count = {"next": start}
+
+    def step(values):
+        count["next"] += 1
+        return [TupleVar([ConstVar(count["next"] - 1), values[0]])]
+    return _lazy(fr, [args[0]], step, enumerate, remake=(enumerate, [], lambda: [count["next"]]))
 
 
 @builtin(zip)
@@ -187,7 +191,7 @@ def _zip(fr, args, kwargs):
     args = _user_iters(fr, args)
     if not any(_is_lazy(a) for a in args):
         return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
-    return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
+    return _lazy(fr, args, lambda values: [TupleVar(values)], zip, remake=(zip, [], lambda: []))
 
 
 @builtin(reversed)
@@ -516,9 +520,11 @@ def _tee(fr, args, kwargs):
     return TupleVar([copy(k) for k in range(n)])
 
 
-def _lazy(fr, its, step, py_type):
+def _lazy(fr, its, step, py_type, remake=None):
     """An iterator whose items `step(values)` makes from the next value of each of `its`, when
-    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed."""
+    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed. `remake`,
+    (builtin, leading arguments, extra constants()), rebuilds it at a break as that builtin over
+    the rebuilt inputs."""
     its = [S.iterate(fr, a) for a in its]
 
     def pull(out):
@@ -530,21 +536,27 @@ def _lazy(fr, its, step, py_type):
         out.items.extend(step(values))
         return True
 
-    return IterVar([], live=True, pull=pull, py_type=py_type)
+    out = IterVar([], live=True, pull=pull, py_type=py_type)
+    if remake is not None:
+        fn, lead, tail = remake
+        out.remake = (fn, lead, its, tail)
+    return out
 
 
 @builtin(map)
 def _map(fr, args, kwargs):
     fn, *its = args
-    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map)
+    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map, remake=(map, [fn], lambda: []))
 
 
 @builtin(filter)
 def _filter(fr, args, kwargs):
     fn, it = args
+    remake = (filter, [fn], lambda: [])
     if isinstance(fn, ConstVar) and fn.value is None:
-        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter)
-    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter)
+        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter, remake)
+    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter,
+                 remake)
 
 
 @builtin(sum)
