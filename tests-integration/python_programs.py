@@ -8642,3 +8642,315 @@ def p_break_inside_loops_over_enumerate_zip_map_of_user_iterators():
                 y = y / 2
         return y, rest, total, it.i
     return P(f, lambda i: (t(2), [3, 0, 4, 1][i]), state=lambda: list(log))
+
+
+class _Stateful6:
+    """A user object whose every protocol reads its mutable state."""
+
+    def __init__(self):
+        self.k = 2
+        self.items = [1, 2]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __bool__(self):
+        return self.k > 0
+
+    def __getitem__(self, i):
+        return self.items[i] * self.k
+
+    def __contains__(self, v):
+        return v in self.items
+
+    def __call__(self, x):
+        return x * self.k
+
+    def __iter__(self):
+        for v in self.items:
+            yield v + self.k
+
+    def __add__(self, other):
+        return other + self.k
+
+    def __radd__(self, other):
+        return other - self.k
+
+    def __repr__(self):
+        return f"S({self.k})"
+
+    def __format__(self, spec):
+        return format(self.k, spec)
+
+    def __hash__(self):
+        return self.k
+
+    def __eq__(self, other):
+        return isinstance(other, _Stateful6) and other.k == self.k
+
+    def __index__(self):
+        return self.k
+
+
+def p_user_object_protocols_read_state_changed_between_calls():
+    obj = _Stateful6()
+
+    def f(x):
+        a = len(obj)
+        b = bool(obj)
+        c = obj[0]
+        d = 2 in obj
+        e = obj(x)
+        g = list(obj)
+        h = obj + 1
+        k = 10 + obj
+        r = repr(obj) + str(obj) + f"{obj:>3}"
+        lst = [0, 1, 2, 3, 4, 5][obj]
+        return e + a + c + h + k, b, d, g, r, lst
+
+    def mutate(i):
+        obj.k = [3, 0, 1][i]
+        obj.items.append(i + 2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_user_object_as_dict_key_hash_changes():
+    obj = _Stateful6()
+    table = {2: "two", 3: "three"}
+
+    def f(x):
+        name = table.get(hash(obj), "none")
+        return x * hash(obj), name, obj == _Stateful6()
+
+    def mutate(i):
+        obj.k = [3, 5, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_runtime_checkable_protocol_attr_added():
+    @typing.runtime_checkable
+    class HasScale(typing.Protocol):
+        def scale(self):
+            ...
+
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        if isinstance(obj, HasScale):
+            return x * obj.scale()
+        return x
+
+    def mutate(i):
+        if i == 1:
+            del obj.scale
+        else:
+            obj.scale = [lambda: 3, None, lambda: -2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_callable_after_call_added_to_class():
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        if callable(obj):
+            return obj(x)
+        return x - 1
+
+    def mutate(i):
+        if i == 0:
+            Obj.__call__ = lambda self, x: x * 4
+        elif i == 1:
+            del Obj.__call__
+        else:
+            Obj.__call__ = lambda self, x: x + 9
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_instance_dict_replaced_wholesale():
+    class Obj:
+        def __init__(self):
+            self.a = 1
+
+    obj = Obj()
+
+    def f(x):
+        return x * getattr(obj, "a", 0) + getattr(obj, "b", 0)
+
+    def mutate(i):
+        obj.__dict__ = [{"a": 3}, {"b": 5}, {"a": 2, "b": 1}][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_enum_member_attribute_set_between_calls():
+    class Mode(enum.Enum):
+        A = "a"
+        B = "b"
+
+    Mode.A.scale = 1
+
+    def f(x, m):
+        return x * getattr(m, "scale", 0)
+
+    def mutate(i):
+        Mode.A.scale = [2, 5, -1][i]
+        if i == 1:
+            Mode.B.scale = 7
+    return P(f, lambda i: (t(2), [Mode.A, Mode.A, Mode.B, Mode.B][i]), mutate)
+
+
+def p_simplenamespace_global_attr_changed():
+    def f(x):
+        cfg = NS6
+        out = x * cfg.scale
+        if cfg.use_bias:
+            out = out + cfg.bias
+        return out, vars(cfg).get("tag")
+
+    def mutate(i):
+        NS6.scale = [2, 3, 1][i]
+        NS6.use_bias = [True, False, True][i]
+        if i == 2:
+            NS6.tag = "t"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+NS6 = types.SimpleNamespace(scale=1, use_bias=False, bias=0.5)
+
+
+def p_dispatch_table_keyed_by_global_string():
+    def f(x):
+        return DISPATCH6[G6_TAG](x), G6_TAG
+
+    def mutate(i):
+        global G6_TAG
+        G6_TAG = ["y", "x", "z"][i]
+        if i == 1:
+            DISPATCH6["x"] = torch.cos
+    return P(f, lambda i: (t(2),), mutate)
+
+
+DISPATCH6 = {"x": torch.sin, "y": torch.tanh, "z": torch.exp}
+
+
+def p_inner_closure_sees_outer_rebinding_late():
+    def f(x, k):
+        scale = 1
+
+        def inner(y):
+            return y * scale
+
+        first = inner(x)
+        scale = k
+        second = inner(x)
+        fns = [lambda y, j=j: y + j for j in range(k)]
+        return first, second, [g(x) for g in fns]
+    return P(f, lambda i: (t(2), [2, 3, 0, 2][i]))
+
+
+def p_defaults_tuple_of_tensors_replaced_shape():
+    def helper(x, w=torch.ones(2)):
+        return x * w
+
+    def f(x):
+        return helper(x)
+
+    def mutate(i):
+        helper.__defaults__ = ([torch.ones(1) * 3, torch.arange(2.0), torch.ones(2) * -1][i],)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_global_list_of_tensors_appended():
+    def f(x):
+        out = x
+        for w in TENSORS6:
+            out = out * w
+        return out, len(TENSORS6)
+
+    def mutate(i):
+        TENSORS6.append(torch.full((2,), float(i + 2)))
+        if i == 1:
+            TENSORS6[0] = torch.zeros(2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+TENSORS6 = [torch.ones(2)]
+
+
+def p_class_attr_via_dunder_class_and_super():
+    class Base:
+        k = 1
+
+        def get(self):
+            return self.__class__.k
+
+    class Child(Base):
+        k = 2
+
+        def get(self):
+            return super().get() * 10 + super().k
+
+    c = Child()
+
+    def f(x):
+        return x * c.get()
+
+    def mutate(i):
+        if i == 0:
+            Child.k = 3
+        elif i == 1:
+            Base.k = 5
+        else:
+            c.__class__ = Base
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_frozen_dataclass_object_setattr_inside():
+    @dataclasses.dataclass(frozen=True)
+    class Box:
+        v: int = 1
+
+    def f(x, b):
+        try:
+            b.v = 5
+            err = ""
+        except dataclasses.FrozenInstanceError as e:
+            err = type(e).__name__
+        object.__setattr__(b, "v", b.v + 1)
+        return x * b.v, err, b
+    return P(f, lambda i: (t(2), Box([1, 2, 3, 1][i])))
+
+
+def p_metaclass_property_changed():
+    class Meta(type):
+        @property
+        def size(cls):
+            return cls._size
+
+    class Cfg(metaclass=Meta):
+        _size = 2
+
+    def f(x):
+        return x.repeat(Cfg.size)
+
+    def mutate(i):
+        Cfg._size = [3, 1, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_module_via_sys_modules_attr():
+    import sys
+
+    def f(x):
+        mod = sys.modules[__name__]
+        return x * mod.G6_LIMIT
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [9, -3, 0][i]
+    return P(f, lambda i: (t(2),), mutate)

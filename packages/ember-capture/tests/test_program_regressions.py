@@ -9,6 +9,7 @@ import functools
 import itertools
 import math
 import operator
+import typing
 import warnings
 
 import torch
@@ -1526,3 +1527,55 @@ def test_break_inside_loops_over_enumerate_zip_map_filter_of_user_iterators():
         assert_same(fn(torch.ones(2), n), f(torch.ones(2), n))
     assert not stats.fallbacks, stats.fallbacks
     assert not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks
+
+
+def test_callable_is_guarded_on_the_class_call():
+    """`callable(obj)` of a real object was answered at trace time with no guard: a class given
+    (or losing) `__call__` between calls reused the old branch. An object made in the trace
+    was never callable. Both now look `__call__` up along the class's MRO, guarded."""
+    class Obj:
+        pass
+
+    class Fn:
+        def __call__(self, x):
+            return x * 3
+
+    obj = Obj()
+
+    def f(x):
+        made = Fn()
+        return (obj(x) if callable(obj) else x - 1), callable(made)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    Obj.__call__ = lambda self, x: x * 4
+    assert_same(fn(x), f(x))
+    del Obj.__call__
+    assert_same(fn(x), f(x))
+
+
+def test_isinstance_against_a_runtime_checkable_protocol_reads_the_object():
+    """`isinstance(obj, Proto)` for a runtime-checkable Protocol was answered from the type only
+    and baked in: an attribute added to the object between calls was not seen. A metaclass whose
+    `__instancecheck__` reads the object makes the check a graph break (run natively)."""
+    @typing.runtime_checkable
+    class HasScale(typing.Protocol):
+        def scale(self):
+            ...
+
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        return x * obj.scale() if isinstance(obj, HasScale) else x
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    obj.scale = lambda: 3
+    assert_same(fn(x), f(x))
+    del obj.scale
+    assert_same(fn(x), f(x))

@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from . import semantics as S
-from .attributes import generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
+from .attributes import _ABSENT, class_lookup, generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
@@ -62,7 +62,27 @@ def _object_init(fr, args, kwargs):
 @builtin(isinstance)
 def _isinstance(fr, args, kwargs):
     v, cls = args
-    return ConstVar(_subclass_check(fr, python_type(v), S.const_value(cls)))
+    classinfo = S.const_value(cls)
+    if isinstance(v, (ObjVar, NewObjVar)) and any(_instance_dependent(c) for c in _flat_classes(classinfo)):
+        raise Unsupported("unsupported_call", f"isinstance() against {_flat_classes(classinfo)}, whose metaclass's "
+                          "__instancecheck__ reads the object (a runtime-checkable Protocol)")
+    return ConstVar(_subclass_check(fr, python_type(v), classinfo))
+
+
+def _flat_classes(classinfo) -> list:
+    if isinstance(classinfo, tuple):
+        return [c for item in classinfo for c in _flat_classes(item)]
+    return [classinfo]
+
+
+def _instance_dependent(cls) -> bool:
+    """Whether `isinstance(obj, cls)` may depend on `obj`'s own state, not only its type: a
+    metaclass whose `__instancecheck__` is neither type's nor ABCMeta's (which asks the type).
+    typing's runtime-checkable Protocols look for the protocol's attributes on the object."""
+    if (type(cls).__module__ or "").startswith("torch"):  # nn.Parameter's: a tensor flag, else the type
+        return False
+    check = getattr(type(cls), "__instancecheck__", None)
+    return check is not None and check not in (type.__instancecheck__, abc.ABCMeta.__instancecheck__)
 
 
 @builtin(issubclass)
@@ -147,7 +167,13 @@ def _module_getattr(fr, args, kwargs):
 
 @builtin(callable)
 def _callable(fr, args, kwargs):
-    return ConstVar(CALLABLE.lookup(type(args[0]))(args[0]))
+    v = args[0]
+    if isinstance(v, (ObjVar, NewObjVar)):
+        # what CPython's callable() asks: whether the type defines __call__, guarded along its
+        # MRO (a class given or losing `__call__` between calls answers differently)
+        cls = v.cls if isinstance(v, NewObjVar) else type(v.value)
+        return ConstVar(class_lookup(fr.tr, cls, "__call__") is not _ABSENT)
+    return ConstVar(CALLABLE.lookup(type(v))(v))
 
 
 @builtin(range)
