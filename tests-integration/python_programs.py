@@ -8954,3 +8954,148 @@ def p_module_via_sys_modules_attr():
         global G6_LIMIT
         G6_LIMIT = [9, -3, 0][i]
     return P(f, lambda i: (t(2),), mutate)
+
+
+def p_function_code_replaced_in_place():
+    def helper(x):
+        return x + 1
+
+    def other(x):
+        return x * 10
+
+    def third(x):
+        return x - 3
+
+    def f(x):
+        return helper(x), helper.__name__
+
+    def mutate(i):
+        helper.__code__ = [other.__code__, third.__code__, other.__code__][i]
+        if i == 1:
+            helper.__name__ = "renamed"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_closure_cell_contents_assigned():
+    def make():
+        k = 2
+
+        def g(x):
+            return x * k
+        return g
+    g = make()
+
+    def f(x):
+        return g(x)
+
+    def mutate(i):
+        g.__closure__[0].cell_contents = [5, -1, 0.5][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_class_name_changed_read_inside():
+    class Layer:
+        pass
+
+    obj = Layer()
+
+    def f(x):
+        name = type(obj).__name__
+        return x * len(name), name, Layer.__qualname__.split(".")[-1]
+
+    def mutate(i):
+        Layer.__name__ = ["Dense", "Conv2dLayer", "L"][i]
+        Layer.__qualname__ = Layer.__name__
+    return P(f, lambda i: (t(2),), mutate)
+
+
+@dataclasses.dataclass
+class _DC6:
+    a: int = 1
+    b: list = dataclasses.field(default_factory=lambda: [1])
+
+
+DC6 = _DC6()
+
+
+def p_asdict_and_fields_of_global_dataclass_mutated():
+    def f(x):
+        d = dataclasses.asdict(DC6)
+        return x * d["a"] + sum(d["b"]), d, [fl.name for fl in dataclasses.fields(DC6)]
+
+    def mutate(i):
+        DC6.a = [3, 0, 2][i]
+        DC6.b.append(i)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_copy_of_global_object_attr_changed():
+    import copy
+
+    class Cfg:
+        def __init__(self):
+            self.k = 1
+            self.names = ["a"]
+
+    cfg = Cfg()
+
+    def f(x):
+        c = copy.copy(cfg)
+        c.k += 1
+        d = copy.deepcopy(cfg)
+        d.names.append("z")
+        return x * c.k + len(d.names), cfg.k, list(cfg.names)
+
+    def mutate(i):
+        cfg.k = [4, 0, 2][i]
+        cfg.names.append(str(i))
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_reduce_and_dict_copy_of_globals():
+    def f(x):
+        total = functools.reduce(operator.mul, G6_SIZES_LIST, 1)
+        d = dict(G6_WEIGHTS)
+        d["new"] = 0.0
+        return x * total + d["a"], sorted(d), len(G6_WEIGHTS)
+
+    def mutate(i):
+        G6_SIZES_LIST.append(i + 2)
+        G6_WEIGHTS["a"] = [5.0, -1.0, 0.5][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+G6_SIZES_LIST = [2, 3]
+
+
+def p_zero_dim_int_tensor_in_python_arith_and_compare():
+    def f(x, k):
+        n = k + 1  # a tensor
+        m = int(k) * 2 + 1
+        flag = k > 1
+        if flag:
+            return x * m, m, n
+        return x - m, m, n
+    return P(f, lambda i: (t(2), torch.tensor([0, 3, 2, 1][i])))
+
+
+def p_module_int_attribute_used_as_range_changed():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.repeats = 2
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            for _ in range(self.repeats):
+                x = self.lin(x)
+            return x
+
+    net = Net()
+
+    def f(x):
+        return net(x)
+
+    def mutate(i):
+        net.repeats = [3, 0, 1][i]
+    return P(f, lambda i: (t(2),), mutate)

@@ -1579,3 +1579,26 @@ def test_isinstance_against_a_runtime_checkable_protocol_reads_the_object():
     assert_same(fn(x), f(x))
     del obj.scale
     assert_same(fn(x), f(x))
+
+
+def test_inlined_function_guarded_on_its_code_and_defaults():
+    """An inlined function was guarded by identity only: `helper.__code__ = other.__code__`
+    (or a `__defaults__` tuple of another length) between calls changes the same object in
+    place, and the old body ran. Its code object and the shape of its defaults are guarded."""
+    def helper(x):
+        return x + 1
+
+    def other(x, k=3):
+        return x * k
+
+    def f(x):
+        return helper(x)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    helper.__code__ = other.__code__
+    helper.__defaults__ = (3,)
+    assert_same(fn(x), f(x))
+    helper.__defaults__ = (5,)
+    assert_same(fn(x), f(x))
