@@ -333,10 +333,13 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
         # a mutable default (a tensor updated in place) is a graph input, not a constant.
         src = fn.source if fn.source is not None else tr.ns.ref(f)
         # the same function object may get another body or other defaults in place
-        # (`f.__code__ = g.__code__`, `f.__defaults__ = (...)`, `f.__kwdefaults__ = {...}`)
-        tr.guards.add(src, f"X.__code__ is {tr.ns.ref(code)} and len(X.__defaults__ or ()) == "
-                      f"{len(f.__defaults__ or ())} and list(X.__kwdefaults__ or ()) == {list(f.__kwdefaults__ or ())!r}",
-                      f"{f.__qualname__}'s code and defaults are unchanged")
+        # (`f.__code__ = g.__code__`, `f.__defaults__ = (...)`, `f.__kwdefaults__ = {...}`):
+        # guarded where user code reached it (a global, a cell, an argument, an attribute); a
+        # method bound from a class dict or a library function is pinned by identity only
+        if fn.source is not None:
+            tr.guards.add(src, f"X.__code__ is {tr.ns.ref(code)} and len(X.__defaults__ or ()) == "
+                          f"{len(f.__defaults__ or ())} and list(X.__kwdefaults__ or ()) == {list(f.__kwdefaults__ or ())!r}",
+                          f"{f.__qualname__}'s code and defaults are unchanged")
         defaults = tuple(wrap(tr, d, f"{src}.__defaults__[{i}]", code.co_varnames[code.co_argcount - len(f.__defaults__) + i])
                          for i, d in enumerate(f.__defaults__ or ()))
         kwdefaults = {k: wrap(tr, d, f"{src}.__kwdefaults__[{k!r}]", k) for k, d in (f.__kwdefaults__ or {}).items()}
