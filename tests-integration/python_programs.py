@@ -7688,3 +7688,1414 @@ def p_itertools_lazy_over_generators_and_user_iterators():
         found = 1 in gen(n, "in")
         return x * len(head), head, pw, zl, acc, sm, found, next(c, "end")
     return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))
+
+
+# -- sixth round: state changed between calls read through closures, defaults, class and
+# -- instance attributes, descriptors, slots, dataclasses, enums, functools, globals shadowing
+# -- builtins, 0-dim tensors converted to Python numbers -----------------------------------------
+G6_LIMIT = 4
+G6_WEIGHTS = {"a": 1.0, "b": 2.0, "c": 3.0}
+G6_ACT = torch.relu
+G6_NAMES = ("a", "b")
+G6_TYPES = (int,)
+G6_SIZES = {2, 3}
+G6_TAG = "x"
+
+
+def p_nonlocal_set_by_sibling_closure_read_in_nested():
+    def make():
+        k = 1
+
+        def setk(v):
+            nonlocal k
+            k = v
+
+        def apply(x):
+            def inner(y):
+                return y * k
+            return inner(x) + k
+        return setk, apply
+    setk, apply = make()
+
+    def f(x):
+        return apply(x)
+
+    def mutate(i):
+        setk([2, -3, 0.5][i])
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_helper_defaults_dict_item_changed():
+    def helper(x, opts={"scale": 2, "shift": 0}):
+        return x * opts["scale"] + opts["shift"]
+
+    def f(x):
+        return helper(x), helper(x, {"scale": 1, "shift": len(helper.__defaults__[0])})
+
+    def mutate(i):
+        helper.__defaults__[0]["scale"] = [3, -1, 5][i]
+        if i == 1:
+            helper.__defaults__[0]["extra"] = 1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_helper_kwdefaults_replaced():
+    def helper(x, *, p=2, q=1):
+        return x ** p + q
+
+    def f(x):
+        return helper(x), helper(x, q=0)
+
+    def mutate(i):
+        helper.__kwdefaults__ = [{"p": 1, "q": 5}, {"p": 3, "q": 1}, {"p": 2, "q": -1}][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_class_attr_deleted_falls_to_base():
+    class Base:
+        factor = 2
+
+    class Child(Base):
+        factor = 5
+
+    def f(x):
+        c = Child()
+        return x * c.factor + type(c).factor
+
+    def mutate(i):
+        if i == 0:
+            del Child.factor
+        elif i == 1:
+            Base.factor = 7
+        else:
+            Child.factor = -1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_global_shadows_builtin_between_calls():
+    def f(x, lst):
+        return x * len(lst) + max(lst)
+
+    def mutate(i):
+        g = globals()
+        if i == 0:
+            g["len"] = lambda s: 10
+        elif i == 1:
+            g["max"] = lambda s: -100
+            del g["len"]
+        else:
+            g.pop("max", None)
+    return P(f, lambda i: (t(2), [1, 2, 3]), mutate)
+
+
+def p_global_function_alias_rebound():
+    def f(x):
+        return G6_ACT(x - 0.1) * 2
+
+    def mutate(i):
+        global G6_ACT
+        G6_ACT = [torch.tanh, torch.sigmoid, torch.relu][i]
+    return P(f, lambda i: (t(4),), mutate, aot=True)
+
+
+def p_captured_list_sorted_and_set_mutated():
+    order = [3, 1, 2]
+    seen = {1}
+
+    def f(x):
+        out = x
+        for k in order:
+            if k in seen:
+                out = out * k
+            else:
+                out = out + k
+        return out, list(order)
+
+    def mutate(i):
+        order.sort(reverse=(i % 2 == 0))
+        seen.add([3, 2, 9][i])
+        if i == 2:
+            seen.discard(1)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_captured_dict_tensor_value_reshaped():
+    store = {"w": torch.ones(3), "b": 0.5}
+
+    def f(x):
+        return x * store["w"] + store["b"], len(store)
+
+    def mutate(i):
+        store["w"] = [torch.ones(1) * 2, torch.arange(3.0), torch.ones(3)][i]
+        store["b"] = [1, 0.25, -2.0][i]
+        if i == 1:
+            store["extra"] = None
+    return P(f, lambda i: (t(3),), mutate)
+
+
+def p_property_getter_reads_global_and_replaced():
+    class Obj:
+        @property
+        def limit(self):
+            return G6_LIMIT * 2
+
+    obj = Obj()
+
+    def f(x):
+        return x.clamp(max=obj.limit / 10)
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [1, 3, 2][i]
+        if i == 1:
+            Obj.limit = property(lambda self: -G6_LIMIT)
+        if i == 2:
+            Obj.limit = 0.3
+    return P(f, lambda i: (t(4),), mutate)
+
+
+def p_instance_dict_shadows_nondata_descriptor_added_later():
+    class Obj:
+        def scale(self):
+            return 2
+
+    obj = Obj()
+
+    def f(x):
+        return x * obj.scale()
+
+    def mutate(i):
+        if i == 0:
+            obj.scale = lambda: 7
+        elif i == 1:
+            del obj.scale
+        else:
+            Obj.scale = lambda self: -1
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_custom_descriptor_with_state():
+    class Counted:
+        def __init__(self):
+            self.mult = 1
+
+        def __get__(self, obj, owner):
+            if obj is None:
+                return self
+            return obj.base * self.mult
+
+    class Obj:
+        val = Counted()
+
+        def __init__(self):
+            self.base = 2
+
+    obj = Obj()
+
+    def f(x):
+        return x + obj.val
+
+    def mutate(i):
+        Obj.__dict__["val"].mult = [3, -2, 0][i]
+        obj.base = [1, 4, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_slots_value_changed_and_deleted():
+    class S:
+        __slots__ = ("a", "b")
+
+        def __init__(self):
+            self.a = 1
+            self.b = 2
+
+    s = S()
+
+    def f(x):
+        try:
+            b = s.b
+        except AttributeError:
+            b = -5
+        return x * s.a + b
+
+    def mutate(i):
+        if i == 0:
+            s.a = 3
+        elif i == 1:
+            del s.b
+        else:
+            s.b = 10
+    return P(f, lambda i: (t(2),), mutate)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg6:
+    scale: float = 1.0
+    names: tuple = ("a",)
+    extra: list = dataclasses.field(default_factory=list)
+
+
+G6_CFG = _Cfg6()
+
+
+def p_frozen_dataclass_replaced_global():
+    def f(x):
+        c = G6_CFG
+        out = x * c.scale
+        for n in c.names:
+            out = out + len(n)
+        return out + len(c.extra), dataclasses.astuple(c)[0]
+
+    def mutate(i):
+        global G6_CFG
+        G6_CFG = [dataclasses.replace(G6_CFG, scale=2.0), _Cfg6(names=("ab", "c")), G6_CFG][i]
+        G6_CFG.extra.append(i)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_dataclass_field_default_and_eq():
+    @dataclasses.dataclass
+    class Opt:
+        lr: float = 0.1
+        steps: int = 2
+
+    base = Opt()
+
+    def f(x, o):
+        out = x
+        for _ in range(o.steps):
+            out = out - o.lr * out
+        return out, o == base, o == Opt()
+
+    def mutate(i):
+        base.lr = [0.5, 0.1, 0.2][i]
+    return P(f, lambda i: (t(2), [Opt(), Opt(lr=0.5), Opt(steps=3), Opt(0.2)][i]), mutate)
+
+
+class _Mode6(enum.Enum):
+    FAST = 1
+    SLOW = 2
+
+    def factor(self):
+        return self.value * 10
+
+
+def p_enum_by_value_and_method():
+    def f(x, v):
+        m = _Mode6(v)
+        if m is _Mode6.FAST:
+            return x + m.factor(), m.name
+        return x - m.factor(), m.name
+    return P(f, lambda i: (t(2), [1, 2, 2, 1][i]))
+
+
+def p_enum_missing_and_flag_combination():
+    class Perm(enum.Flag):
+        R = 1
+        W = 2
+        X = 4
+
+    def f(x, bits):
+        p = Perm(bits)
+        out = x
+        if Perm.R in p:
+            out = out + 1
+        if p & Perm.W:
+            out = out * 2
+        return out, p.value, [m.name for m in Perm if m in p]
+    return P(f, lambda i: (t(2), [1, 3, 6, 7][i]))
+
+
+def p_lru_cache_maxsize_one_args_vary():
+    calls = []
+
+    @functools.lru_cache(maxsize=1)
+    def table(n):
+        calls.append(n)
+        return [k * k for k in range(n)]
+
+    def f(x, n):
+        return x + sum(table(n)), len(calls)
+    return P(f, lambda i: (t(2), [3, 4, 3, 3][i]), state=lambda: list(calls))
+
+
+def p_wraps_decorator_with_state():
+    def counting(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            wrapper.count += 1
+            return fn(*a, **k) * wrapper.scale
+        wrapper.count = 0
+        wrapper.scale = 1
+        return wrapper
+
+    @counting
+    def g(x):
+        """doc"""
+        return x + 1
+
+    def f(x):
+        return g(x), g.__name__, g.__doc__, g.__wrapped__(x)
+
+    def mutate(i):
+        g.scale = [2, -1, 3][i]
+    return P(f, lambda i: (t(2),), mutate, state=lambda: g.count)
+
+
+def p_partial_global_rebound_with_tensor():
+    def f(x):
+        return PART6(x)
+
+    def mutate(i):
+        global PART6
+        PART6 = [functools.partial(torch.add, other=torch.ones(2) * 3),
+                 functools.partial(torch.mul, other=torch.full((2,), -2.0)),
+                 functools.partial(torch.add, alpha=2, other=torch.ones(2))][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+PART6 = functools.partial(torch.add, other=torch.ones(2))
+
+
+def p_try_finally_return_mutates_returned_list():
+    log = []
+
+    def g(x, k):
+        out = [x]
+        try:
+            if k > 1:
+                return out
+            out.append(x * 2)
+        finally:
+            out.append(x + k)
+            log.append(len(out))
+        return out
+
+    def f(x, k):
+        r = g(x, k)
+        return r, len(r)
+    return P(f, lambda i: (t(2), [0, 2, 1, 5][i]), state=lambda: list(log))
+
+
+def p_user_cm_exit_swallow_flag_changed():
+    class CM:
+        def __init__(self):
+            self.swallow = False
+            self.entered = 0
+
+        def __enter__(self):
+            self.entered += 1
+            return self.entered
+
+        def __exit__(self, *exc):
+            return self.swallow
+
+    cm = CM()
+
+    def f(x, bad):
+        r = x
+        try:
+            with cm as n:
+                r = x * n
+                if bad:
+                    raise ValueError("bad")
+                r = r + 1
+        except ValueError:
+            return r - 100, "caught"
+        return r, "ok"
+
+    def mutate(i):
+        cm.swallow = not cm.swallow
+    return P(f, lambda i: (t(2), [True, True, False, True][i]), mutate, state=lambda: cm.entered)
+
+
+def p_walrus_in_while_over_shapes():
+    def f(x, lim):
+        steps = 0
+        while (n := x.shape[0]) > lim:
+            x = x[: n // 2]
+            steps += 1
+        return x, steps, n
+    return P(f, lambda i: (t([16, 9, 16, 5][i], 2), [2, 3, 5, 1][i]), dynamic=True)
+
+
+def p_match_on_shapes_and_global_tag():
+    def f(x):
+        match (x.dim(), G6_TAG):
+            case (1, "x"):
+                return x + 1
+            case (2, tag) if tag.startswith("y"):
+                return x.sum(0)
+            case (_, "z"):
+                return x * 0
+            case _:
+                return x - 1
+
+    def mutate(i):
+        global G6_TAG
+        G6_TAG = ["y1", "z", "x"][i]
+    return P(f, lambda i: (t(*[(3,), (2, 3), (3,), (2, 2)][i]),), mutate)
+
+
+def p_match_class_pattern_match_args_changed():
+    class Pt:
+        __match_args__ = ("a", "b")
+
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    def f(x, p):
+        match p:
+            case Pt(1, y):
+                return x + y
+            case Pt(a=0):
+                return x * 0
+            case _:
+                return x
+
+    def mutate(i):
+        Pt.__match_args__ = [("b", "a"), ("a", "b"), ("b", "a")][i]
+    return P(f, lambda i: (t(2), Pt(*[(1, 5), (1, 5), (0, 1), (5, 1)][i])), mutate)
+
+
+def p_fstrings_with_shapes_and_specs():
+    def f(x):
+        s = f"{x.shape[0]:>4}|{x.shape!r}|{x.dtype}|{tuple(x.shape)}|{x.dim():03d}|{x.numel():x}"
+        return x * len(s), s
+    return P(f, lambda i: (t(*[(3,), (2, 5), (11,), (3,)][i]),), dynamic=True)
+
+
+def p_sorted_key_reads_global_weights():
+    def f(x):
+        keys = sorted(G6_WEIGHTS, key=lambda k: G6_WEIGHTS[k])
+        out = x
+        for i, k in enumerate(keys):
+            out = out * (i + 1) + G6_WEIGHTS[k]
+        return out, keys
+
+    def mutate(i):
+        G6_WEIGHTS[["a", "b", "c"][i]] = [10.0, -1.0, 2.5][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_string_methods_on_shapes():
+    def f(x):
+        s = "x".join(map(str, x.shape))
+        parts = s.split("x")
+        tag = str(x.shape).count(",") + s.find("x") + len(s.zfill(6))
+        return x * tag, s, parts, s.upper().startswith("2")
+    return P(f, lambda i: (t(*[(2, 3), (12, 1), (2, 3), (4,)][i]),))
+
+
+def p_genexpr_condition_reads_global():
+    def f(x):
+        total = sum(v for v in range(6) if v < G6_LIMIT)
+        picked = [x * v for v in range(4) if v in G6_SIZES]
+        return x + total, picked
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [2, 6, 0][i]
+        G6_SIZES.add(i)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_closure_factory_cells_mutated_after_return():
+    def make(scale):
+        state = {"calls": 0}
+
+        def fn(x):
+            state["calls"] += 1
+            return x * scale + state["calls"]
+        return fn, state
+
+    fn, st = make(3)
+
+    def f(x):
+        g, _ = make(2)
+        return fn(x), g(x), g(x), st["calls"]
+
+    def mutate(i):
+        st["calls"] = [10, 0, -5][i]
+    return P(f, lambda i: (t(2),), mutate, state=lambda: dict(st))
+
+
+def p_recursion_depth_from_shape_and_global():
+    def rec(x, n):
+        if n <= 0 or n > G6_LIMIT + 3:
+            return x
+        return rec(x * 2, n - 1) + 1
+
+    def f(x):
+        return rec(x, x.shape[0])
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [0, 4, -2][i]
+    return P(f, lambda i: (t([3, 3, 5, 2][i]),), mutate)
+
+
+def p_keyerror_caught_depends_on_captured_dict():
+    table = {"a": 1}
+
+    def f(x, key):
+        try:
+            v = table[key]
+        except KeyError as e:
+            return x - 1, f"missing {e}"
+        return x * v, "hit"
+
+    def mutate(i):
+        table[["b", "z", "c"][i]] = i + 2
+        if i == 1:
+            del table["a"]
+    return P(f, lambda i: (t(2), ["a", "b", "a", "c"][i]), mutate)
+
+
+def p_del_local_then_unbound_caught():
+    def f(x, k):
+        y = x * 2
+        if k:
+            del y
+        try:
+            return y + 1, "bound"
+        except UnboundLocalError as e:
+            return x - 1, type(e).__name__
+    return P(f, lambda i: (t(2), [0, 1, 1, 0][i]))
+
+
+def p_star_unpacking_shapes_and_lists():
+    def f(x, lst):
+        first, *mid, last = x.shape
+        a, *rest = lst
+        *init, z = rest or [0]
+        return x.reshape(first, -1) * last, mid, a, init, z
+    return P(f, lambda i: (t(*[(2, 3, 4), (6, 2), (2, 3, 4), (1, 2, 2, 2)][i]), [[1, 2, 3], [4], [5, 6], [7, 8, 9, 10]][i]))
+
+
+def p_chained_comparison_shapes_against_global():
+    def f(x):
+        n = x.shape[0]
+        if 0 < n <= G6_LIMIT < 10:
+            return x + n
+        if n > G6_LIMIT == 2:
+            return x - n
+        return x * 0
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [2, 12, 5][i]
+    return P(f, lambda i: (t([3, 3, 3, 5][i]),), mutate, dynamic=True)
+
+
+def p_zero_dim_tensor_to_int_index_and_range():
+    def f(x, k):
+        n = int(k)
+        items = ["a", "b", "c", "d"]
+        picked = items[k]
+        total = 0
+        for j in range(k):
+            total += j
+        return x * n + total, picked, operator.index(k), items[-k:]
+    return P(f, lambda i: (t(2), torch.tensor([1, 3, 0, 2][i])))
+
+
+def p_zero_dim_tensor_float_bool_math():
+    def f(x):
+        m = x.mean()
+        a = math.floor(m)
+        b = math.isfinite(m)
+        c = float(x.max()) * 2
+        d = f"{x.sum():.2f}"
+        e = bool(x.min() > -0.5)
+        g = abs(float(m))
+        return x + a, a, b, round(c, 5), d, e, round(g, 5)
+    return P(f, lambda i: (t(3) * 2,), calls=5)
+
+
+def p_zero_dim_tensor_truth_and_while():
+    def f(x, s):
+        steps = 0
+        while s > 0:
+            s = s - 1
+            steps += 1
+        if x.sum():
+            return x * steps, steps
+        return x - steps, steps
+    return P(f, lambda i: (torch.tensor([0.0, 1.0, 0.0, -1.0][i:i + 2]), torch.tensor([2, 0, 5, 1][i])))
+
+
+def p_zero_dim_tensor_as_dict_key_and_list_mult():
+    def f(x, k):
+        d = {0: "zero", 1: "one", 2: "two"}
+        n = int(k)
+        return x * n, d[n], [7] * n, "ab" * int(k), divmod(n, 2)
+    return P(f, lambda i: (t(2), torch.tensor([2, 0, 1, 2][i])))
+
+
+def p_isinstance_against_global_tuple_rebound():
+    def f(x, v):
+        if isinstance(v, G6_TYPES):
+            return x + 1
+        return x - 1
+
+    def mutate(i):
+        global G6_TYPES
+        G6_TYPES = [(float,), (int, float), (str,)][i]
+    return P(f, lambda i: (t(2), [1, 1.5, 2, "s"][i]), mutate)
+
+
+def p_getattr_by_global_name_rebound():
+    class Obj:
+        a = 1
+        b = 2
+
+    def f(x):
+        out = x
+        for name in G6_NAMES:
+            out = out * getattr(Obj, name, 10)
+        return out
+
+    def mutate(i):
+        global G6_NAMES
+        G6_NAMES = [("b",), ("a", "zz"), ("a", "b", "a")][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_hasattr_instance_attr_added_removed():
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        if hasattr(obj, "bias"):
+            return x + obj.bias
+        return x
+
+    def mutate(i):
+        if i == 1:
+            del obj.bias
+        else:
+            obj.bias = [2.0, None, -3.0][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_attrgetter_nested_path_changed():
+    class Inner:
+        def __init__(self):
+            self.v = 2
+
+    class Outer:
+        def __init__(self):
+            self.inner = Inner()
+
+    o = Outer()
+    get = operator.attrgetter("inner.v")
+
+    def f(x):
+        return x * get(o)
+
+    def mutate(i):
+        if i == 1:
+            o.inner = Inner()
+        else:
+            o.inner.v = [5, 0, -1][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_object_class_reassigned_between_calls():
+    class A:
+        def go(self, x):
+            return x + 1
+
+    class B:
+        def go(self, x):
+            return x * 10
+
+    obj = A()
+
+    def f(x):
+        return obj.go(x), type(obj).__name__
+
+    def mutate(i):
+        obj.__class__ = [B, A, B][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_obj_dict_updated_and_class_call_replaced():
+    class Fn:
+        def __init__(self):
+            self.k = 1
+
+        def __call__(self, x):
+            return x * self.k
+
+    fn = Fn()
+
+    def f(x):
+        return fn(x)
+
+    def mutate(i):
+        if i == 0:
+            fn.__dict__.update(k=4)
+        elif i == 1:
+            Fn.__call__ = lambda self, x: x - self.k
+        else:
+            fn.__dict__.clear()
+            fn.k = 0.5
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_global_class_rebound_to_subclass():
+    class Base:
+        def scale(self):
+            return 2
+
+    class Sub(Base):
+        def scale(self):
+            return super().scale() * 3
+
+    def f(x):
+        obj = CLS6()
+        return x * obj.scale(), isinstance(obj, Sub)
+
+    def mutate(i):
+        global CLS6
+        CLS6 = [Sub, Base, Sub][i]
+    globals()["CLS6"] = Base
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_cached_property_invalidated_between_calls():
+    class Obj:
+        def __init__(self):
+            self.n = 2
+            self.computed = 0
+
+        @functools.cached_property
+        def table(self):
+            self.computed += 1
+            return [k * self.n for k in range(3)]
+
+    obj = Obj()
+
+    def f(x):
+        return x + sum(obj.table)
+
+    def mutate(i):
+        obj.n = [5, 1, 3][i]
+        if i != 1:
+            del obj.table
+    return P(f, lambda i: (t(2),), mutate, state=lambda: obj.computed)
+
+
+def p_namedtuple_global_replaced_and_method():
+    Pt = collections.namedtuple("Pt", "x y")
+
+    class Holder:
+        pt = Pt(1, 2)
+
+    def f(x):
+        p = Holder.pt
+        return x * p.x + p.y, p._asdict(), p._replace(y=0)
+
+    def mutate(i):
+        Holder.pt = Holder.pt._replace(**[{"x": 3}, {"y": -1}, {"x": 0, "y": 0}][i])
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_generator_reads_global_between_yields():
+    def gen(n):
+        for k in range(n):
+            yield k * G6_LIMIT
+
+    def f(x):
+        return x + sum(gen(3)), list(gen(2))
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [7, -1, 0][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_str_format_with_global_dict_and_membership():
+    def f(x):
+        msg = "{a}-{b:.1f}".format(**G6_WEIGHTS)
+        n = x.shape[0]
+        return x * (n in G6_SIZES), msg
+
+    def mutate(i):
+        G6_WEIGHTS["b"] = [0.25, 1.75, 3.0][i]
+        if i == 0:
+            G6_SIZES.add(5)
+        if i == 1:
+            G6_SIZES.discard(3)
+    return P(f, lambda i: (t([3, 5, 3, 2][i]),), mutate)
+
+
+def p_static_method_replaced_and_classmethod_state():
+    class Ops:
+        base = 1
+
+        @staticmethod
+        def act(x):
+            return x + 1
+
+        @classmethod
+        def scale(cls, x):
+            return x * cls.base
+
+    def f(x):
+        return Ops.scale(Ops.act(x)), Ops().scale(x)
+
+    def mutate(i):
+        if i == 0:
+            Ops.act = staticmethod(lambda x: x * 0)
+        elif i == 1:
+            Ops.base = 4
+        else:
+            Ops.scale = classmethod(lambda cls, x: x - cls.base)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_tolist_values_in_python_control():
+    def f(x):
+        vals = x.tolist()
+        pos = [v for v in vals if v > 0]
+        return x * len(pos), len(pos), sorted(vals)[0] > -1
+    return P(f, lambda i: (t(4),), calls=5)
+
+
+def p_break_inside_loop_over_user_iterator_made_inside_then_reused():
+    log = []
+
+    def f(x, n, stop):
+        it = _Ticker(n, log)
+        out = x * 2
+        for v in it:
+            out = out + v
+            print("step", v)  # a graph break inside the loop over a user iterator
+            if v == stop:
+                break
+        rest = list(it)  # the same object, where the loop left it
+        return out, it.i, rest
+    return P(f, lambda i: (t(2), [3, 4, 0, 3][i], [2, 9, 1, 3][i]), state=lambda: list(log))
+
+
+def p_break_inside_loop_over_input_user_iterator_with_enumerate_body():
+    def f(x, it):
+        out = x
+        for v in it:
+            out = out * v
+            if out.abs().max() > 4:  # data-dependent
+                out = out / 4
+            it.log.append(f"body{v}")
+        return out, it.i, list(it.log)
+    return P(f, lambda i: (torch.full((2,), [0.5, 3.0, -2.0, 1.0][i]), _Ticker([3, 2, 4, 0][i], [])))
+
+
+def p_itertools_takewhile_dropwhile_compress_tee_over_generators():
+    log = []
+
+    def gen(n, tag):
+        for i in range(n):
+            log.append(f"{tag}{i}")
+            yield i
+
+    def pred(v):
+        log.append(f"p{v}")
+        return v < 2
+
+    def f(x, n):
+        tw = itertools.takewhile(pred, gen(n, "t"))
+        head = next(tw, None)
+        dw = itertools.dropwhile(pred, gen(n, "d"))
+        d1 = next(dw, "none")
+        cp = list(itertools.compress(gen(n, "c"), _Ticker(n - 1, log)))
+        a, b = itertools.tee(gen(n, "e"), 2)
+        ta = [next(a, None), next(a, None)]
+        tb = list(b)
+        return x * len(cp), head, d1, cp, ta, tb, list(tw), list(dw)
+    return P(f, lambda i: (t(2), [3, 0, 1, 4][i]), state=lambda: list(log))
+
+
+def p_break_inside_loops_over_enumerate_zip_map_of_user_iterators():
+    log = []
+
+    def f(x, n):
+        it = _Ticker(n, log)
+        y = x * 1.5
+        for k, v in enumerate(it, 2):
+            y = y + k * v
+            print("kv", k, v)
+            if v == 2:
+                break
+        rest = list(it)
+        for a, b in zip(_Ticker(n, log), ["p", "q", "r"]):
+            y = y + a
+            print("ab", a, b)
+        total = 0
+        for m in map(lambda q: q * 3, _Ticker(n, log)):
+            total += m
+            if y.sum() > 5:  # data-dependent
+                y = y / 2
+        return y, rest, total, it.i
+    return P(f, lambda i: (t(2), [3, 0, 4, 1][i]), state=lambda: list(log))
+
+
+class _Stateful6:
+    """A user object whose every protocol reads its mutable state."""
+
+    def __init__(self):
+        self.k = 2
+        self.items = [1, 2]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __bool__(self):
+        return self.k > 0
+
+    def __getitem__(self, i):
+        return self.items[i] * self.k
+
+    def __contains__(self, v):
+        return v in self.items
+
+    def __call__(self, x):
+        return x * self.k
+
+    def __iter__(self):
+        for v in self.items:
+            yield v + self.k
+
+    def __add__(self, other):
+        return other + self.k
+
+    def __radd__(self, other):
+        return other - self.k
+
+    def __repr__(self):
+        return f"S({self.k})"
+
+    def __format__(self, spec):
+        return format(self.k, spec)
+
+    def __hash__(self):
+        return self.k
+
+    def __eq__(self, other):
+        return isinstance(other, _Stateful6) and other.k == self.k
+
+    def __index__(self):
+        return self.k
+
+
+def p_user_object_protocols_read_state_changed_between_calls():
+    obj = _Stateful6()
+
+    def f(x):
+        a = len(obj)
+        b = bool(obj)
+        c = obj[0]
+        d = 2 in obj
+        e = obj(x)
+        g = list(obj)
+        h = obj + 1
+        k = 10 + obj
+        r = repr(obj) + str(obj) + f"{obj:>3}"
+        lst = [0, 1, 2, 3, 4, 5][obj]
+        return e + a + c + h + k, b, d, g, r, lst
+
+    def mutate(i):
+        obj.k = [3, 0, 1][i]
+        obj.items.append(i + 2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_user_object_as_dict_key_hash_changes():
+    obj = _Stateful6()
+    table = {2: "two", 3: "three"}
+
+    def f(x):
+        name = table.get(hash(obj), "none")
+        return x * hash(obj), name, obj == _Stateful6()
+
+    def mutate(i):
+        obj.k = [3, 5, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_runtime_checkable_protocol_attr_added():
+    @typing.runtime_checkable
+    class HasScale(typing.Protocol):
+        def scale(self):
+            ...
+
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        if isinstance(obj, HasScale):
+            return x * obj.scale()
+        return x
+
+    def mutate(i):
+        if i == 1:
+            del obj.scale
+        else:
+            obj.scale = [lambda: 3, None, lambda: -2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_callable_after_call_added_to_class():
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        if callable(obj):
+            return obj(x)
+        return x - 1
+
+    def mutate(i):
+        if i == 0:
+            Obj.__call__ = lambda self, x: x * 4
+        elif i == 1:
+            del Obj.__call__
+        else:
+            Obj.__call__ = lambda self, x: x + 9
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_instance_dict_replaced_wholesale():
+    class Obj:
+        def __init__(self):
+            self.a = 1
+
+    obj = Obj()
+
+    def f(x):
+        return x * getattr(obj, "a", 0) + getattr(obj, "b", 0)
+
+    def mutate(i):
+        obj.__dict__ = [{"a": 3}, {"b": 5}, {"a": 2, "b": 1}][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_enum_member_attribute_set_between_calls():
+    class Mode(enum.Enum):
+        A = "a"
+        B = "b"
+
+    Mode.A.scale = 1
+
+    def f(x, m):
+        return x * getattr(m, "scale", 0)
+
+    def mutate(i):
+        Mode.A.scale = [2, 5, -1][i]
+        if i == 1:
+            Mode.B.scale = 7
+    return P(f, lambda i: (t(2), [Mode.A, Mode.A, Mode.B, Mode.B][i]), mutate)
+
+
+def p_simplenamespace_global_attr_changed():
+    def f(x):
+        cfg = NS6
+        out = x * cfg.scale
+        if cfg.use_bias:
+            out = out + cfg.bias
+        return out, vars(cfg).get("tag")
+
+    def mutate(i):
+        NS6.scale = [2, 3, 1][i]
+        NS6.use_bias = [True, False, True][i]
+        if i == 2:
+            NS6.tag = "t"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+NS6 = types.SimpleNamespace(scale=1, use_bias=False, bias=0.5)
+
+
+def p_dispatch_table_keyed_by_global_string():
+    def f(x):
+        return DISPATCH6[G6_TAG](x), G6_TAG
+
+    def mutate(i):
+        global G6_TAG
+        G6_TAG = ["y", "x", "z"][i]
+        if i == 1:
+            DISPATCH6["x"] = torch.cos
+    return P(f, lambda i: (t(2),), mutate)
+
+
+DISPATCH6 = {"x": torch.sin, "y": torch.tanh, "z": torch.exp}
+
+
+def p_inner_closure_sees_outer_rebinding_late():
+    def f(x, k):
+        scale = 1
+
+        def inner(y):
+            return y * scale
+
+        first = inner(x)
+        scale = k
+        second = inner(x)
+        fns = [lambda y, j=j: y + j for j in range(k)]
+        return first, second, [g(x) for g in fns]
+    return P(f, lambda i: (t(2), [2, 3, 0, 2][i]))
+
+
+def p_defaults_tuple_of_tensors_replaced_shape():
+    def helper(x, w=torch.ones(2)):
+        return x * w
+
+    def f(x):
+        return helper(x)
+
+    def mutate(i):
+        helper.__defaults__ = ([torch.ones(1) * 3, torch.arange(2.0), torch.ones(2) * -1][i],)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_global_list_of_tensors_appended():
+    def f(x):
+        out = x
+        for w in TENSORS6:
+            out = out * w
+        return out, len(TENSORS6)
+
+    def mutate(i):
+        TENSORS6.append(torch.full((2,), float(i + 2)))
+        if i == 1:
+            TENSORS6[0] = torch.zeros(2)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+TENSORS6 = [torch.ones(2)]
+
+
+def p_class_attr_via_dunder_class_and_super():
+    class Base:
+        k = 1
+
+        def get(self):
+            return self.__class__.k
+
+    class Child(Base):
+        k = 2
+
+        def get(self):
+            return super().get() * 10 + super().k
+
+    c = Child()
+
+    def f(x):
+        return x * c.get()
+
+    def mutate(i):
+        if i == 0:
+            Child.k = 3
+        elif i == 1:
+            Base.k = 5
+        else:
+            c.__class__ = Base
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_frozen_dataclass_object_setattr_inside():
+    @dataclasses.dataclass(frozen=True)
+    class Box:
+        v: int = 1
+
+    def f(x, b):
+        try:
+            b.v = 5
+            err = ""
+        except dataclasses.FrozenInstanceError as e:
+            err = type(e).__name__
+        object.__setattr__(b, "v", b.v + 1)
+        return x * b.v, err, b
+    return P(f, lambda i: (t(2), Box([1, 2, 3, 1][i])))
+
+
+def p_metaclass_property_changed():
+    class Meta(type):
+        @property
+        def size(cls):
+            return cls._size
+
+    class Cfg(metaclass=Meta):
+        _size = 2
+
+    def f(x):
+        return x.repeat(Cfg.size)
+
+    def mutate(i):
+        Cfg._size = [3, 1, 2][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_module_via_sys_modules_attr():
+    import sys
+
+    def f(x):
+        mod = sys.modules[__name__]
+        return x * mod.G6_LIMIT
+
+    def mutate(i):
+        global G6_LIMIT
+        G6_LIMIT = [9, -3, 0][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_function_code_replaced_in_place():
+    def helper(x):
+        return x + 1
+
+    def other(x):
+        return x * 10
+
+    def third(x):
+        return x - 3
+
+    def f(x):
+        return helper(x), helper.__name__
+
+    def mutate(i):
+        helper.__code__ = [other.__code__, third.__code__, other.__code__][i]
+        if i == 1:
+            helper.__name__ = "renamed"
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_closure_cell_contents_assigned():
+    def make():
+        k = 2
+
+        def g(x):
+            return x * k
+        return g
+    g = make()
+
+    def f(x):
+        return g(x)
+
+    def mutate(i):
+        g.__closure__[0].cell_contents = [5, -1, 0.5][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_class_name_changed_read_inside():
+    class Layer:
+        pass
+
+    obj = Layer()
+
+    def f(x):
+        name = type(obj).__name__
+        return x * len(name), name, Layer.__qualname__.split(".")[-1]
+
+    def mutate(i):
+        Layer.__name__ = ["Dense", "Conv2dLayer", "L"][i]
+        Layer.__qualname__ = Layer.__name__
+    return P(f, lambda i: (t(2),), mutate)
+
+
+@dataclasses.dataclass
+class _DC6:
+    a: int = 1
+    b: list = dataclasses.field(default_factory=lambda: [1])
+
+
+DC6 = _DC6()
+
+
+def p_asdict_and_fields_of_global_dataclass_mutated():
+    def f(x):
+        d = dataclasses.asdict(DC6)
+        return x * d["a"] + sum(d["b"]), d, [fl.name for fl in dataclasses.fields(DC6)]
+
+    def mutate(i):
+        DC6.a = [3, 0, 2][i]
+        DC6.b.append(i)
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_copy_of_global_object_attr_changed():
+    import copy
+
+    class Cfg:
+        def __init__(self):
+            self.k = 1
+            self.names = ["a"]
+
+    cfg = Cfg()
+
+    def f(x):
+        c = copy.copy(cfg)
+        c.k += 1
+        d = copy.deepcopy(cfg)
+        d.names.append("z")
+        return x * c.k + len(d.names), cfg.k, list(cfg.names)
+
+    def mutate(i):
+        cfg.k = [4, 0, 2][i]
+        cfg.names.append(str(i))
+    return P(f, lambda i: (t(2),), mutate)
+
+
+def p_reduce_and_dict_copy_of_globals():
+    def f(x):
+        total = functools.reduce(operator.mul, G6_SIZES_LIST, 1)
+        d = dict(G6_WEIGHTS)
+        d["new"] = 0.0
+        return x * total + d["a"], sorted(d), len(G6_WEIGHTS)
+
+    def mutate(i):
+        G6_SIZES_LIST.append(i + 2)
+        G6_WEIGHTS["a"] = [5.0, -1.0, 0.5][i]
+    return P(f, lambda i: (t(2),), mutate)
+
+
+G6_SIZES_LIST = [2, 3]
+
+
+def p_zero_dim_int_tensor_in_python_arith_and_compare():
+    def f(x, k):
+        n = k + 1  # a tensor
+        m = int(k) * 2 + 1
+        flag = k > 1
+        if flag:
+            return x * m, m, n
+        return x - m, m, n
+    return P(f, lambda i: (t(2), torch.tensor([0, 3, 2, 1][i])))
+
+
+def p_module_int_attribute_used_as_range_changed():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.repeats = 2
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            for _ in range(self.repeats):
+                x = self.lin(x)
+            return x
+
+    net = Net()
+
+    def f(x):
+        return net(x)
+
+    def mutate(i):
+        net.repeats = [3, 0, 1][i]
+    return P(f, lambda i: (t(2),), mutate)

@@ -8,6 +8,8 @@ import enum
 import functools
 import itertools
 import math
+import operator
+import typing
 import warnings
 
 import torch
@@ -1346,3 +1348,257 @@ def test_itertools_over_generators_make_items_when_asked():
     for n in (0, 1, 3):
         assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
     assert not stats.breaks, stats.breaks
+
+
+# -- sixth round ----------------------------------------------------------------------------------
+def test_staticmethod_and_classmethod_read_from_a_class_are_guarded():
+    """`Ops.act(x)` with `act` a staticmethod (or a classmethod) of a class read from a global
+    was bound at trace time with no guard: `Ops.act = staticmethod(...)` between calls reused
+    the old function. The class dicts that decided the lookup are guarded now."""
+    class Ops:
+        @staticmethod
+        def act(x):
+            return x + 1
+
+        @classmethod
+        def scale(cls, x):
+            return x * 2
+
+    def f(x):
+        return Ops.act(x), Ops.scale(x)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    Ops.act = staticmethod(lambda x: x * 0)
+    assert_same(fn(x), f(x))
+    Ops.scale = classmethod(lambda cls, x: x - 5)
+    assert_same(fn(x), f(x))
+
+
+def test_operator_getters_read_their_argument_on_every_call():
+    """`operator.attrgetter("inner.v")(o)` ran at trace time (a function of a pure module) and
+    its answer was a constant with no guard: after `o.inner.v = 5` the first call's value came
+    back. attrgetter, itemgetter and methodcaller are modelled as the reads they make (Note
+    [operator getters]); made in the trace with constant arguments they are no graph break."""
+    class Inner:
+        v = 2
+
+    class Outer:
+        def __init__(self):
+            self.inner = Inner()
+
+    o, table = Outer(), {"k": 1, "j": 2}
+    get = operator.attrgetter("inner.v")
+
+    def f(x):
+        pair = operator.itemgetter("k", "j")(table)
+        return x * get(o), pair, operator.methodcaller("get", "j", 0)(table), operator.attrgetter("inner")(o).v
+
+    fn, stats = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    o.inner.v = 5
+    table["j"] = 7
+    assert_same(fn(x), f(x))
+    o.inner = Inner()
+    assert_same(fn(x), f(x))
+    assert not stats.breaks, stats.breaks
+
+
+def test_pure_module_functions_refuse_user_objects():
+    """A function of a pure module (`operator`, `math`, `typing`) without a model was computed at
+    trace time on its arguments' values: on a user object it may read state no guard checks. Such
+    a call is a graph break now, which runs it on each call."""
+    class Hint:
+        n = 3
+
+        def __length_hint__(self):
+            return self.n
+
+    h = Hint()
+
+    def f(x):
+        return x * operator.length_hint(h, 1)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    h.n = 8
+    assert_same(fn(x), f(x))
+
+
+class _Ticks:
+    """A user iterator whose __iter__ returns self; each __next__ logs its step."""
+
+    def __init__(self, n, log):
+        self.n, self.i, self.log = n, 0, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(self.i)
+        return self.i
+
+
+def test_break_inside_a_loop_over_a_user_iterator_keeps_the_graphs():
+    """A graph break inside `for v in it:` over a user iterator (a Python `__next__`) ran the
+    whole frame eagerly: the iterator could not be rebuilt at the break. It is the object
+    itself, in the state the trace left it (Note [User iterators]): the graph before the loop
+    and the loop body's graphs are kept, `__next__` runs once per item as in eager."""
+    def f(x, it, n):
+        x = x * 2
+        for v in it:
+            x = x + v
+            if x.sum() > 3:  # data-dependent: a break inside the loop
+                x = x - 1
+        for w in _Ticks(n, it.log):  # made in the frame
+            x = x * w
+            print("w", w)
+        return x.cos(), it.i, list(it.log)
+
+    stats = ember_capture.CaptureStats()
+    fn = ember_capture.capture(f, Recorder(), stats=stats)
+    for v, n in [(0.5, 3), (3.0, 2), (-2.0, 4), (1.0, 0)]:
+        assert_same(fn(torch.full((2,), v), _Ticks(n, []), n), f(torch.full((2,), v), _Ticks(n, []), n))
+    assert not stats.fallbacks, stats.fallbacks
+    assert stats.graphs and not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks
+
+
+def test_takewhile_dropwhile_compress_tee_consume_as_eager():
+    """`itertools.takewhile`, `dropwhile`, `compress` and `tee` over a generator were graph
+    breaks. They make one item per `next()` over a generator, a user iterator or with a Python
+    predicate, so the input's and the predicate's side effects happen as eager's do."""
+    def f(x, n):
+        log = []
+
+        def gen(tag):
+            for i in range(n):
+                log.append((tag, i))
+                yield i
+
+        def small(v):
+            log.append(("p", v))
+            return v < 2
+        tw = itertools.takewhile(small, gen("t"))
+        first = next(tw, None)
+        dropped = list(itertools.dropwhile(lambda v: v < 1, gen("d")))
+        picked = next(itertools.compress(gen("c"), _Ticks(n, log)), None)
+        t1, t2 = itertools.tee(gen("e"))
+        teed = [next(t1, None), next(t1, None), next(t2, None), list(t2)]
+        on_list = next(itertools.takewhile(small, [0, 1, 2]))
+        return x + 1, first, dropped, picked, teed, on_list, list(tw), log
+
+    fn, stats = _captured(f)
+    for n in (0, 1, 3, 4):
+        assert_same(fn(torch.ones(1), n), f(torch.ones(1), n))
+    assert not stats.breaks, stats.breaks
+
+
+def test_break_inside_loops_over_enumerate_zip_map_filter_of_user_iterators():
+    """`for k, v in enumerate(it)` (zip, map, filter) over a user iterator, with a graph break in
+    the body, ran the frame eagerly: the lazy builtin could not be rebuilt. It is the same
+    builtin again over the rebuilt inputs (enumerate from its next count), which only
+    `next()` advances: no second `__iter__`, each `__next__` once, as eager."""
+    def f(x, n):
+        log = []
+        y = x.sin()
+        for k, v in enumerate(_Ticks(n, log), 5):
+            y = y + k * v
+            print("kv", k, v)
+        for a, b in zip(_Ticks(n, log), [10, 20, 30]):
+            y = y + a * b
+            print("ab", a, b)
+        for m in map(lambda q: q * 3, _Ticks(n, log)):
+            y = y - m
+            print("m", m)
+        for m in filter(lambda q: q % 2, _Ticks(n, log)):
+            y = y - m
+            print("f", m)
+        return y, log
+
+    stats = ember_capture.CaptureStats()
+    fn = ember_capture.capture(f, Recorder(), stats=stats)
+    for n in (3, 0, 4):
+        assert_same(fn(torch.ones(2), n), f(torch.ones(2), n))
+    assert not stats.fallbacks, stats.fallbacks
+    assert not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks
+
+
+def test_callable_is_guarded_on_the_class_call():
+    """`callable(obj)` of a real object was answered at trace time with no guard: a class given
+    (or losing) `__call__` between calls reused the old branch. An object made in the trace
+    was never callable. Both now look `__call__` up along the class's MRO, guarded."""
+    class Obj:
+        pass
+
+    class Fn:
+        def __call__(self, x):
+            return x * 3
+
+    obj = Obj()
+
+    def f(x):
+        made = Fn()
+        return (obj(x) if callable(obj) else x - 1), callable(made)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    Obj.__call__ = lambda self, x: x * 4
+    assert_same(fn(x), f(x))
+    del Obj.__call__
+    assert_same(fn(x), f(x))
+
+
+def test_isinstance_against_a_runtime_checkable_protocol_reads_the_object():
+    """`isinstance(obj, Proto)` for a runtime-checkable Protocol was answered from the type only
+    and baked in: an attribute added to the object between calls was not seen. A metaclass whose
+    `__instancecheck__` reads the object makes the check a graph break (run natively)."""
+    @typing.runtime_checkable
+    class HasScale(typing.Protocol):
+        def scale(self):
+            ...
+
+    class Obj:
+        pass
+
+    obj = Obj()
+
+    def f(x):
+        return x * obj.scale() if isinstance(obj, HasScale) else x
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    obj.scale = lambda: 3
+    assert_same(fn(x), f(x))
+    del obj.scale
+    assert_same(fn(x), f(x))
+
+
+def test_inlined_function_guarded_on_its_code_and_defaults():
+    """An inlined function was guarded by identity only: `helper.__code__ = other.__code__`
+    (or a `__defaults__` tuple of another length) between calls changes the same object in
+    place, and the old body ran. Its code object and the shape of its defaults are guarded."""
+    def helper(x):
+        return x + 1
+
+    def other(x, k=3):
+        return x * k
+
+    def f(x):
+        return helper(x)
+
+    fn, _ = _captured(f)
+    x = torch.ones(2)
+    assert_same(fn(x), f(x))
+    helper.__code__ = other.__code__
+    helper.__defaults__ = (3,)
+    assert_same(fn(x), f(x))
+    helper.__defaults__ = (5,)
+    assert_same(fn(x), f(x))

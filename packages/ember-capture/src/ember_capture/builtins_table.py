@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from . import semantics as S
-from .attributes import generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
+from .attributes import _ABSENT, class_lookup, generic_getattr, guard_mro, module_store_attr, newobj_generic_getattr
 from .builder import wrap
 from .calls import call, module_call_impl
 from .config import Unsupported
@@ -62,7 +62,27 @@ def _object_init(fr, args, kwargs):
 @builtin(isinstance)
 def _isinstance(fr, args, kwargs):
     v, cls = args
-    return ConstVar(_subclass_check(fr, python_type(v), S.const_value(cls)))
+    classinfo = S.const_value(cls)
+    if isinstance(v, (ObjVar, NewObjVar)) and any(_instance_dependent(c) for c in _flat_classes(classinfo)):
+        raise Unsupported("unsupported_call", f"isinstance() against {_flat_classes(classinfo)}, whose metaclass's "
+                          "__instancecheck__ reads the object (a runtime-checkable Protocol)")
+    return ConstVar(_subclass_check(fr, python_type(v), classinfo))
+
+
+def _flat_classes(classinfo) -> list:
+    if isinstance(classinfo, tuple):
+        return [c for item in classinfo for c in _flat_classes(item)]
+    return [classinfo]
+
+
+def _instance_dependent(cls) -> bool:
+    """Whether `isinstance(obj, cls)` may depend on `obj`'s own state, not only its type: a
+    metaclass whose `__instancecheck__` is neither type's nor ABCMeta's (which asks the type).
+    typing's runtime-checkable Protocols look for the protocol's attributes on the object."""
+    if (type(cls).__module__ or "").startswith("torch"):  # nn.Parameter's: a tensor flag, else the type
+        return False
+    check = getattr(type(cls), "__instancecheck__", None)
+    return check is not None and check not in (type.__instancecheck__, abc.ABCMeta.__instancecheck__)
 
 
 @builtin(issubclass)
@@ -147,7 +167,13 @@ def _module_getattr(fr, args, kwargs):
 
 @builtin(callable)
 def _callable(fr, args, kwargs):
-    return ConstVar(CALLABLE.lookup(type(args[0]))(args[0]))
+    v = args[0]
+    if isinstance(v, (ObjVar, NewObjVar)):
+        # what CPython's callable() asks: whether the type defines __call__, guarded along its
+        # MRO (a class given or losing `__call__` between calls answers differently)
+        cls = v.cls if isinstance(v, NewObjVar) else type(v.value)
+        return ConstVar(class_lookup(fr.tr, cls, "__call__") is not _ABSENT)
+    return ConstVar(CALLABLE.lookup(type(v))(v))
 
 
 @builtin(range)
@@ -174,8 +200,12 @@ def _enumerate(fr, args, kwargs):
     if not _is_lazy(args[0]):
         return IterVar([TupleVar([ConstVar(i + start), v]) for i, v in enumerate(S.unpack(fr, args[0]))],
                        py_type=enumerate)
-    count = iter(range(start, 1 << 62))
-    return _lazy(fr, [args[0]], lambda values: [TupleVar([ConstVar(next(count)), values[0]])], enumerate)
+    count = {"next": start}
+
+    def step(values):
+        count["next"] += 1
+        return [TupleVar([ConstVar(count["next"] - 1), values[0]])]
+    return _lazy(fr, [args[0]], step, enumerate, remake=(enumerate, [], lambda: [count["next"]]))
 
 
 @builtin(zip)
@@ -187,7 +217,7 @@ def _zip(fr, args, kwargs):
     args = _user_iters(fr, args)
     if not any(_is_lazy(a) for a in args):
         return IterVar([TupleVar(list(t)) for t in zip(*[S.unpack(fr, a) for a in args])], py_type=zip)
-    return _lazy(fr, args, lambda values: [TupleVar(values)], zip)
+    return _lazy(fr, args, lambda values: [TupleVar(values)], zip, remake=(zip, [], lambda: []))
 
 
 @builtin(reversed)
@@ -375,7 +405,7 @@ def _accumulate(fr, args, kwargs):
             else:
                 total = call(fr, func, [total, v], {})
             yield total
-    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]))
+    return _made(itertools.accumulate, steps(), _any_lazy(fr, [it]) or (not plain and _calls_python(func)))
 
 
 @builtin(itertools.islice)
@@ -409,7 +439,7 @@ def _islice(fr, args, kwargs):
 def _starmap(fr, args, kwargs):
     it = S.iterate(fr, args[1])
     steps = (call(fr, args[0], S.unpack(fr, t), {}) for t in _items(it))
-    return _made(itertools.starmap, steps, _any_lazy(fr, [it]))
+    return _made(itertools.starmap, steps, _any_lazy(fr, [it]) or _calls_python(args[0]))
 
 
 @builtin(itertools.repeat)
@@ -435,9 +465,92 @@ if hasattr(itertools, "pairwise"):
         return _made(itertools.pairwise, steps(), _any_lazy(fr, [it]))
 
 
-def _lazy(fr, its, step, py_type):
+def _calls_python(fn: Var) -> bool:
+    """Whether calling ``fn`` may run Python with side effects (a lambda, a user function): an
+    iterator that calls it per item makes its items one per ``next()``, as CPython does."""
+    if isinstance(fn, ConstVar):
+        return False
+    return not (isinstance(fn, ObjVar) and isinstance(fn.value, types.BuiltinFunctionType))
+
+
+@builtin(itertools.takewhile)
+def _takewhile(fr, args, kwargs):
+    pred, it = args[0], S.iterate(fr, args[1])
+
+    def steps():  # once the predicate fails, the iterator stays exhausted
+        for v in _items(it):
+            if not S.truthy(fr, call(fr, pred, [v], {})):
+                return
+            yield v
+    return _made(itertools.takewhile, steps(), _any_lazy(fr, [it]) or _calls_python(pred))
+
+
+@builtin(itertools.dropwhile)
+def _dropwhile(fr, args, kwargs):
+    pred, it = args[0], S.iterate(fr, args[1])
+
+    def steps():  # the predicate runs until it first fails, never after
+        dropping = True
+        for v in _items(it):
+            if dropping and S.truthy(fr, call(fr, pred, [v], {})):
+                continue
+            dropping = False
+            yield v
+    return _made(itertools.dropwhile, steps(), _any_lazy(fr, [it]) or _calls_python(pred))
+
+
+@builtin(itertools.compress)
+def _compress(fr, args, kwargs):
+    data = S.iterate(fr, args[0] if args else kwargs["data"])
+    selectors = S.iterate(fr, args[1] if len(args) > 1 else kwargs["selectors"])
+
+    def steps():  # as CPython's compress_next: a datum, then its selector; stop at either's end
+        while data.more():
+            datum = data.take()
+            if not selectors.more():
+                return
+            if S.truthy(fr, selectors.take()):
+                yield datum
+    return _made(itertools.compress, steps(), _any_lazy(fr, [data, selectors]))
+
+
+_TEE = type(itertools.tee(())[0]) if itertools.tee(()) else None
+
+
+@builtin(itertools.tee)
+def _tee(fr, args, kwargs):
+    n = S.const_value(args[1]) if len(args) > 1 else 2
+    source = S.iterate(fr, args[0])
+    if getattr(source, "tee_buffers", None) is not None:  # tee of a tee copies it (not modelled)
+        raise Unsupported("unsupported_call", "itertools.tee of a tee iterator")
+    if not _any_lazy(fr, [source]):
+        items = S.unpack(fr, source)
+        return TupleVar([IterVar(items, py_type=_TEE) for _ in range(n)])
+    # Over a generator or a user iterator: the copies share one buffer; an item is made from
+    # the source when the copy furthest ahead asks for it (Note [lazy iterators]).
+    buffers = [[] for _ in range(n)]
+
+    def copy(k):
+        def pull(out):
+            if not buffers[k]:
+                if not source.more():
+                    return False
+                v = source.take()
+                for b in buffers:
+                    b.append(v)
+            out.items.append(buffers[k].pop(0))
+            return True
+        it = IterVar([], live=True, pull=pull, py_type=_TEE)
+        it.tee_buffers = buffers
+        return it
+    return TupleVar([copy(k) for k in range(n)])
+
+
+def _lazy(fr, its, step, py_type, remake=None):
     """An iterator whose items `step(values)` makes from the next value of each of `its`, when
-    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed."""
+    asked for (Note [lazy iterators]): map(f, gen) calls f once per item consumed. `remake`,
+    (builtin, leading arguments, extra constants()), rebuilds it at a break as that builtin over
+    the rebuilt inputs."""
     its = [S.iterate(fr, a) for a in its]
 
     def pull(out):
@@ -449,21 +562,27 @@ def _lazy(fr, its, step, py_type):
         out.items.extend(step(values))
         return True
 
-    return IterVar([], live=True, pull=pull, py_type=py_type)
+    out = IterVar([], live=True, pull=pull, py_type=py_type)
+    if remake is not None:
+        fn, lead, tail = remake
+        out.remake = (fn, lead, its, tail)
+    return out
 
 
 @builtin(map)
 def _map(fr, args, kwargs):
     fn, *its = args
-    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map)
+    return _lazy(fr, its, lambda values: [call(fr, fn, values, {})], map, remake=(map, [fn], lambda: []))
 
 
 @builtin(filter)
 def _filter(fr, args, kwargs):
     fn, it = args
+    remake = (filter, [fn], lambda: [])
     if isinstance(fn, ConstVar) and fn.value is None:
-        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter)
-    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter)
+        return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, v)], filter, remake)
+    return _lazy(fr, [it], lambda values: [v for v in values if S.truthy(fr, call(fr, fn, values, {}))], filter,
+                 remake)
 
 
 @builtin(sum)

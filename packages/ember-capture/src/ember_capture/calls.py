@@ -6,7 +6,9 @@ functions (``torch.*``, ``torch.nn.functional.*``, Tensor methods) are leaves: o
 from __future__ import annotations
 
 import collections
+import enum
 import functools
+import operator
 import types
 import weakref
 
@@ -45,6 +47,7 @@ TORCH_DENY = frozenset({"manual_seed", "seed", "set_rng_state", "get_rng_state",
 # get_origin/get_args on a dataclass field's annotation: huggingface_hub's type validators).
 PURE_MODULES = frozenset({"math", "cmath", "_operator", "operator", "typing"})
 MAX_INLINE_DEPTH = 48
+OPERATOR_GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
 def is_torch_op(value) -> bool:
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True  # torch.ops.aten.*, and custom ops (torch.library)
@@ -180,8 +183,26 @@ def _call_weakref(fr, fn, args, kwargs):
 def _call_other(fr, fn, args, kwargs):
     value = fn.value
     if getattr(value, "__module__", None) in PURE_MODULES:
-        return from_python(value(*[const_value(a) for a in args], **{k: const_value(v) for k, v in kwargs.items()}))
+        what = f"{describe(fn)}()"
+        return from_python(value(*[pure_argument(a, what) for a in args],
+                                 **{k: pure_argument(v, what) for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"calling {describe(fn)}")
+
+
+def pure_argument(v: Var, what: str):
+    """The value of an argument of a pure function computed at trace time. A real object of a
+    user class is refused: the function may read its state (an attribute, a `__index__`), which
+    no guard would check on the next call (Note [operator getters] in `pyobjects.py`)."""
+    value = const_value(v, what)
+    if isinstance(v, ObjVar) and not _stateless(value):
+        raise Unsupported("unsupported_call", f"{what} of a {type(value).__name__} object, whose state "
+                                              "can change between calls")
+    return value
+
+
+def _stateless(value) -> bool:
+    return (isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum))
+            or type(value).__module__ in ("builtins", "typing", "types"))
 
 
 def _key(value):
@@ -311,6 +332,14 @@ def inline(fr, fn: Var, args, kwargs) -> Var:
         # Defaults are the function's own objects, read (and guarded) through it on each call:
         # a mutable default (a tensor updated in place) is a graph input, not a constant.
         src = fn.source if fn.source is not None else tr.ns.ref(f)
+        # the same function object may get another body or other defaults in place
+        # (`f.__code__ = g.__code__`, `f.__defaults__ = (...)`, `f.__kwdefaults__ = {...}`):
+        # guarded where user code reached it (a global, a cell, an argument, an attribute); a
+        # method bound from a class dict or a library function is pinned by identity only
+        if fn.source is not None:
+            tr.guards.add(src, f"X.__code__ is {tr.ns.ref(code)} and len(X.__defaults__ or ()) == "
+                          f"{len(f.__defaults__ or ())} and list(X.__kwdefaults__ or ()) == {list(f.__kwdefaults__ or ())!r}",
+                          f"{f.__qualname__}'s code and defaults are unchanged")
         defaults = tuple(wrap(tr, d, f"{src}.__defaults__[{i}]", code.co_varnames[code.co_argcount - len(f.__defaults__) + i])
                          for i, d in enumerate(f.__defaults__ or ()))
         kwdefaults = {k: wrap(tr, d, f"{src}.__kwdefaults__[{k!r}]", k) for k, d in (f.__kwdefaults__ or {}).items()}
@@ -403,6 +432,9 @@ def construct(fr, cls, args, kwargs) -> Var:
             elif kwargs:
                 raise Unsupported("trace_error", f"{cls.__name__}() takes no keyword arguments")
             return obj
+    if cls in OPERATOR_GETTERS and all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())):
+        # immutable; its calls are modelled as the reads they make (Note [operator getters])
+        return ObjVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     if all(isinstance(a, ConstVar) for a in list(args) + list(kwargs.values())) and cls.__module__ in ("builtins", "torch"):
         return ConstVar(cls(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
     raise Unsupported("unsupported_call", f"creating a {cls.__qualname__}")

@@ -221,6 +221,19 @@ class Rebuilder:
         if isinstance(v, ExitVar):  # Note [Breaks in autocast blocks]
             return f"{self.ns.ref(AutocastExit)}({self.ns.ref(v.node.args)})"
         if isinstance(v, IterVar):  # a loop's iterator at a break inside the loop (Note [Breaks in loops])
+            over_object = getattr(v, "over_object", None)
+            if over_object is not None and v.pos == len(v.items) and (
+                    not isinstance(over_object, ObjVar) or over_object.source is not None):
+                # Note [User iterators]: the object whose __next__ makes the items, in the state
+                # the trace left it (its attribute writes are replayed): next() natively goes on
+                return self.expr(over_object)
+            remake = getattr(v, "remake", None)
+            if remake is not None and v.pull is not None and v.pos == len(v.items):
+                # enumerate/zip/map/filter over lazy inputs: the builtin again, over the inputs
+                # rebuilt where they are (Note [lazy iterators]), each only advanced by next()
+                fn, lead, inputs, tail = remake
+                parts = [self.expr(a) for a in lead] + [f"{self.ns.ref(_NextOnly)}({self.expr(i)})" for i in inputs]
+                return f"{self.ns.ref(fn)}({', '.join(parts + [repr(c) for c in tail()])})"
             if v.pull is not None:
                 raise CannotRebuild(f"cannot rebuild a {v.py_type.__name__} iterator outside the graph")
             if v.check is not None and v.check() is not None:  # its next() raises: run the frame eagerly
@@ -287,6 +300,22 @@ def _dict_iterator(d, pos: int):
     for _ in range(pos):
         next(it)
     return it
+
+
+class _NextOnly:
+    """An iterator rebuilt at a break, handed to a builtin (zip, enumerate, map) that calls
+    ``iter()`` on its arguments: its ``__next__`` only, never the user's ``__iter__`` again."""
+
+    __slots__ = ("it",)
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.it)
 
 
 def _list_iterator(items: list, pos: int):

@@ -42,6 +42,7 @@ import abc
 import copy
 import copyreg
 import functools
+import operator
 import types
 
 import torch
@@ -50,7 +51,7 @@ from . import semantics as S
 from .attributes import CONTAINER_TYPES, _ABSENT, _is_data_descriptor, bind_class_attr, class_lookup, instance_dict
 from .builder import wrap
 from .builtins_table import builtin
-from .calls import PURE_MODULES, call, call_rule, inline
+from .calls import OPERATOR_GETTERS, PURE_MODULES, call, call_rule, inline, pure_argument
 from .library import inlinable_file
 from .config import Unsupported
 from .frame import VERSION
@@ -343,6 +344,57 @@ def is_pure_python_function(value) -> bool:
 
 @call_rule(is_pure_python_function)
 def call_pure_function(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
-    values = [S.const_value(a, f"{fn.value.__qualname__}()") for a in args]
-    named = {k: S.const_value(v, f"{fn.value.__qualname__}()") for k, v in kwargs.items()}
+    what = f"{fn.value.__qualname__}()"
+    values = [pure_argument(a, what) for a in args]
+    named = {k: pure_argument(v, what) for k, v in kwargs.items()}
     return S.from_python(fn.value(*values, **named))
+
+
+# Note [operator getters]: `operator.attrgetter("a.b")`, `itemgetter(k)` and `methodcaller(name,
+# *args)` are C callables whose every call reads its argument: computed at trace time on a real
+# object (as a function of a pure module), the first call's attribute was baked into the entry
+# with no guard. They are modelled as the reads they make, each through the value protocol
+# (and so guarded as any attribute or item read is). The getter itself is immutable.
+_IMMUTABLE_ARGS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _getter_parts(getter):
+    """(kind, parameters) of a getter, from its pickling recipe (the only public view of them)."""
+    fn, params = getter.__reduce__()[:2]
+    if isinstance(getter, operator.methodcaller):
+        if isinstance(fn, functools.partial):  # methodcaller(name, *args, **kwargs)
+            return "method", (fn.args[0], params, dict(fn.keywords))
+        return "method", (params[0], params[1:], {})
+    return ("attr" if isinstance(getter, operator.attrgetter) else "item"), params
+
+
+def _immutable(value) -> bool:
+    return isinstance(value, _IMMUTABLE_ARGS) or (
+        type(value) is tuple and all(_immutable(v) for v in value))
+
+
+@call_rule(lambda value: type(value) in OPERATOR_GETTERS)
+def call_operator_getter(fr, fn: ObjVar, args: list, kwargs: dict) -> Var:
+    if len(args) != 1 or kwargs:
+        raise Unsupported("unsupported_call", f"{type(fn.value).__name__} called with {len(args)} arguments")
+    kind, params = _getter_parts(fn.value)
+    obj = args[0]
+    if kind == "method":
+        name, margs, mkwargs = params
+        if not all(_immutable(v) for v in (*margs, *mkwargs.values())):
+            raise Unsupported("unsupported_call", "methodcaller holding a mutable argument")
+        return call(fr, S.getattr_var(fr, obj, name), [ConstVar(v) for v in margs],
+                    {k: ConstVar(v) for k, v in mkwargs.items()})
+
+    def one(p):
+        if kind == "item":
+            if not _immutable(p):
+                raise Unsupported("unsupported_call", "itemgetter holding a mutable key")
+            return S.getitem(fr, obj, ConstVar(p))
+        v = obj
+        for part in p.split("."):
+            v = S.getattr_var(fr, v, part)
+        return v
+
+    values = [one(p) for p in params]
+    return values[0] if len(values) == 1 else TupleVar(values)

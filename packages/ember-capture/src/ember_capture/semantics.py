@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from .attributes import attr_source, bind_class_attr, instance_dict, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
+from .attributes import attr_source, bind_class_attr, class_lookup, instance_dict, is_container_method, load_attr, mro_lookup, newobj_getattr, _ABSENT
 from .builder import is_stable_module, wrap
 from .config import Unsupported
 from .frame import TracedRaise
@@ -363,6 +363,9 @@ def _type_attr(fr, o: ObjVar, name):
         if name in klass.__dict__:
             raw = klass.__dict__[name]
             if isinstance(raw, (staticmethod, classmethod)):
+                # bound here, not read through a source: guard the class dicts that decided it
+                # (`Ops.act = staticmethod(...)` between calls)
+                class_lookup(fr.tr, value, name)
                 return constant_like(getattr(value, name))
             break
     return wrap(fr.tr, getattr(value, name), attr_source(source, name), name)
@@ -808,8 +811,9 @@ def user_iter(fr, v: Var, keep_object: bool = False):
     ``__next__`` (often ``self``), whose items are made by tracing ``__next__`` when asked for,
     one at a time, until it raises StopIteration: a loop over it interleaves ``__next__``'s side
     effects with the body's, and a ``break`` leaves the object where eager leaves it, as Python
-    does. Such an iterator cannot be rebuilt at a graph break inside its loop (the frame then
-    runs eagerly). With ``keep_object`` (the builtin ``iter()``) such an object is returned as
+    does. At a graph break inside its loop the iterator is the object itself, its state written
+    back as every attribute write is, and the rest of the loop calls its ``__next__`` natively,
+    once per item, as eager does (Note [Breaks in loops]). With ``keep_object`` (the builtin ``iter()``) such an object is returned as
     it is: ``iter(it) is it``, and a loop over it calls its ``__iter__`` again, as Python does."""
     result = call_dunder(fr, v, "__iter__", [])
     if result is NO_DUNDER or isinstance(result, IterVar):
@@ -843,7 +847,9 @@ def user_iterator(fr, it: Var) -> IterVar:
             raise
         return True
 
-    return IterVar([], live=True, pull=pull, py_type=_USER_CLASS[type(it)](it))
+    iv = IterVar([], live=True, pull=pull, py_type=_USER_CLASS[type(it)](it))
+    iv.over_object = it  # rebuilt at a break as the object itself, in its state then (Note [Breaks in loops])
+    return iv
 
 
 @ITER.rule(DictVar, DictViewVar)
