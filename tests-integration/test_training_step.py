@@ -155,6 +155,58 @@ def test_lr_scheduler_does_not_recompile_each_step(backend):
     assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]  # backward only
 
 
+SCHEDULERS = {
+    "step": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    "cosine": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=20),
+    # cycles SGD's momentum and Adam's betas[0] too, each step (Note [lifted hyperparameters])
+    "one_cycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=20),
+}
+
+
+# every scheduler under the inductor; capture alone with the one that changes more than lr
+SCHEDULED = [(s, o, "inductor") for s in SCHEDULERS for o in ("sgd_momentum", "adam")]
+SCHEDULED += [("one_cycle", o, "eager") for o in ("sgd_momentum", "adam")]
+
+
+@pytest.mark.parametrize("sched_name,opt_name,backend", SCHEDULED)
+def test_scheduled_step_compiles_at_most_twice(sched_name, opt_name, backend):
+    """The documents' step behind StepLR, CosineAnnealingLR and OneCycleLR, 20 steps: the step
+    compiles at most twice (its first call creates the optimizer's state; a hyperparameter that
+    changed since is a graph input from then on) and the training state equals eager's."""
+    ref_model = MLP()
+    model = copy.deepcopy(ref_model)
+    opts = [OPTIMIZERS[opt_name](m.parameters()) for m in (ref_model, model)]
+    scheds = [SCHEDULERS[sched_name](o) for o in opts]
+    ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]), backend=backend)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ember")  # the recompile limit, a fallback
+        for data in batches((16, 32), 20):
+            ref_step(ref_model, data)
+            step(model, data)
+            for s in scheds:
+                s.step()
+    assert_same_training_state(model, opts[1], ref_model, opts[0])
+    assert opts[1].param_groups[0]["lr"] == opts[0].param_groups[0]["lr"]
+    graphs = compiled_graphs(step)
+    assert len(graphs) <= 3, f"{len(graphs)} graphs compiled: forward once, the step at most twice"
+    assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]
+
+
+def test_lifted_momentum_guards_its_comparisons():
+    """SGD branches on `momentum != 0`: a lifted momentum answers from its value and guards the
+    answer, so a momentum set to 0 recompiles into the plain SGD step (no buffer update)."""
+    ref_model = MLP()
+    model = copy.deepcopy(ref_model)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (ref_model, model)]
+    ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]))
+    for i, data in enumerate(batches((16, 32), 6)):
+        for o in opts:
+            o.param_groups[0]["momentum"] = [0.9, 0.8, 0.7, 0.0, 0.0, 0.6][i]
+        ref_step(ref_model, data)
+        step(model, data)
+        assert_same_training_state(model, opts[1], ref_model, opts[0])
+
+
 def test_gradient_accumulation_across_calls():
     """Two compiled forward+backward calls accumulate into .grad before one compiled step."""
     def accumulate(mod, data):
@@ -194,6 +246,21 @@ STEP_OPTIONS = {
     "adam_tensor_lr": lambda ps: torch.optim.Adam(ps, lr=torch.tensor(1e-2)),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
     "adamw_amsgrad_foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, foreach=True),
+    # foreach nesterov adds the momentum into p.grad in place (the per-parameter path does not):
+    # the compiled step takes eager's path (Note [eager's foreach path] in ember_capture/optim.py)
+    "sgd_nesterov_foreach": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, foreach=True),
+    "sgd_nesterov_foreach_tensor_lr": lambda ps: torch.optim.SGD(ps, lr=torch.tensor(0.05), momentum=0.9,
+                                                                 nesterov=True, foreach=True),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2),
+    # _foreach_add_(ps, bufs, alpha=-lr) with the lifted lr (Note [scalar arguments])
+    "rmsprop_foreach_momentum_wd": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.9, weight_decay=0.1,
+                                                                  foreach=True),
+    "rmsprop_centered_maximize_tensor_lr": lambda ps: torch.optim.RMSprop(ps, lr=torch.tensor(1e-2), centered=True,
+                                                                          maximize=True),
+    "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
+    "adagrad_foreach_wd_lr_decay": lambda ps: torch.optim.Adagrad(ps, lr=1e-2, weight_decay=0.1, lr_decay=0.01,
+                                                                  foreach=True),
+    "adagrad_maximize_tensor_lr": lambda ps: torch.optim.Adagrad(ps, lr=torch.tensor(1e-2), maximize=True),
 }
 
 
