@@ -149,3 +149,24 @@ def test_fallback_random_dropout_draws_eagers_numbers_gpu():
         ref = dropout_fn(x)
         torch.manual_seed(seed)
         assert torch.equal(compiled(x), ref)
+
+
+def test_graph_diagram_names_every_kernel(tmp_path):
+    """trace.graph_diagram draws each compiled graph (forward and backward of the MLP) after
+    fusion: every kernel and extern call the wrapper launches is a box in the .dot and named in
+    the .svg."""
+    model = mlp()
+    compiled = ember.compile(model, options={"trace.enabled": True, "trace.graph_diagram": True,
+                                             "trace.dir": str(tmp_path)})
+    compiled(torch.randn(8, 64, requires_grad=True)).sum().backward()
+    folders = sorted(glob.glob(str(tmp_path / "*" / "wrapper.py")))
+    assert len(folders) == 2  # forward, backward
+    for wrapper in folders:
+        folder = wrapper.rsplit("/", 1)[0]
+        launched = set(re.findall(r"\b((?:kernel|combo)\d+)(?:_c)?\(", open(wrapper).read()))
+        assert launched, open(wrapper).read()
+        dot, svg = open(f"{folder}/graph_diagram.dot").read(), open(f"{folder}/graph_diagram.svg").read()
+        boxes = set(re.findall(r"^\s*(\w+) \[shape=box", dot, re.M))
+        assert launched <= boxes, (launched - boxes, dot)
+        for name in boxes:
+            assert re.search(rf">\s*{name}\s*<", svg), f"{name} not named in the svg"

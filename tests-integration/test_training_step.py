@@ -55,6 +55,21 @@ OPTIMIZERS = {
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
 }
 
+# issue 17's other optimizers, on every model under the inductor (the three above also run under
+# capture alone and in the mixed-precision tests)
+# RMSprop and Adagrad divide by the root of the squared gradients: an entry whose gradient is
+# rounding noise (the attention's) moves by about lr times the noise's sign, so one entry in
+# thousands is off by more than float32 rounding after five steps (7e-5 measured with RMSprop at
+# lr=1e-2 on the transformer; at 1e-2 capture alone already differs from eager by 1e-3 there, the
+# dynamics amplify each rounding): lr=1e-3 for RMSprop, rtol=1e-3, atol=1e-4.
+ADAPTIVE_TOL = dict(rtol=1e-3, atol=1e-4)
+MORE_OPTIMIZERS = {
+    "sgd_nesterov": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-3, momentum=0.5),
+    "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=5e-2),
+}
+ALL_OPTIMIZERS = {**OPTIMIZERS, **MORE_OPTIMIZERS}
+
 
 def make_train(opt):
     """The documents' training step, over this test's optimizer."""
@@ -86,17 +101,21 @@ def assert_same_training_state(model, opt, ref_model, ref_opt, tol=TOL):
 
 
 def run_both(model_name, opt_name, backend, steps=5, make_step=make_train, device="cpu", mode=None,
-             tol=TOL):
+             tol=TOL, options=None):
     make, shape = MODELS[model_name]
     ref_model = make().to(device)
     model = copy.deepcopy(ref_model)
-    ref_opt, opt = OPTIMIZERS[opt_name](ref_model.parameters()), OPTIMIZERS[opt_name](model.parameters())
-    ref_step, step = make_step(ref_opt), ember.compile(make_step(opt), backend=backend, mode=mode)
-    for data in batches(shape, steps, device):
-        ref_step(ref_model, data)
-        step(model, data)
+    make_opt = ALL_OPTIMIZERS[opt_name]
+    ref_opt, opt = make_opt(ref_model.parameters()), make_opt(model.parameters())
+    step = ember.compile(make_step(opt), backend=backend, mode=mode, options=options)
+    ref_step = make_step(ref_opt)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ember")  # a fallback to eager fails the test
+        for data in batches(shape, steps, device):
+            ref_step(ref_model, data)
+            step(model, data)
     assert_same_training_state(model, opt, ref_model, ref_opt, tol)
-    return model, opt
+    return model, opt, step
 
 
 @pytest.mark.parametrize("backend", ["inductor", "eager"])
@@ -104,6 +123,34 @@ def run_both(model_name, opt_name, backend, steps=5, make_step=make_train, devic
 @pytest.mark.parametrize("model_name", list(MODELS))
 def test_documents_training_step_matches_eager(model_name, opt_name, backend):
     run_both(model_name, opt_name, backend)
+
+
+@pytest.mark.parametrize("opt_name", list(MORE_OPTIMIZERS))
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_documents_training_step_more_optimizers(model_name, opt_name):
+    run_both(model_name, opt_name, "inductor", tol=TOL if opt_name.startswith("sgd") else ADAPTIVE_TOL)
+
+
+@pytest.mark.parametrize("model_name,opt_name", [("mlp", "adam"), ("mlp", "sgd_nesterov"), ("cnn", "sgd_momentum")])
+def test_documents_training_step_through_triton_interpreter(model_name, opt_name):
+    """The GPU code path (Triton kernels, the optimizer's horizontally fused) run by Triton's
+    interpreter on CPU tensors: forward, backward and update all compiled."""
+    *_, step = run_both(model_name, opt_name, "inductor", options={"backend": "triton"})
+    report = ember.compile_report(step)
+    assert len(report.graphs) == 3  # forward (its backward with it), the first step, the steady step
+    for g in report.graphs:  # every kernel is Triton's (the C++ backend's would be `extern "C"`)
+        kernels = g.stage("generated source").kernels
+        assert kernels and all("tl." in source for _, source in kernels), [name for name, _ in kernels]
+
+
+@pytest.mark.parametrize("opt_name", list(ALL_OPTIMIZERS))
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_explain_one_break_every_model_and_optimizer(model_name, opt_name):
+    make, shape = MODELS[model_name]
+    model = make()
+    report = ember.explain(make_train(ALL_OPTIMIZERS[opt_name](model.parameters())))(model, batches(shape, 1)[0])
+    assert report.graph_break_count == 1 and "loss.backward()" in str(report.break_reasons[0]), str(report)
+    assert report.graph_count == 2
 
 
 @pytest.mark.gpu
@@ -155,6 +202,58 @@ def test_lr_scheduler_does_not_recompile_each_step(backend):
     assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]  # backward only
 
 
+SCHEDULERS = {
+    "step": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    "cosine": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=20),
+    # cycles SGD's momentum and Adam's betas[0] too, each step (Note [lifted hyperparameters])
+    "one_cycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=20),
+}
+
+
+# every scheduler under the inductor; capture alone with the one that changes more than lr
+SCHEDULED = [(s, o, "inductor") for s in SCHEDULERS for o in ("sgd_momentum", "adam")]
+SCHEDULED += [("one_cycle", o, "eager") for o in ("sgd_momentum", "adam")]
+
+
+@pytest.mark.parametrize("sched_name,opt_name,backend", SCHEDULED)
+def test_scheduled_step_compiles_at_most_twice(sched_name, opt_name, backend):
+    """The documents' step behind StepLR, CosineAnnealingLR and OneCycleLR, 20 steps: the step
+    compiles at most twice (its first call creates the optimizer's state; a hyperparameter that
+    changed since is a graph input from then on) and the training state equals eager's."""
+    ref_model = MLP()
+    model = copy.deepcopy(ref_model)
+    opts = [OPTIMIZERS[opt_name](m.parameters()) for m in (ref_model, model)]
+    scheds = [SCHEDULERS[sched_name](o) for o in opts]
+    ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]), backend=backend)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ember")  # the recompile limit, a fallback
+        for data in batches((16, 32), 20):
+            ref_step(ref_model, data)
+            step(model, data)
+            for s in scheds:
+                s.step()
+    assert_same_training_state(model, opts[1], ref_model, opts[0])
+    assert opts[1].param_groups[0]["lr"] == opts[0].param_groups[0]["lr"]
+    graphs = compiled_graphs(step)
+    assert len(graphs) <= 3, f"{len(graphs)} graphs compiled: forward once, the step at most twice"
+    assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]
+
+
+def test_lifted_momentum_guards_its_comparisons():
+    """SGD branches on `momentum != 0`: a lifted momentum answers from its value and guards the
+    answer, so a momentum set to 0 recompiles into the plain SGD step (no buffer update)."""
+    ref_model = MLP()
+    model = copy.deepcopy(ref_model)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (ref_model, model)]
+    ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]))
+    for i, data in enumerate(batches((16, 32), 6)):
+        for o in opts:
+            o.param_groups[0]["momentum"] = [0.9, 0.8, 0.7, 0.0, 0.0, 0.6][i]
+        ref_step(ref_model, data)
+        step(model, data)
+        assert_same_training_state(model, opts[1], ref_model, opts[0])
+
+
 def test_gradient_accumulation_across_calls():
     """Two compiled forward+backward calls accumulate into .grad before one compiled step."""
     def accumulate(mod, data):
@@ -194,6 +293,21 @@ STEP_OPTIONS = {
     "adam_tensor_lr": lambda ps: torch.optim.Adam(ps, lr=torch.tensor(1e-2)),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
     "adamw_amsgrad_foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, foreach=True),
+    # foreach nesterov adds the momentum into p.grad in place (the per-parameter path does not):
+    # the compiled step takes eager's path (Note [eager's foreach path] in ember_capture/optim.py)
+    "sgd_nesterov_foreach": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, foreach=True),
+    "sgd_nesterov_foreach_tensor_lr": lambda ps: torch.optim.SGD(ps, lr=torch.tensor(0.05), momentum=0.9,
+                                                                 nesterov=True, foreach=True),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2),
+    # _foreach_add_(ps, bufs, alpha=-lr) with the lifted lr (Note [scalar arguments])
+    "rmsprop_foreach_momentum_wd": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.9, weight_decay=0.1,
+                                                                  foreach=True),
+    "rmsprop_centered_maximize_tensor_lr": lambda ps: torch.optim.RMSprop(ps, lr=torch.tensor(1e-2), centered=True,
+                                                                          maximize=True),
+    "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
+    "adagrad_foreach_wd_lr_decay": lambda ps: torch.optim.Adagrad(ps, lr=1e-2, weight_decay=0.1, lr_decay=0.01,
+                                                                  foreach=True),
+    "adagrad_maximize_tensor_lr": lambda ps: torch.optim.Adagrad(ps, lr=torch.tensor(1e-2), maximize=True),
 }
 
 

@@ -22,8 +22,8 @@ inputs). Anything else that would be baked is either guarded or refused:
 - Ops given a tensor where torch takes a Python scalar (``add_(g, alpha=-lr)``,
   ``addcdiv_(a, b, value=-step_size)``) are rewritten into tensor arithmetic (``REWRITES``);
   ``out=`` becomes an op and a ``copy_``.
-- The shadow groups use ``foreach=False`` (torch's per-parameter path, the same formulas):
-  the inductor fuses each parameter's chain of elementwise ops into one kernel.
+- The shadow groups take eager's path, foreach or per-parameter (Note [eager's foreach path]):
+  the inductor fuses each parameter's chain of elementwise ops into one kernel either way.
 - State that the step would create or replace (the first step, a Python-number ``step``),
   ``fused=True``, ``differentiable=True``, a closure, hooks: ``Unsupported``, so ``step()``
   runs natively at a graph break (the first step of a fresh optimizer breaks once; the
@@ -165,10 +165,11 @@ def _step(fr, opt_var, args, kwargs, skip_if=None):
     shadow_state = _ShadowState()
     for gi, group in enumerate(_groups(tr, opt_var)):
         g_src = f"{src}.param_groups[{gi}]"
-        hyper = _hyperparameters(tr, {k: v for k, v in group.items() if k != "params"}, g_src, lift=True)
+        hyper = _hyperparameters(tr, {k: v for k, v in group.items() if k != "params"}, g_src, lift=True,
+                                 memo=(id(opt), gi))
         if hyper.get("fused") or hyper.get("differentiable"):
             raise Unsupported("unsupported_call", "a fused or differentiable optimizer step (runs natively)")
-        params = []
+        params, real_with_grad = [], []
         for pi, p in enumerate(group["params"]):
             p_src = f"{g_src}['params'][{pi}]"
             p_var = wrap(tr, p, p_src, "param")
@@ -179,10 +180,11 @@ def _step(fr, opt_var, args, kwargs, skip_if=None):
             params.append(fake)
             shadow_state.real[fake] = (p, p_src)
             if isinstance(grad, TensorVar):
+                real_with_grad.append(p)
                 state = _state_of(tr, opt, p, f"{src}.state.get({p_src})")
                 if state is not None:
                     shadow_state[fake] = state
-        shadow_groups.append({**hyper, "params": params, "foreach": False})
+        shadow_groups.append({**hyper, "params": params, "foreach": _eager_foreach(hyper, real_with_grad)})
     shadow = object.__new__(type(opt))
     shadow.__dict__.update(opt.__dict__)
     shadow.param_groups = shadow_groups
@@ -194,7 +196,7 @@ def _step(fr, opt_var, args, kwargs, skip_if=None):
     recorder = Recorder(tr)
     undo = _Undo(tr, recorder, skip_if) if skip_if is not None else None
     try:
-        with recorder, _compiling():
+        with recorder, _compiling(), _fakes_take_foreach():
             type(opt).step(shadow)
     except Unsupported:
         raise
@@ -326,26 +328,139 @@ def _install_state(opt, p, values):
     opt.state[p].update(values)
 
 
-def _hyperparameters(tr, values: dict, source, lift: bool) -> dict:
+def _hyperparameters(tr, values: dict, source, lift: bool, memo=None) -> dict:
     """Each hyperparameter guarded by value, a tensor one as a graph input, and (``lift``) a
-    Python float ``lr`` as a 0-d tensor input read on each call."""
+    Python float ``lr``, and any other float that changed since an earlier compile of this frame
+    (a momentum or beta a scheduler cycles), read from the group on each call
+    (Note [lifted hyperparameters])."""
     keys = list(values) + (["params"] if lift else [])
     tr.guards.add(source, f"type(X) is dict and sorted(X) == {sorted(keys)!r}")
     out = {}
     for key, value in values.items():
         item_src = f"{source}[{key!r}]"
+        changed = _changed(tr, (memo, key), value) if lift and memo is not None else set()
         if isinstance(value, torch.Tensor):
             out[key] = wrap(tr, value, item_src, key).fake
-        elif lift and key == "lr" and type(value) is float:
-            tr.guards.add(item_src, "type(X) is float")
-            real = _scalar_tensor(value)
-            out[key] = tr.graph.add_input(f"{tr.ns.ref(_scalar_tensor)}({item_src})", real, "lr").fake
+        elif lift and type(value) is float and (key == "lr" or changed):
+            out[key] = _lift(tr, item_src, value, key)
+        elif lift and type(value) is tuple and changed:
+            tr.guards.add(item_src, f"type(X) is tuple and len(X) == {len(value)}")
+            items = []
+            for i, v in enumerate(value):
+                if i in changed and type(v) is float:
+                    items.append(_lift(tr, f"{item_src}[{i}]", v, f"{key}_{i}"))
+                else:
+                    tr.guards.const(f"{item_src}[{i}]", v)
+                    items.append(v)
+            out[key] = tuple(items)
         elif isinstance(value, _HYPER_CONSTS):
             tr.guards.const(item_src, value)
             out[key] = value
         else:
             raise Unsupported("unsupported_value", f"optimizer hyperparameter {key!r} is a {type(value).__name__}")
     return out
+
+
+# Note [lifted hyperparameters]: a Python float hyperparameter that the trace would bake in as a
+# constant makes every new value a recompile; LR schedulers change ``lr`` each step, and cyclic
+# ones (OneCycleLR, CyclicLR) also ``momentum`` or ``betas[0]``. ``lr`` is always lifted, any
+# other float (alone or in a tuple) once it has changed between two compiles of the frame (as
+# automatic dynamic makes a changed size symbolic, Note [Dynamic shapes in capture]). A lifted
+# float is a graph input (a 0-d float64 tensor read from the group on each call) and reaches
+# torch.optim's code as ``_Lifted``, a ``float`` standing for that input: arithmetic on it records
+# tensor ops (``1 - beta1``, ``-lr``, ``lr / bias_correction``), the Recorder hands its tensor to
+# torch calls (``buf.mul_(momentum)``; ``alpha=``/``value=`` through Note [scalar arguments]), and
+# a comparison (``if momentum != 0``) answers from the value and guards that answer. It is a
+# float, not a tensor, because the code's path depends on the type (Adam's foreach path refuses a
+# tensor lr unless capturable; a float lr takes it in eager). A use that would read the number
+# any other way (``math.sqrt``, ``int()``) is one torch.optim does not make on hyperparameters.
+def _changed(tr, key, value) -> set:
+    """The positions of ``value`` (a float: {None}; a tuple: its indices) that differ from what
+    an earlier compile of this frame saw, or that differed then."""
+    frame = getattr(tr.graph.shapes, "frame", None)
+    if frame is None or not isinstance(value, (float, tuple)):
+        return set()
+    key = ("optimizer hyperparameter", *key)
+    seen = frame.seen.setdefault(key, value)
+    changed = set(frame.dynamic.get(key, ()))
+    if isinstance(value, tuple):
+        if isinstance(seen, tuple) and len(seen) == len(value):
+            changed |= {i for i, (a, b) in enumerate(zip(seen, value)) if a != b and type(b) is float}
+    elif seen != value:
+        changed.add(None)
+    if changed:
+        frame.dynamic[key] = changed
+    return changed
+
+
+def _lift(tr, item_src, value: float, name: str) -> _Lifted:
+    tr.guards.add(item_src, "type(X) is float")
+    var = tr.graph.add_input(f"{tr.ns.ref(_scalar_tensor)}({item_src})", _scalar_tensor(value), name)
+    return _Lifted(value, var.fake, tr, item_src)
+
+
+def _real(x):
+    return x.fake if isinstance(x, _Lifted) else x
+
+
+class _Lifted(float):
+    """A float hyperparameter read from a graph input on each call (Note [lifted hyperparameters])."""
+
+    def __new__(cls, value, fake, tr, source):
+        self = super().__new__(cls, value)
+        self.fake, self.tr, self.source = fake, tr, source
+        return self
+
+    def _compare(self, other, op, symbol):
+        if isinstance(other, torch.Tensor):
+            return op(self.fake, other)
+        if not isinstance(other, (int, float)) or isinstance(other, (bool, _Lifted)):
+            raise Unsupported("unsupported_value", f"an optimizer hyperparameter compared with {type(other).__name__}")
+        result = op(float(self), other)
+        check = f"X {symbol} {float(other)!r}"
+        self.tr.guards.add(self.source, check if result else f"not ({check})")
+        return result
+
+    def __eq__(self, other):
+        return self._compare(other, operator.eq, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, operator.ne, "!=")
+
+    def __lt__(self, other):
+        return self._compare(other, operator.lt, "<")
+
+    def __le__(self, other):
+        return self._compare(other, operator.le, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, operator.gt, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, operator.ge, ">=")
+
+    def __bool__(self):
+        return self._compare(0.0, operator.ne, "!=")
+
+    __hash__ = float.__hash__
+
+    def __neg__(self):
+        return -self.fake
+
+    def __abs__(self):
+        return abs(self.fake)
+
+
+def _lifted_binary(op):
+    return (lambda self, other: op(self.fake, _real(other)),
+            lambda self, other: op(_real(other), self.fake))
+
+
+for _op, _names in ((operator.add, ("__add__", "__radd__")), (operator.sub, ("__sub__", "__rsub__")),
+                    (operator.mul, ("__mul__", "__rmul__")), (operator.truediv, ("__truediv__", "__rtruediv__")),
+                    (operator.pow, ("__pow__", "__rpow__"))):
+    for _name, _fn in zip(_names, _lifted_binary(_op)):
+        setattr(_Lifted, _name, _fn)
 
 
 def _scalar_tensor(value: float) -> torch.Tensor:
@@ -393,6 +508,42 @@ def _bind(args, kwargs, name, default):
     return value.value
 
 
+# Note [eager's foreach path]: the shadow step takes the path eager's step takes, foreach or
+# per-parameter, because the two differ in more than launches: SGD's foreach nesterov update adds
+# the momentum into the gradients in place (``p.grad`` after the step is ``grad + momentum * buf``),
+# the per-parameter one does not, and the two round differently. A group's ``foreach=True`` or
+# ``False`` is kept; ``None`` (the default) is resolved as eager resolves it, from the real
+# parameters (foreach for tensors on CUDA, per-parameter on the CPU). Where eager would choose
+# foreach, the group keeps ``None`` and the fakes are admitted as foreach-capable types while the
+# step runs, so that the optimizer's own rule (Adam: not with a tensor lr unless capturable) decides
+# as it does in eager. The foreach ops decompose into the same per-tensor ops (ember_prims
+# decomps/foreach.py), which the inductor fuses across parameters either way.
+def _eager_foreach(hyper: dict, real_params: list) -> bool | None:
+    foreach = hyper.get("foreach")
+    if foreach is not None or hyper.get("fused"):
+        return foreach
+    _, default = _optimizer_mod._default_to_fused_or_foreach(real_params, bool(hyper.get("differentiable")),
+                                                             use_fused=False)
+    return None if default else False
+
+
+@contextlib.contextmanager
+def _fakes_take_foreach():
+    """The trace's fake tensors count as foreach-capable, as the real tensors they stand for do
+    (only groups whose real parameters are, Note [eager's foreach path], leave ``foreach`` to the
+    default)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    types_ = _optimizer_mod._foreach_supported_types
+    added = FakeTensor not in types_
+    if added:
+        types_.append(FakeTensor)
+    try:
+        yield
+    finally:
+        if added:
+            types_.remove(FakeTensor)
+
+
 @contextlib.contextmanager
 def _compiling():
     """``torch.compiler.is_compiling()`` is True while torch's code is recorded (as under
@@ -413,6 +564,7 @@ class Recorder(TorchFunctionMode):
     def __init__(self, tr):
         super().__init__()
         self.tr = tr
+        self.stacked = {}  # id(fake) of torch.stack(items) -> items
         self.vars = {}
         for var in tr.graph.by_source.values():
             self.vars[id(var.fake)] = var
@@ -423,12 +575,13 @@ class Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) in _NATIVE:
             return func(*args, **kwargs)
+        args, kwargs = pytree.tree_map(_real, (args, kwargs))  # Note [lifted hyperparameters]
         leaves = pytree.tree_leaves((args, kwargs))
         if not any(isinstance(x, torch.Tensor) for x in leaves):
             out = func(*args, **kwargs)
             if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(out)):
                 return out  # a Python function of Python values (the profiler, dtypes, ...)
-        rewrite = _rewrite_for(func, kwargs)
+        rewrite = _rewrite_for(func, args, kwargs)
         if rewrite is not None:
             return rewrite(self, func, args, kwargs)
         return self.record(func, args, kwargs)
@@ -441,7 +594,10 @@ class Recorder(TorchFunctionMode):
             result = self.tr.graph.call("call_method", method, var_args, var_kwargs)
         else:
             result = self.tr.graph.call("call_function", func, var_args, var_kwargs)
-        return self._fake(result)
+        fake = self._fake(result)
+        if func is torch.stack and len(args) == 1 and not kwargs and isinstance(fake, torch.Tensor):
+            self.stacked[id(fake)] = list(args[0])  # _foreach_tensor_scalars reads the items
+        return fake
 
     def _var(self, x):
         if isinstance(x, torch.Tensor):
@@ -481,10 +637,12 @@ REWRITES = {}
 _rewrites = registrar(REWRITES)
 
 
-def _rewrite_for(func, kwargs):
+def _rewrite_for(func, args, kwargs):
     if isinstance(kwargs.get("out"), torch.Tensor):
         return _out_rewrite
     name = getattr(func, "__name__", "")
+    if name in _FOREACH_TENSOR_SCALARS and len(args) == 4 and isinstance(args[3], torch.Tensor):
+        return _foreach_tensor_scalars
     handler = REWRITES.get(name)
     if handler is not None and isinstance(kwargs.get(handler.scalar), torch.Tensor):
         return handler
@@ -533,3 +691,49 @@ for _name in ("addcdiv", "addcdiv_"):
     _rewrites(_name)(_scalar_rewrite("value", _quotient_times))
 for _name in ("addcmul", "addcmul_"):
     _rewrites(_name)(_scalar_rewrite("value", _product_times))
+
+
+def _foreach_scalar_rewrite(scalar, combine):
+    """The foreach form of ``_scalar_rewrite``: ``_foreach_add_(ps, bufs, alpha=-lr)`` (the
+    foreach paths that a tensor lr reaches, Note [eager's foreach path]) becomes
+    ``_foreach_add_(ps, [buf * -lr, ...])``."""
+    def rewrite(rec, func, args, kwargs):
+        self_, *operands = args
+        if not operands or not all(isinstance(o, (list, tuple)) for o in operands):
+            return rec.record(func, args, kwargs)  # a tensor operand: torch says what it takes
+        kwargs = dict(kwargs)
+        t = kwargs.pop(scalar)
+        terms = [combine(rec, list(items), t) for items in zip(*operands)]
+        name = func.__name__
+        base = name.removesuffix("_").replace("addcdiv", "add").replace("addcmul", "add")
+        return rec.record(getattr(torch, base + ("_" if name.endswith("_") else "")), (self_, terms), kwargs)
+    rewrite.scalar = scalar
+    return rewrite
+
+
+for _name in ("_foreach_add", "_foreach_add_", "_foreach_sub", "_foreach_sub_"):
+    _rewrites(_name)(_foreach_scalar_rewrite("alpha", _times))
+for _name in ("_foreach_addcdiv", "_foreach_addcdiv_"):
+    _rewrites(_name)(_foreach_scalar_rewrite("value", _quotient_times))
+for _name in ("_foreach_addcmul", "_foreach_addcmul_"):
+    _rewrites(_name)(_foreach_scalar_rewrite("value", _product_times))
+
+
+# ``_foreach_addcdiv_(ps, a, b, scalars)`` with ``scalars`` a 1-d tensor, one per item (Adam's
+# foreach path under compile stacks its step sizes so): its fake kernel refuses a tensor that is
+# not on the CPU, and the inductor would leave it a library call. Item i is
+# ``ps[i] + a[i] / b[i] * scalars[i]``, recorded as such, with the i-th stacked value itself where
+# the scalars are a recorded ``torch.stack`` (the stack is then dead: no kernel waits on it).
+_FOREACH_TENSOR_SCALARS = {"_foreach_addcdiv": _quotient_times, "_foreach_addcdiv_": _quotient_times,
+                           "_foreach_addcmul": _product_times, "_foreach_addcmul_": _product_times}
+
+
+def _foreach_tensor_scalars(rec, func, args, kwargs):
+    self_, a, b, scalars = args
+    combine = _FOREACH_TENSOR_SCALARS[func.__name__]
+    items = rec.stacked.get(id(scalars))  # each parameter's scalar itself, not a read of the stack
+    if items is None or len(items) != len(a):
+        items = [rec.record(operator.getitem, (scalars, i), {}) for i in range(len(a))]
+    terms = [combine(rec, [x, y], t) for x, y, t in zip(a, b, items)]
+    name = "_foreach_add" + ("_" if func.__name__.endswith("_") else "")
+    return rec.record(getattr(torch, name), (self_, terms), kwargs)
