@@ -7,6 +7,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from ember_autograd import AotConfig, AotTraceError, aot, verify_functional
+from ember_autograd.runtime import history_checked
 
 
 def eager_compiler(gm, example_inputs):
@@ -475,3 +476,45 @@ def test_an_input_gets_zeros_or_none_as_eager_where_one_output_is_unreached(body
             assert (w.grad is None) == (c.grad is None), (w.grad, c.grad)
             if w.grad is not None:
                 torch.testing.assert_close(c.grad, w.grad)
+
+
+
+def _stale(x: torch.Tensor, deeper: bool) -> torch.Tensor:
+    v = x.exp()
+    v.add_(1)  # ExpBackward0 saved its result: stale now
+    return v * 1 if deeper else v  # deeper: the stale node a step further up
+
+
+STALE_INPUT_USES = {
+    "other_output": lambda v, y: (v * 2, y * 3),  # the loss reaches only the second output
+    "detached": lambda v, y: ((y * v.detach()).sum(),),  # v reaches no output
+    "other_output_deeper": lambda v, y: (v.sin(), y.cos()),
+}
+
+
+@pytest.mark.parametrize("name", STALE_INPUT_USES)
+def test_an_input_whose_history_is_stale_raises_only_where_eager_does(name):
+    # Note [a written input's saved history] (runtime.py): v's history saved a value written in
+    # place since; the compiled node's edge to that history made any backward through it raise,
+    # where eager's loss never reaches v. Such a call runs eagerly, with a warning.
+    f = STALE_INPUT_USES[name]
+    fn = aot(torch.fx.symbolic_trace(f), [torch.randn(3, requires_grad=True)] * 2, fw_compiler=eager_compiler)
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y_ref = y.detach().clone().requires_grad_()
+    v = _stale(x, "deeper" in name)
+    f(v, y_ref)[-1].sum().backward()
+    with pytest.warns(UserWarning, match="written in place since"):
+        outs = fn(v, y)
+    outs[-1].sum().backward()
+    torch.testing.assert_close(y.grad, y_ref.grad)
+    if len(outs) > 1:  # where the loss reaches v, eager's error
+        with pytest.raises(RuntimeError, match="modified by an inplace"):
+            fn(v, y)[0].sum().backward()
+
+
+def test_an_input_every_output_reaches_is_not_searched():
+    # eager's loss reaches such an input's history whenever it reaches the compiled node
+    fn = aot(torch.fx.symbolic_trace(lambda v, y: ((v * y).sum(),)), [torch.randn(3, requires_grad=True)] * 2,
+             fw_compiler=eager_compiler)
+    fn(torch.randn(3, requires_grad=True) * 1, torch.randn(3, requires_grad=True))
+    assert history_checked(fn.training.signature) == ()
