@@ -213,17 +213,20 @@ def _writable_under_autograd(x: torch.Tensor) -> bool:
 # anything computed from it) differentiates fine. The joint trace differentiates every output
 # at once, so it raised for the whole graph (fuzz seed 2001: y was live across a graph break,
 # an output of the graph, unused by the loss). An op without a derivative (floor_divide of a
-# float tensor that requires grad) is the same: eager raises only when its node runs. Where the
+# float tensor that requires grad) is the same: eager raises only when its node runs, and so is
+# a multi-output view (an unbind output) whose base was written since (fuzz seed 60011). Where the
 # joint backward raises one of these errors, each output's backward is tried
 # alone (on fake tensors, nothing recorded); those that raise are left out of the traced backward
 # (their tangents unused) and recorded with the error, which the runtime raises when the loss
 # reaches one of them (its gradient is not None), as eager's engine would.
-_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented")
+_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented|"
+                              r"is a view and its base or another view of its base has been modified inplace")
 
 
 def _raises_in_eagers_backward(exc: BaseException) -> bool:
     """An error eager's engine raises when it runs one particular backward node: a saved value
-    written in place since, or an op without a derivative (floor_divide)."""
+    written in place since, an op without a derivative (floor_divide), or a multi-output view
+    whose base was written since."""
     return isinstance(exc, RuntimeError) and _BACKWARD_ERRORS.search(str(exc)) is not None
 
 
