@@ -540,3 +540,24 @@ def test_a_multi_output_view_whose_base_is_written_raises_only_in_a_backward_tha
     for g in (f, fn):
         with pytest.raises(RuntimeError, match="is a view and its base"):
             g(x)[0].sum().backward()
+
+
+def test_a_gradient_of_no_tangent_from_a_reached_output_flows_on_as_in_eager():
+    # fuzz seed 90111: floor's backward (or an empty narrow's) is a constant zero; the loss
+    # reaches only `first`, so eager runs floor's node and divides its zeros by d: 0 / 0 is NaN
+    # where d is 0. The pruned backward took the sum of that constant and the unreached sin's
+    # tangent for a value made of absent tangents only, and gave x zeros (Note [gradients eager
+    # computes from no tangent], unreached.py).
+    def f(x, d):
+        h = x / d
+        return h.floor(), h.sin()
+
+    args = [torch.randn(3, requires_grad=True), torch.tensor([0.0, 2.0, 0.0])]
+    fn = aot(torch.fx.symbolic_trace(f), args, fw_compiler=eager_compiler,
+             decompositions={torch.ops.aten.zeros_like.default: _zeros_like_constant})
+    for _ in range(2):
+        want, got = (args[0].detach().clone().requires_grad_() for _ in range(2))
+        f(want, args[1])[0].sum().backward()
+        fn(got, args[1])[0].sum().backward()
+        assert want.grad.isnan().tolist() == [True, False, True]
+        torch.testing.assert_close(got.grad, want.grad, equal_nan=True)
