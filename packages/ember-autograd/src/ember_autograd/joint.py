@@ -327,14 +327,15 @@ def _mark_delivered(session, values: dict, node_reach: dict) -> None:
     """Note [gradients eager computes from no tangent] (unreached.py): each graph node that is a
     gradient an autograd node delivered gets `meta["ember_grad_reach"]`, the outputs that reach
     that autograd node."""
-    entries = session.tracer.functional.entries
+    functional = session.tracer.functional
     for fn, grads in values.items():
         reach = node_reach.get(fn)
         if not reach:
             continue
         for g in grads:
-            e = entries.get(id(g))
-            if e is not None and e.base is g:
+            e = functional.entries.get(id(g))
+            # a base, or a view whose node is its value still (its base not written since)
+            if e is not None and (e.base is g or e.version == functional.versions[id(e.base)]):
                 e.node.meta["ember_grad_reach"] = frozenset(reach) | e.node.meta.get("ember_grad_reach", frozenset())
 
 
