@@ -34,7 +34,9 @@ ties, unspecified without stable=True, comes out as eager's), and elu's likewise
 ember the gradient: seed 51311 with --train); float32 layer_norm gradients of a row whose two
 elements nearly agree (eager and ember both ~1e-4 from float64: seed 50650 with --train);
 bfloat16 linear with a bias (eager's addmm rounds once, ember's product then bias twice, one ulp)
-amplified 40x by log1p's backward just below -1 (seed 80221).
+amplified 40x by log1p's backward just below -1 (seed 80221); exact gelu of +inf in float32
+or bfloat16 (eager's CPU kernel gives NaN, its float64 and CUDA kernels and ember inf: seed 93002
+with --triton).
 
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """
