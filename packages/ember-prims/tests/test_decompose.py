@@ -250,3 +250,21 @@ def test_activation_backward_at_its_edges_is_atens(name):
     x = torch.tensor(ACTIVATION_EDGES * 3)  # past the CPU kernel's vector lanes
     args = make(torch.linspace(0.5, 2.0, x.numel()), x)
     torch.testing.assert_close(ember_prims.table()[op](*args), op(*args), equal_nan=True)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "transpose", "contiguous"])
+def test_as_strided_of_a_dense_permuted_tensor_reads_its_storage(layout):
+    # fuzz seed 71583: as_strided of a channels_last input was refused ("its storage is not a
+    # value"): its storage is its elements in memory order
+    x = torch.randn(6, 3, 4, 3)
+    x = {"channels_last": x.contiguous(memory_format=torch.channels_last), "transpose": x.transpose(1, 3),
+         "contiguous": x}[layout]
+    decomposition = ember_prims.table()[torch.ops.aten.as_strided.default]
+    for size, stride, offset in [((2, 2), (1, 2), 0), ((3, 5), (7, 1), 4), ((4,), (3,), None)]:
+        torch.testing.assert_close(decomposition(x, size, stride, offset), x.as_strided(size, stride, offset))
+
+
+def test_as_strided_of_an_overlapping_tensor_is_still_refused():
+    x = torch.randn(3, 1).expand(3, 4)
+    with pytest.raises(NotImplementedError, match="storage is not a value"):
+        ember_prims.table()[torch.ops.aten.as_strided.default](x, (2, 2), (1, 2), 0)
