@@ -25,7 +25,9 @@ with float ones, expand then reduce, scatter/index_add/index_put with duplicate 
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
-copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton);
+copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton), and
+float16 ones (`a / a`'s two gradient terms, each rounded to float16 in eager, summed: 2.5 ulps at
+20, seed 91173 with --train);
 hardtanh's backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
 tail; ember gives the gradient, as eager's CUDA kernel does: seed 70007 with --train; relu6 is
 hardtanh: seed 51614 with --train; seed 90120 with --train, where an `argsort` of hardtanh's tied
