@@ -25,14 +25,20 @@ with float ones, expand then reduce, scatter/index_add/index_put with duplicate 
 
 Known differences that are not ember's bugs (eager's own rounding or torch's formulas): the
 sign of a NaN (eager's CPU log of a negative number is +NaN, ember's C++ -NaN: seen through
-copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton);
+copysign, seed 20005); bfloat16 gradients through cancellations (seed 12058 with --triton), and
+float16 ones (`a / a`'s two gradient terms, each rounded to float16 in eager, summed: 2.5 ulps at
+20, seed 91173 with --train);
 hardtanh's backward at NaN (eager's CPU kernel gives 0 in its vectorized lanes, the gradient in the scalar
-tail; ember gives the gradient: seed 70007 with --train; relu6 is hardtanh: seed 51614 with
---train), and elu's likewise (eager's vectorized lanes give NaN at a NaN input, its tail and
+tail; ember gives the gradient, as eager's CUDA kernel does: seed 70007 with --train; relu6 is
+hardtanh: seed 51614 with --train; seed 90120 with --train, where an `argsort` of hardtanh's tied
+values is not the cause: sort is an ATen extern that ember calls on equal values, and its order of
+ties, unspecified without stable=True, comes out as eager's), and elu's likewise (eager's vectorized lanes give NaN at a NaN input, its tail and
 ember the gradient: seed 51311 with --train); float32 layer_norm gradients of a row whose two
 elements nearly agree (eager and ember both ~1e-4 from float64: seed 50650 with --train);
 bfloat16 linear with a bias (eager's addmm rounds once, ember's product then bias twice, one ulp)
-amplified 40x by log1p's backward just below -1 (seed 80221).
+amplified 40x by log1p's backward just below -1 (seed 80221); exact gelu of +inf in float32
+or bfloat16 (eager's CPU kernel gives NaN, its float64 and CUDA kernels and ember inf: seed 93002
+with --triton).
 
 Used by `test_program_fuzz.py` (fixed seeds) and `tools/fuzz_programs.py` (long runs).
 """

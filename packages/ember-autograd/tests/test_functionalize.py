@@ -220,6 +220,30 @@ def test_inplace_view_ops_on_intermediates():
     assert_same(eager_out, aot_out)
 
 
+
+@pytest.mark.parametrize("op", ["cummin", "max", "sort"])
+def test_inplace_view_of_an_element_of_a_multi_output_op_keeps_the_ops_metadata(op):
+    # fuzz seed 93019 (--triton): `torch.cummin(x, 0).values.unsqueeze_(0)` changed the fake that
+    # cummin's tuple `meta["val"]` holds; the inductor then expected (1, 2, 4) from cummin
+    def f(x):
+        v = getattr(torch, op)(x, 0).values
+        v.unsqueeze_(0)
+        return (v,)
+
+    x = torch.randn(2, 4)
+    gm = trace_inference(torch.fx.symbolic_trace(f), [x]).gm
+
+    class Check(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            want = n.meta.get("val")
+            for got, val in zip(out, want) if isinstance(want, (tuple, list)) else [(out, want)]:
+                if isinstance(val, torch.Tensor):
+                    assert got.shape == val.shape, (n.format_node(), got.shape, val.shape)
+            return out
+
+    torch.testing.assert_close(Check(gm).run(x)[0], f(x)[0])
+
 def test_inplace_view_of_an_input_is_refused():
     gm = torch.fx.symbolic_trace(lambda x: (x.unsqueeze_(0),))
     with pytest.raises(AotTraceError, match="graph input"):

@@ -224,3 +224,47 @@ def test_cpu_float32_batch_norm_sums_in_double():
     reductions = [n for n in pg.graph.nodes if n.op == "call_function" and "sum" in str(n.target)]
     assert reductions and all(n.meta["val"].dtype == torch.float64 for n in reductions), \
         [(n.target, n.meta["val"].dtype) for n in reductions]
+
+
+ACTIVATION_EDGES = [-float("inf"), -20.5, -20.0, -6.0, -3.5, -3.0, -2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.5,
+                    3.0, 3.5, 6.0, 20.0, 20.5, float("inf")]
+_aten = torch.ops.aten
+# (op, args of (g, x)); not at NaN, where eager differs from itself: hardtanh's, elu's and
+# hardswish's backward give 0 or NaN in their CPU kernels' vector lanes, the gradient in the tail
+ACTIVATION_BACKWARDS = {
+    "threshold": (_aten.threshold_backward.default, lambda g, x: (g, x, 0.0)),
+    "leaky_relu": (_aten.leaky_relu_backward.default, lambda g, x: (g, x, 0.01, False)),
+    "softplus": (_aten.softplus_backward.default, lambda g, x: (g, x, 1.0, 20.0)),
+    "hardsigmoid": (_aten.hardsigmoid_backward.default, lambda g, x: (g, x)),
+    "hardswish": (_aten.hardswish_backward.default, lambda g, x: (g, x)),
+    "silu": (_aten.silu_backward.default, lambda g, x: (g, x)),
+    "mish": (_aten.mish_backward.default, lambda g, x: (g, x)),
+}
+
+
+@pytest.mark.parametrize("name", ACTIVATION_BACKWARDS)
+def test_activation_backward_at_its_edges_is_atens(name):
+    # fuzz seed 91008 with --train: hardswish's backward at exactly -3 and 3 (rounded values) was
+    # -g/2 and 3g/2, ATen's is 0 and g
+    op, make = ACTIVATION_BACKWARDS[name]
+    x = torch.tensor(ACTIVATION_EDGES * 3)  # past the CPU kernel's vector lanes
+    args = make(torch.linspace(0.5, 2.0, x.numel()), x)
+    torch.testing.assert_close(ember_prims.table()[op](*args), op(*args), equal_nan=True)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "transpose", "contiguous"])
+def test_as_strided_of_a_dense_permuted_tensor_reads_its_storage(layout):
+    # fuzz seed 71583: as_strided of a channels_last input was refused ("its storage is not a
+    # value"): its storage is its elements in memory order
+    x = torch.randn(6, 3, 4, 3)
+    x = {"channels_last": x.contiguous(memory_format=torch.channels_last), "transpose": x.transpose(1, 3),
+         "contiguous": x}[layout]
+    decomposition = ember_prims.table()[torch.ops.aten.as_strided.default]
+    for size, stride, offset in [((2, 2), (1, 2), 0), ((3, 5), (7, 1), 4), ((4,), (3,), None)]:
+        torch.testing.assert_close(decomposition(x, size, stride, offset), x.as_strided(size, stride, offset))
+
+
+def test_as_strided_of_an_overlapping_tensor_is_still_refused():
+    x = torch.randn(3, 1).expand(3, 4)
+    with pytest.raises(NotImplementedError, match="storage is not a value"):
+        ember_prims.table()[torch.ops.aten.as_strided.default](x, (2, 2), (1, 2), 0)

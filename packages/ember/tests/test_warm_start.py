@@ -248,3 +248,15 @@ def test_gpu_graphs_warm_start_by_default_and_compute_the_same(cache, monkeypatc
     for a, f, e in zip(again, first, expected):
         torch.testing.assert_close(a, f, rtol=1e-5, atol=1e-6)  # cuDNN may sum in another order
         torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+def test_a_cached_graph_keeps_which_outputs_reach_each_gradient():
+    # Note [gradients eager computes from no tangent] (ember_autograd/unreached.py): a backward
+    # loaded from the cache prunes for unreached outputs as the one just lowered does
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(torch.ops.aten.neg.default, (x,))
+    y.meta["ember_grad_reach"] = frozenset({1})
+    graph.output((y,))
+    back = graph_key.from_data(graph_key.to_data(torch.fx.GraphModule(torch.nn.Module(), graph)))
+    assert [n.meta.get("ember_grad_reach") for n in back.graph.nodes] == [None, frozenset({1}), None]

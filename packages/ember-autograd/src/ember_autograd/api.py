@@ -90,7 +90,8 @@ class AotFunction:
             # captured graph eagerly, where the write is seen through both. So does a call that
             # would leave a saved value of a written input's history stale (Note [a written
             # input's saved history], runtime.py).
-            if e.kind not in (ErrorKind.ALIASED_MUTATED_INPUT, ErrorKind.WRITTEN_SAVED_INPUT):
+            if e.kind not in (ErrorKind.ALIASED_MUTATED_INPUT, ErrorKind.WRITTEN_SAVED_INPUT,
+                              ErrorKind.STALE_INPUT_HISTORY):
                 raise
             if not self._warned_aliasing:
                 self._warned_aliasing = True

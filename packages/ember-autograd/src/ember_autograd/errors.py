@@ -27,6 +27,8 @@ class ErrorKind(enum.StrEnum):
                              "input; pass independent tensors (clone one)")
     WRITTEN_SAVED_INPUT = ("written_saved_input", "an input with autograd history is written in place and "
                            "that history saved it (exp, sigmoid, scatter_reduce save their result); write a clone")
+    STALE_INPUT_HISTORY = ("stale_input_history", "an input's autograd history saved a value that was "
+                           "written in place since (eager raises if the loss reaches it); write a clone")
     OVERLAPPING_MUTATED_INPUT = ("overlapping_mutated_input", "an input whose elements share memory (an "
                                  "expanded tensor) is written in place; pass a tensor of its own (.clone())")
     ALIASED_ARGUMENTS = ("aliased_arguments", "an in-place op writes an argument that shares memory "

@@ -17,6 +17,7 @@ non-contiguous tensor can therefore carry different strides than the runtime val
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -163,6 +164,19 @@ class _Entry:
     version: int  # base's version at that sync
 
 
+def _keep_old_metadata(node: torch.fx.Node, x: torch.Tensor, before: torch.Tensor) -> None:
+    """`x` is about to change its shape or strides in place (`unsqueeze_`): the values recorded for
+    `node` (its `meta["val"]`, and for an element of a multi-output op, that op's tuple: cummin's
+    values, fuzz seed 93019) take `before`, x as it is now, so that they keep the old metadata."""
+    if node.meta.get("val") is x:
+        node.meta["val"] = before
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        parent = node.args[0]
+        vals = parent.meta.get("val")
+        if isinstance(vals, (tuple, list)) and any(v is x for v in vals):
+            parent.meta["val"] = type(vals)(before if v is x else v for v in vals)
+
+
 class Functionalizer:
     """Maps the fake tensors of the traced program to graph values (see Note [Functionalization]).
 
@@ -282,8 +296,7 @@ class Functionalizer:
                                 "strides" if id(x) in self.inputs else "no view op counterpart", op=op)
         node = self.node_of(x)
         before = self._record(aten.alias.default, (x,), {}, node=node)  # x as it is now; no node
-        if node.meta.get("val") is x:  # the node's value keeps the old metadata
-            node.meta["val"] = before
+        _keep_old_metadata(node, x, before)
         e = self.entries[id(x)]
         if e.base is x:
             shadow = before

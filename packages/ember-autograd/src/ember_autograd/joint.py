@@ -177,13 +177,17 @@ def trace_joint(gm, example_inputs, decompositions=None) -> Traced:
         grads: list = [None] * len(grad_inputs)
         poisoned: tuple = ()
         delivered: dict = {}
+        values: dict = {}
         if diff and grad_inputs:
             session.tracer.stack_trace = None  # backward ops take their autograd node's line
-            with _record_delivered([graph_outs[k] for k in diff], delivered):
+            with _record_delivered([graph_outs[k] for k in diff], delivered, values):
                 grads, poisoned = _traced_grads(session, [graph_outs[k] for k in diff],
                                                 [session.grad_leaves[k] for k in grad_inputs], tangents)
         nodes += [None if g is None else session.tracer.node_of(g) for g in grads]
-        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs], delivered)
+        node_reach: dict = {}
+        reach = _grad_reach([graph_outs[k] for k in diff], [session.grad_leaves[k] for k in grad_inputs], delivered,
+                            node_reach)
+        _mark_delivered(session, values, node_reach)
     sig = Signature(**{**sig.__dict__, "grad_inputs": grad_inputs, "diff_outputs": diff, "grad_reach": reach,
                        "poisoned": poisoned, "grad_mutated": grad_mutated})
     return Traced(session.finish(nodes), sig)
@@ -213,17 +217,20 @@ def _writable_under_autograd(x: torch.Tensor) -> bool:
 # anything computed from it) differentiates fine. The joint trace differentiates every output
 # at once, so it raised for the whole graph (fuzz seed 2001: y was live across a graph break,
 # an output of the graph, unused by the loss). An op without a derivative (floor_divide of a
-# float tensor that requires grad) is the same: eager raises only when its node runs. Where the
+# float tensor that requires grad) is the same: eager raises only when its node runs, and so is
+# a multi-output view (an unbind output) whose base was written since (fuzz seed 60011). Where the
 # joint backward raises one of these errors, each output's backward is tried
 # alone (on fake tensors, nothing recorded); those that raise are left out of the traced backward
 # (their tangents unused) and recorded with the error, which the runtime raises when the loss
 # reaches one of them (its gradient is not None), as eager's engine would.
-_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented")
+_BACKWARD_ERRORS = re.compile(r"modified by an inplace operation|derivative for .* (is )?not implemented|"
+                              r"is a view and its base or another view of its base has been modified inplace")
 
 
 def _raises_in_eagers_backward(exc: BaseException) -> bool:
     """An error eager's engine raises when it runs one particular backward node: a saved value
-    written in place since, or an op without a derivative (floor_divide)."""
+    written in place since, an op without a derivative (floor_divide), or a multi-output view
+    whose base was written since."""
     return isinstance(exc, RuntimeError) and _BACKWARD_ERRORS.search(str(exc)) is not None
 
 
@@ -265,12 +272,15 @@ def _autograd_nodes(outputs: list):
 
 
 @contextlib.contextmanager
-def _record_delivered(outputs: list, delivered: dict):
+def _record_delivered(outputs: list, delivered: dict, values: dict | None = None):
     """While the traced backward runs: `delivered[node]`, for each autograd node of `outputs`'
-    graph that runs, the positions of its next edges it gave a gradient (not None) to."""
+    graph that runs, the positions of its next edges it gave a gradient (not None) to, and
+    `values[node]`, those gradients (fake tensors)."""
     def hook(fn):
         def record(grad_inputs, grad_outputs):
             delivered.setdefault(fn, set()).update(k for k, g in enumerate(grad_inputs) if g is not None)
+            if values is not None:
+                values.setdefault(fn, []).extend(g for g in grad_inputs if isinstance(g, torch.Tensor))
         return record
 
     handles = [fn.register_hook(hook(fn)) for fn in _autograd_nodes(outputs)]
@@ -281,12 +291,14 @@ def _record_delivered(outputs: list, delivered: dict):
             h.remove()
 
 
-def _grad_reach(outputs: list, inputs: list, delivered: dict | None = None) -> tuple[frozenset, ...]:
+def _grad_reach(outputs: list, inputs: list, delivered: dict | None = None,
+                node_reach: dict | None = None) -> tuple[frozenset, ...]:
     """For each of `inputs` (leaves), the positions of the `outputs` whose autograd graph reaches
     it: where eager's engine would accumulate a gradient into it. The traced backward cannot say
     (a backward that is a constant, round's zeros, depends on no tangent). With `delivered`
     (`_record_delivered`), only the edges the traced backward gave a gradient to are followed
-    (Note [zero, not None], unreached.py)."""
+    (Note [zero, not None], unreached.py). `node_reach`, given, is filled likewise per autograd
+    node."""
     where = {id(t): j for j, t in enumerate(inputs)}
     reach: list[set] = [set() for _ in inputs]
     for k, out in enumerate(outputs):
@@ -298,6 +310,8 @@ def _grad_reach(outputs: list, inputs: list, delivered: dict | None = None) -> t
             if fn is None or fn in seen:
                 continue
             seen.add(fn)
+            if node_reach is not None:
+                node_reach.setdefault(fn, set()).add(k)
             variable = getattr(fn, "variable", None)
             if variable is not None and id(variable) in where:
                 reach[where[id(variable)]].add(k)
@@ -307,6 +321,22 @@ def _grad_reach(outputs: list, inputs: list, delivered: dict | None = None) -> t
                 edges = [e for i, e in enumerate(edges) if i in given]
             stack.extend(next_fn for next_fn, _ in edges)
     return tuple(frozenset(r) for r in reach)
+
+
+def _mark_delivered(session, values: dict, node_reach: dict) -> None:
+    """Note [gradients eager computes from no tangent] (unreached.py): each graph node that is a
+    gradient an autograd node delivered gets `meta["ember_grad_reach"]`, the outputs that reach
+    that autograd node."""
+    functional = session.tracer.functional
+    for fn, grads in values.items():
+        reach = node_reach.get(fn)
+        if not reach:
+            continue
+        for g in grads:
+            e = functional.entries.get(id(g))
+            # a base, or a view whose node is its value still (its base not written since)
+            if e is not None and (e.base is g or e.version == functional.versions[id(e.base)]):
+                e.node.meta["ember_grad_reach"] = frozenset(reach) | e.node.meta.get("ember_grad_reach", frozenset())
 
 
 class _Session:

@@ -152,43 +152,81 @@ def copy_with_autograd(sig: Signature, tensors: list[torch.Tensor], new_values) 
 # saves its result, then the graph does `v[i] = 0`; Note [writes to inputs that require grad]),
 # that saved value is stale after the call, and any backward through the compiled node raised
 # "modified by an inplace operation" (fuzz seed 51152 with --train; torch.compile's aot_eager
-# too), where eager raises only for a loss that reaches the written value; so did a history
-# already stale before the call. Such a call runs the
-# captured graph eagerly instead (one warning). The walk is bounded: a history of more nodes than
-# that is not searched (the call compiles, as before).
+# too), where eager raises only for a loss that reaches the written value. So did an input not
+# written whose history was already stale before the call (`v = x.exp(); v.add_(1)`), where the
+# loss may reach the compiled node but not that input: eager's loss reaches an input's history
+# only through an output the input reaches, so an input that every differentiable output reaches
+# (`Signature.grad_reach`) is safe; the others are checked when they have a history. Such a call
+# runs the captured graph eagerly instead (one warning). The walk is bounded: a history of more
+# nodes than that is not searched (the call compiles, as before).
 _HISTORY_NODES = 64
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}  # per autograd node type: its `_saved_*` attributes
 
 
-def _reads_stale_or(node, storage: int) -> bool:
+def _saved_names(node) -> tuple[str, ...]:
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:  # dir() is ~13 us a node: once per type
+        names = _SAVED_NAMES[type(node)] = tuple(n for n in dir(node) if n.startswith("_saved_"))
+    return names
+
+
+def _reads_stale_or(node, storage: int | None) -> bool:
     """Whether autograd running `node` would raise (a saved value written since, or freed), or
-    `node` saved a value of `storage`."""
-    for name in dir(node):
-        if name.startswith("_saved_"):
-            try:
-                value = getattr(node, name)
-            except RuntimeError:  # already stale, or freed by an earlier backward
+    `node` saved a value of `storage` (None: no storage is looked for)."""
+    for name in _saved_names(node):
+        try:
+            value = getattr(node, name)
+        except RuntimeError:  # already stale, or freed by an earlier backward
+            return True
+        if storage is None:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == storage:
                 return True
-            for v in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == storage:
-                    return True
     return False
 
 
-def _check_written_history(sig: Signature, tensors: list[torch.Tensor]) -> None:
+def _history_reads_stale_or(t: torch.Tensor, storage: int | None):
+    """The first node of `t`'s history (its nearest `_HISTORY_NODES`) that `_reads_stale_or`."""
+    todo, seen = [t.grad_fn], set()
+    while todo and len(seen) < _HISTORY_NODES:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if _reads_stale_or(node, storage):
+            return node
+        todo.extend(nxt for nxt, _ in node.next_functions)
+    return None
+
+
+def history_checked(sig: Signature) -> tuple[int, ...]:
+    """The tensor inputs whose history `_check_history` searches for stale saved values: those
+    that require grad and that some differentiable output does not reach (all of them where the
+    reach was not recorded), the written ones aside."""
+    everything = frozenset(range(len(sig.diff_outputs)))
+    if len(sig.grad_reach) != len(sig.grad_inputs):
+        return tuple(k for k in sig.grad_inputs if k not in sig.grad_mutated)
+    return tuple(k for k, reach in zip(sig.grad_inputs, sig.grad_reach)
+                 if reach != everything and k not in sig.grad_mutated)
+
+
+def _check_history(sig: Signature, tensors: list[torch.Tensor], checked: tuple[int, ...]) -> None:
+    """Note [a written input's saved history]."""
     for k in sig.grad_mutated:
         t = tensors[k]
-        storage = t.untyped_storage().data_ptr()
-        todo, seen = [t.grad_fn], set()
-        while todo and len(seen) < _HISTORY_NODES:
-            node = todo.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            if _reads_stale_or(node, storage):
-                raise AotError("written-saved-input",
-                               f"graph input {sig.tensor_inputs[k]} is written in place and its autograd history "
-                               f"({node.name()}) saved it")
-            todo.extend(nxt for nxt, _ in node.next_functions)
+        node = _history_reads_stale_or(t, t.untyped_storage().data_ptr())
+        if node is not None:
+            raise AotError("written-saved-input",
+                           f"graph input {sig.tensor_inputs[k]} is written in place and its autograd history "
+                           f"({node.name()}) saved it")
+    for k in checked:
+        t = tensors[k]
+        node = None if t.grad_fn is None else _history_reads_stale_or(t, None)
+        if node is not None:
+            raise AotError("stale-input-history",
+                           f"the autograd history of graph input {sig.tensor_inputs[k]} ({node.name()}) "
+                           "saved a value written in place since")
 
 
 def _is_same_memory(dst: torch.Tensor, value) -> bool:
@@ -309,6 +347,9 @@ class TrainingRunner:
                  compile_pruned: Callable[[list, tuple], Callable | None] | None = None,
                  backward_graph: torch.fx.GraphModule | None = None):
         self.sig = sig
+        # Note [a written input's saved history]: the inputs whose history each call searches
+        self._history_checked = history_checked(sig)
+        self._check_written = bool(sig.grad_mutated)
         # Note [speculative requires-grad key] (api.py): `ctx.needs_input_grad` of a call this
         # runner's graphs fit (the leading False: the apply's first argument, this tuple or None)
         self.needs_input_grad = (False, *requires_grad)
@@ -383,8 +424,8 @@ class TrainingRunner:
         """speculative: the inputs' requires-grad pattern was not checked; the forward checks it
         and raises `RequiresGradChanged` if it is not this runner's."""
         tensors = tensor_args(self.sig, args)
-        if self.sig.grad_mutated:
-            _check_written_history(self.sig, tensors)
+        if self._check_written or self._history_checked:
+            _check_history(self.sig, tensors, self._history_checked)
         outs = self.apply(self.needs_input_grad if speculative else None, *tensors)
         n = self.sig.num_graph_outputs
         if self.sig.grad_mutated:  # first: a leaf that requires grad raises before any write

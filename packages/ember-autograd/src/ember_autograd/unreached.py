@@ -30,6 +30,16 @@ output leads to (fuzz seeds 41080 and 41085: a value live across a graph break a
 beside one that reaches the input through floor). `grad_reach` follows only the edges along which
 the traced backward delivered a gradient (a node may give None for an input it has an edge to:
 a custom autograd.Function returning None), as eager's engine delivers them.
+
+Note [gradients eager computes from no tangent]: "made of absent tangents only" is not "zero in
+eager" where a reached output's path delivers a constant (floor's zeros, an empty narrow's
+`slice_backward`, once decomposed): eager runs the nodes after it on those zeros, and `0 / 0`
+there is NaN (fuzz seed 90111: a division by a truncation that is 0). The sum of that constant
+and an absent tangent's part looked absent-only, and the input got zeros. So the joint trace
+marks each gradient an autograd node delivered with the outputs that reach that node
+(`meta["ember_grad_reach"]`, carried by the warm-start cache), and a node so marked for a
+present output counts as depending on a present tangent: it is computed, its absent-only inputs
+fed zeros, as eager computes it.
 """
 from __future__ import annotations
 
@@ -37,6 +47,8 @@ import dataclasses
 
 import torch
 import torch.fx
+
+_NONE: frozenset = frozenset()
 
 
 @dataclasses.dataclass
@@ -63,12 +75,14 @@ def prune_unreached(bw: torch.fx.GraphModule, absent: tuple[bool, ...]) -> Prune
     dep_present: dict[torch.fx.Node, bool] = {}
     for t, gone in zip(tangents, absent):
         dep_absent[t], dep_present[t] = gone, not gone
+    present = frozenset(i for i, gone in enumerate(absent) if not gone)
     for n in graph.nodes:
         if n in dep_absent:
             continue
         ins = n.all_input_nodes
         dep_absent[n] = any(dep_absent[a] for a in ins)
-        dep_present[n] = any(dep_present[a] for a in ins)
+        # Note [gradients eager computes from no tangent]
+        dep_present[n] = any(dep_present[a] for a in ins) or bool(n.meta.get("ember_grad_reach", _NONE) & present)
 
     def pure(n) -> bool:
         return isinstance(n, torch.fx.Node) and dep_absent.get(n, False) and not dep_present.get(n, False)

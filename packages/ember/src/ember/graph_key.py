@@ -8,7 +8,7 @@ uncacheable (None) rather than risk two graphs sharing a key.
 
 `to_data(gm)` / `from_data(data)` carry a functional graph between processes: nodes, targets,
 arguments, `meta["val"]` (rebuilt as fake tensors on their devices) and the plain metadata
-(`stack_trace`, the output node's `ember_*` entries).
+(`stack_trace` and `ember_grad_reach` of any node, the output node's `ember_*` entries).
 """
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from ember.cache_store import Uncacheable
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+|<lambda>|<locals>")
 _PLAIN = (str, int, float, bool, type(None))
+# metadata of any node that is carried: the user's line, and ember_autograd's outputs reaching the
+# autograd node that computed a gradient (Note [gradients eager computes from no tangent])
+_NODE_META = frozenset({"stack_trace", "ember_grad_reach"})
 
 
 def describe(value: Any) -> str:
@@ -151,7 +154,7 @@ def to_data(gm: torch.fx.GraphModule) -> dict[str, Any]:
             # [auto-functionalization]): another process may not have it
             raise Uncacheable(f"{n.target} is not an aten or ember_prims op")
         meta = {k: v for k, v in n.meta.items()
-                if k == "stack_trace" or (n.op == "output" and k.startswith("ember_") and _plain(v))}
+                if k in _NODE_META or (n.op == "output" and k.startswith("ember_") and _plain(v))}
         if "val" in n.meta:
             meta["val"] = _val(n.meta["val"])
         nodes.append((n.name, n.op, n.target, _refs(n.args), _refs(n.kwargs), meta))

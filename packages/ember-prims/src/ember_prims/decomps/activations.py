@@ -242,7 +242,9 @@ def hardsigmoid_backward(grad, a):
 
 @register(aten.hardswish_backward.default)
 def hardswish_backward(grad, a):
-    return in_opmath(lambda g, x: ex_where(x < -3, 0, ex_where(x <= 3, g * (x / 3 + 0.5), g)), grad, a)
+    # ATen's: 0 at -3 and below, the formula below 3, the gradient from 3 on (and at NaN, as
+    # its scalar and CUDA kernels give; its CPU vector lanes give NaN)
+    return in_opmath(lambda g, x: ex_where(x <= -3, 0, ex_where(x < 3, g * (x / 3 + 0.5), g)), grad, a)
 
 
 @register(aten.mish_backward.default)

@@ -147,10 +147,29 @@ def flip(a, dims):
 
 @register(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(a, size, stride, storage_offset=None):
-    if not a.is_contiguous():
-        raise NotImplementedError("as_strided of a non-contiguous input: its storage is not a value")
     offset = (storage_offset if storage_offset is not None else a.storage_offset()) - a.storage_offset()
+    if not a.is_contiguous():
+        # a dense permutation of a contiguous layout (channels_last, a transpose: fuzz seed 71583):
+        # its storage is its elements in memory order
+        order = _memory_order(a)
+        if order is None:
+            raise NotImplementedError("as_strided of a non-contiguous input: its storage is not a value")
+        a = P.reshape(permute(a, order), [a.numel()])
     return P.as_strided(a, list(size), list(stride), offset)
+
+
+def _memory_order(a):
+    """The dims of `a`, outermost in memory first, where `a` is dense and does not overlap (a
+    permutation of a contiguous tensor), with static sizes; else None."""
+    if not all(isinstance(s, int) for s in (*a.shape, *a.stride())):
+        return None
+    order = sorted(range(a.dim()), key=lambda d: -a.stride(d))
+    step = 1
+    for d in reversed(order):
+        if a.shape[d] != 1 and a.stride(d) != step:
+            return None
+        step *= a.shape[d]
+    return order
 
 
 @register(aten.constant_pad_nd.default)
