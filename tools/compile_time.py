@@ -2,6 +2,7 @@
 
     python tools/compile_time.py densenet121_b16 bert_base_b8_s128 ...   # bench models (tools/bench)
     python tools/compile_time.py --scaling                               # 1, 2, 4, 8 repeated blocks
+    python tools/compile_time.py --scaling --no-triton --phases infer --cpu-seconds  # per node, per layer
     python tools/compile_time.py resnet50_b1 --phases infer --workers 4 8 --processes
 
 For each model, a fresh ember cache and a first call through `ember.compile(model,
@@ -374,11 +375,16 @@ def main() -> None:
     ap.add_argument("--calls", action="store_true",
                     help="count the first call's Python function calls (kcalls: thousands; cProfile slows it)")
     ap.add_argument("--no-triton", action="store_true", help="skip Triton's compile (ember's passes only)")
+    ap.add_argument("--cpu-seconds", action="store_true",
+                    help="time with this process's CPU seconds (time.process_time), not wall seconds: steadier "
+                         "on a loaded machine; right for ember's passes, which run on one thread")
     ap.add_argument("--cuda", action="store_true",
                     help="on a GPU: the bench's inputs, kernels compiled and run by ember itself (BuildGroup); "
                          "`triton+run` is the first call's time outside ember's passes")
     args = ap.parse_args()
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-ct-"))
+    if args.cpu_seconds:  # before ember is imported: every timer of the compile record reads it
+        time.perf_counter = time.process_time
     import ember
     if args.cuda:
         args.no_triton = True
@@ -413,7 +419,7 @@ def main() -> None:
             print(f"# {label} {phase}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in row.items()
                                                       if k not in ("model", "phase")), file=sys.stderr, flush=True)
     print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch "
-          f"{torch.__version__}; seconds\n")
+          f"{torch.__version__}; {'CPU seconds' if args.cpu_seconds else 'seconds'}\n")
     print_table(rows, extra)
     if args.scaling is not None:
         print("\nseconds per 1000 nodes (nodes: the forward and backward graphs handed to the inductor)\n")

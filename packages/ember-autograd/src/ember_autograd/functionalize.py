@@ -24,12 +24,12 @@ from typing import Any, Callable
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ember_autograd.autofunctional import auto_functional
 from ember_autograd.errors import AotTraceError
 from ember_autograd.schema import is_write, normalize_args, split_call
+from ember_autograd.trees import tree_map
 
 aten = torch.ops.aten
 
@@ -238,7 +238,7 @@ class Functionalizer:
             if isinstance(x, torch.Tensor) and id(x) not in self.entries and not isinstance(x, FakeTensor):
                 return self._constant(x)
             return x
-        return pytree.tree_map(conv, tree)
+        return tree_map(conv, tree)
 
     # --- dispatch ------------------------------------------------------------------------------
     def dispatch(self, op, args, kwargs, lower: Callable | None = None):

@@ -9,11 +9,10 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 
-from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch
+from ember_symbolic import is_symbolic, plain_fake_mode, symbolic_dispatch, symbolic_fake_mode
 
 from ember_autograd.derivatives import EagerDerivatives
 from ember_autograd.errors import AotTraceError, ErrorKind
@@ -347,8 +346,9 @@ class _Session:
         values += [None] * (len(example_inputs) - len(values))
         symbolic = any(_is_symbolic_value(v) for v in values)
         # Note [symbolic traces]: FakeTensorMode's op cache keys SymInts through torch's own shape
-        # environment
-        self.fake_mode = plain_fake_mode() if symbolic else FakeTensorMode()
+        # environment; static: ember_symbolic's mode all the same, for its direct calls of the
+        # primitives' fake kernels (Note [custom ops' fake kernels called directly])
+        self.fake_mode = plain_fake_mode() if symbolic else symbolic_fake_mode()
         self.symbolic = symbolic
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()

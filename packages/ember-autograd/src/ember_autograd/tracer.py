@@ -31,6 +31,7 @@ from ember_symbolic import SizeNodes
 
 from ember_autograd.errors import AotError, AotTraceError, ErrorKind
 from ember_autograd.functionalize import Functionalizer, is_view, writes_arguments
+from ember_autograd.trees import tree_map
 
 # FakeTensor's way of saying "this op has no static answer": turned into AotTraceError.
 _FAKE_FAILURES = {
@@ -167,8 +168,7 @@ class AtenTracer(TorchDispatchMode):
 
     def _record(self, op, args, kwargs, node=None):
         """Runs `op` on fakes and records it; `node` given: an alias, compute only."""
-        node_args, node_kwargs = pytree.tree_map_only(torch.Tensor, self.node_of, (args, kwargs))
-        node_args, node_kwargs = pytree.tree_map_only(_SIZES, self.sizes.node_of, (node_args, node_kwargs))
+        node_args, node_kwargs = tree_map(self._node_value, (args, kwargs))
         with self._below():
             out = _as_cpu_kernels_give(op, args, op(*args, **kwargs))
         if node is not None or not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out)):
@@ -177,6 +177,14 @@ class AtenTracer(TorchDispatchMode):
         self._annotate(n, out)
         self._track_outputs(out, n)
         return out
+
+    def _node_value(self, x):
+        """What an argument is in the graph: a tensor's node, a symbolic size's node, else itself."""
+        if isinstance(x, torch.Tensor):
+            return self.node_of(x)
+        if isinstance(x, _SIZES):
+            return self.sizes.node_of(x)
+        return x
 
     def _track_outputs(self, out, n: torch.fx.Node):
         """Each tensor of `out` (the value of node `n`) as a base, through getitem nodes; a

@@ -299,7 +299,8 @@ class FrameState:
             example_inputs = [real for _, real in tr.graph.inputs]
             session.stats.graphs.append(gm)
             session.stats.dynamic_inputs.append(shapes.dynamic_inputs())
-            log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
+            if "graph" in session.config.logs:  # printing a graph of 2,000 nodes takes a tenth of a second
+                log(session.config, "graph", f"graph of {self.name}:\n{gm.print_readable(print_output=False)}")
             try:
                 compiled = session.backend(gm, example_inputs)
             except Exception as exc:

@@ -25,7 +25,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils import _pytree as pytree
-from ember_symbolic import SizeNodes, is_size_node, is_symbolic, plain_fake_mode
+from ember_symbolic import SizeNodes, is_size_node, is_symbolic, plain_fake_mode, symbolic_fake_mode
 
 from ember_prims._library import is_prim
 from ember_prims.decomposer import Decomposer
@@ -143,7 +143,8 @@ def decompose(gm: fx.GraphModule, table: dict[torch._ops.OpOverload, Callable] |
         gm = decompose(aten_gm, t)
     """
     symbolic = any(_is_symbolic_value(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
-    mode = plain_fake_mode() if symbolic else FakeTensorMode(allow_non_fake_inputs=True)
+    # static: ember_symbolic's mode all the same (Note [custom ops' fake kernels called directly])
+    mode = plain_fake_mode() if symbolic else symbolic_fake_mode(allow_non_fake_inputs=True)
     graph, constants = fx.Graph(), {}
     rec = _Recorder(graph, Decomposer(table), constants)
     env: dict[fx.Node, object] = {}

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._library.fake_impl import FakeImplCtx, set_ctx_getter
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ember_symbolic.env import hint_of
 
@@ -54,7 +55,58 @@ class SymbolicFakeTensorMode(FakeTensorMode):
         if kernel is not None and _any_symbolic((args, kwargs or {})):
             with self:
                 return kernel(*args, **(kwargs or {}))
+        kernel = _custom_fake_kernel(func)
+        if kernel is not None and not self.propagate_real_tensors and _plain_fakes(self, args, kwargs):
+            # Note [custom ops' fake kernels called directly]
+            ctx = FakeImplCtx(self, func)
+            with set_ctx_getter(lambda: ctx), self:
+                return kernel(*args, **(kwargs or {}))
         return super().dispatch(func, types, args, kwargs)
+
+
+# Note [custom ops' fake kernels called directly]: FakeTensorMode does not cache a custom op
+# (torch.library: ember_prims' primitives, a user's op): each call builds the op cache's key,
+# discards it ("non-builtin"), then walks its constant-propagation, real-tensor and
+# decomposition checks before it runs the op's registered fake kernel, about four times the
+# kernel's own cost (autograd's trace of densenet121 records 2,100 primitives: a second of the
+# compile). Where none of those checks can apply (every tensor argument a FakeTensor of this mode
+# without a constant value or symbolic sizes, no SymInt argument, no real-tensor propagation, an
+# op with no CompositeImplicitAutograd kernel, which FakeTensorMode would decompose first) the
+# mode runs the fake kernel as FakeTensorMode's last step does (same FakeImplCtx, same mode),
+# so the result is the same; any other call takes torch's path.
+_CUSTOM: dict = {}  # OpOverload -> whether it is a custom op whose fake kernel may be called directly
+
+
+def _custom_fake_kernel(func):
+    """The registered fake kernel of custom op `func`, or None (a builtin op, or none registered:
+    looked up on each call, as FakeTensorMode does, so a kernel registered later is the one run)."""
+    custom = _CUSTOM.get(func)
+    if custom is None:
+        custom = _CUSTOM[func] = (
+            isinstance(func, torch._ops.OpOverload) and not torch._library.utils.is_builtin(func)
+            and not torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"))
+    if not custom:
+        return None
+    return torch._library.simple_registry.singleton.find(func.name()).fake_impl.kernel
+
+
+def _plain_fakes(mode, args, kwargs) -> bool:
+    """Whether every tensor among the arguments (and in their lists) is a FakeTensor of `mode`
+    with static sizes and no constant value, and no argument is symbolic."""
+    for a in (*args, *(kwargs.values() if kwargs else ())):
+        if isinstance(a, (list, tuple)):
+            if not _plain_fakes(mode, a, None):
+                return False
+        elif isinstance(a, torch.Tensor):
+            if (type(a) is not FakeTensor or a.fake_mode is not mode or a.constant is not None
+                    or a._has_symbolic_sizes_strides):
+                return False
+        elif isinstance(a, _SYMBOLIC_SCALARS):
+            return False
+    return True
+
+
+_SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def symbolic_fake_mode(**kwargs) -> SymbolicFakeTensorMode:
