@@ -345,3 +345,6 @@ def test_auto_on_cuda_chooses_channels_last_by_the_convolutions_size(batch, devi
     assert plan_layouts(gm, "auto").channels_last is want
     assert plan_layouts(gm, "channels_last").channels_last is True
     assert plan_layouts(gm, "preserve").channels_last is False
+    # replayed as a CUDA graph (reduce-overhead) no host work is left to save: channels-last
+    assert plan_layouts(gm, "auto", cudagraphs=True).channels_last is True
+    assert plan_layouts(gm, "preserve", cudagraphs=True).channels_last is False

@@ -213,7 +213,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, options=None) -> CompiledG
     with _timed(t, "rewrite"):  # graph-level rewrites of matrix products, before their lowering
         rewritten = rewrite(gm, options, backend_name)
     with _timed(t, "plan_layouts"):  # before lowering: every buffer it makes consults the plan
-        layout = plan_layouts(rewritten, options.conv_layout)
+        layout = plan_layouts(rewritten, options.conv_layout, options.cudagraphs)
     with _timed(t, "lower"):  # prims -> index functions: each op's meaning lives in one table
         lowered = lower_graph(rewritten, example_inputs, options, layout, split_reductions=backend_name == "triton")
     with _timed(t, "fuse"):  # sees whole index functions, so producers inline into consumers
