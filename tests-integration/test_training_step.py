@@ -190,16 +190,22 @@ def test_lr_scheduler_does_not_recompile_each_step(backend):
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (ref_model, model)]
     scheds = [torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.8) for o in opts]
     ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]), backend=backend)
-    for data in batches((16, 32), 20):
-        ref_step(ref_model, data)
-        step(model, data)
-        for s in scheds:
-            s.step()
+    _twenty_scheduled_steps(ref_step, step, ref_model, model, scheds)
     assert_same_training_state(model, opts[1], ref_model, opts[0])
     assert opts[1].param_groups[0]["lr"] == opts[0].param_groups[0]["lr"] < 1e-3
     graphs = compiled_graphs(step)
     assert len(graphs) <= 3, f"{len(graphs)} graphs compiled: forward once, the step at most twice"
     assert [b.kind for b in step._ember_state.session.stats.breaks] == ["data_dependent"]  # backward only
+
+
+def _twenty_scheduled_steps(ref_step, step, ref_model, model, scheds):
+    """20 steps of eager's and the compiled train step on the same batches, each scheduler
+    stepped after both."""
+    for data in batches((16, 32), 20):
+        ref_step(ref_model, data)
+        step(model, data)
+        for s in scheds:
+            s.step()
 
 
 SCHEDULERS = {
@@ -227,11 +233,7 @@ def test_scheduled_step_compiles_at_most_twice(sched_name, opt_name, backend):
     ref_step, step = make_train(opts[0]), ember.compile(make_train(opts[1]), backend=backend)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="ember")  # the recompile limit, a fallback
-        for data in batches((16, 32), 20):
-            ref_step(ref_model, data)
-            step(model, data)
-            for s in scheds:
-                s.step()
+        _twenty_scheduled_steps(ref_step, step, ref_model, model, scheds)
     assert_same_training_state(model, opts[1], ref_model, opts[0])
     assert opts[1].param_groups[0]["lr"] == opts[0].param_groups[0]["lr"]
     graphs = compiled_graphs(step)

@@ -1428,23 +1428,6 @@ def test_pure_module_functions_refuse_user_objects():
     assert_same(fn(x), f(x))
 
 
-class _Ticks:
-    """A user iterator whose __iter__ returns self; each __next__ logs its step."""
-
-    def __init__(self, n, log):
-        self.n, self.i, self.log = n, 0, log
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.i >= self.n:
-            raise StopIteration
-        self.i += 1
-        self.log.append(self.i)
-        return self.i
-
-
 def test_break_inside_a_loop_over_a_user_iterator_keeps_the_graphs():
     """A graph break inside `for v in it:` over a user iterator (a Python `__next__`) ran the
     whole frame eagerly: the iterator could not be rebuilt at the break. It is the object
@@ -1456,7 +1439,7 @@ def test_break_inside_a_loop_over_a_user_iterator_keeps_the_graphs():
             x = x + v
             if x.sum() > 3:  # data-dependent: a break inside the loop
                 x = x - 1
-        for w in _Ticks(n, it.log):  # made in the frame
+        for w in _Steps(n, it.log):  # made in the frame
             x = x * w
             print("w", w)
         return x.cos(), it.i, list(it.log)
@@ -1464,7 +1447,7 @@ def test_break_inside_a_loop_over_a_user_iterator_keeps_the_graphs():
     stats = ember_capture.CaptureStats()
     fn = ember_capture.capture(f, Recorder(), stats=stats)
     for v, n in [(0.5, 3), (3.0, 2), (-2.0, 4), (1.0, 0)]:
-        assert_same(fn(torch.full((2,), v), _Ticks(n, []), n), f(torch.full((2,), v), _Ticks(n, []), n))
+        assert_same(fn(torch.full((2,), v), _Steps(n, []), n), f(torch.full((2,), v), _Steps(n, []), n))
     assert not stats.fallbacks, stats.fallbacks
     assert stats.graphs and not any("cannot resume" in str(b) for b in stats.breaks), stats.breaks
 
@@ -1487,7 +1470,7 @@ def test_takewhile_dropwhile_compress_tee_consume_as_eager():
         tw = itertools.takewhile(small, gen("t"))
         first = next(tw, None)
         dropped = list(itertools.dropwhile(lambda v: v < 1, gen("d")))
-        picked = next(itertools.compress(gen("c"), _Ticks(n, log)), None)
+        picked = next(itertools.compress(gen("c"), _Steps(n, log)), None)
         t1, t2 = itertools.tee(gen("e"))
         teed = [next(t1, None), next(t1, None), next(t2, None), list(t2)]
         on_list = next(itertools.takewhile(small, [0, 1, 2]))
@@ -1507,16 +1490,16 @@ def test_break_inside_loops_over_enumerate_zip_map_filter_of_user_iterators():
     def f(x, n):
         log = []
         y = x.sin()
-        for k, v in enumerate(_Ticks(n, log), 5):
+        for k, v in enumerate(_Steps(n, log), 5):
             y = y + k * v
             print("kv", k, v)
-        for a, b in zip(_Ticks(n, log), [10, 20, 30]):
+        for a, b in zip(_Steps(n, log), [10, 20, 30]):
             y = y + a * b
             print("ab", a, b)
-        for m in map(lambda q: q * 3, _Ticks(n, log)):
+        for m in map(lambda q: q * 3, _Steps(n, log)):
             y = y - m
             print("m", m)
-        for m in filter(lambda q: q % 2, _Ticks(n, log)):
+        for m in filter(lambda q: q % 2, _Steps(n, log)):
             y = y - m
             print("f", m)
         return y, log
